@@ -1,0 +1,158 @@
+/**
+ * The ffmpeg binary and the one supervisor that runs it. This is the only module in Panoptes
+ * that spawns ffmpeg (through fluent-ffmpeg).
+ */
+import type { ChildProcess } from 'node:child_process';
+import { accessSync, constants, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { Readable } from 'node:stream';
+import ffmpeg from 'fluent-ffmpeg';
+import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
+
+const INSTALLER_PACKAGE = '@ffmpeg-installer/ffmpeg';
+
+/**
+ * The ffmpeg binary to run: `explicit` (a source option) wins, then `FFMPEG_PATH`, then the
+ * static binary shipped in `@ffmpeg-installer/ffmpeg`.
+ * @throws PanoptesError FfmpegNotFound naming the path tried and where it came from
+ */
+export function resolveFfmpegPath(explicit?: string, env: NodeJS.ProcessEnv = process.env): string {
+  const [path, from] = explicit
+    ? [explicit, 'the ffmpegPath option']
+    : env.FFMPEG_PATH
+      ? [env.FFMPEG_PATH, 'FFMPEG_PATH']
+      : [installerPath(), INSTALLER_PACKAGE];
+  try {
+    accessSync(path, constants.X_OK);
+    if (!statSync(path).isFile()) throw new Error('not a file');
+  } catch (cause) {
+    throw new PanoptesError(ErrorCode.FfmpegNotFound, `ffmpeg not found at ${path} (from ${from})`, {
+      cause,
+      details: { path, from },
+    });
+  }
+  return path;
+}
+
+/** Loaded lazily: the installer throws at import time when its binary is missing. */
+function installerPath(): string {
+  try {
+    const installer = createRequire(import.meta.url)(INSTALLER_PACKAGE) as { path: string };
+    return installer.path;
+  } catch (thrown) {
+    // The installer throws a bare string that lists the paths it tried.
+    const reason = thrown instanceof Error ? thrown.message : String(thrown);
+    throw new PanoptesError(ErrorCode.FfmpegNotFound, `ffmpeg not found (${INSTALLER_PACKAGE}): ${reason}`, {
+      cause: thrown,
+      details: { from: INSTALLER_PACKAGE },
+    });
+  }
+}
+
+/** How an ffmpeg run ended. */
+export interface FfmpegExit {
+  /** Exit code; null when killed by a signal or never started. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Set when the process could not be spawned at all. */
+  spawnError?: Error;
+}
+
+export interface FfmpegRunOptions {
+  ffmpegPath: string;
+  input: string;
+  /** Options placed before `-i input` (e.g. `-stream_loop -1`). */
+  inputOptions?: string[];
+  /** Options after the input; the output itself is always `pipe:1`. */
+  outputOptions: string[];
+  /**
+   * Sees every stderr line as it arrives. Return true for a line that is data rather than a
+   * message (e.g. showinfo output) to keep it out of the stderr tail.
+   */
+  onStderrLine?: (line: string) => boolean;
+  /**
+   * How many stderr lines to keep for error messages.
+   * @defaultValue 20
+   */
+  tailLines?: number;
+  logger: Logger;
+}
+
+/** One running ffmpeg command whose output is a byte stream on stdout. */
+export interface FfmpegRun {
+  /**
+   * ffmpeg's stdout. Reading it slowly pauses ffmpeg (the pipe fills and ffmpeg blocks on
+   * write), so nothing is buffered without bound.
+   */
+  readonly stdout: Readable;
+  /** Resolves (never rejects) once ffmpeg has exited and its stderr has been read to the end. */
+  readonly exited: Promise<FfmpegExit>;
+  /** The process id once spawned. */
+  pid(): number | undefined;
+  /** The last stderr lines, newline-joined, for error messages. */
+  stderrTail(): string;
+  /** Sends a signal now, or as soon as the process exists. */
+  kill(signal?: NodeJS.Signals): void;
+}
+
+/** Starts `ffmpeg [inputOptions] -i input [outputOptions] pipe:1` under supervision. */
+export function runFfmpeg(options: FfmpegRunOptions): FfmpegRun {
+  const { logger } = options;
+  const tailLines = options.tailLines ?? 20;
+  const tail: string[] = [];
+  let proc: ChildProcess | undefined;
+  let pendingSignal: NodeJS.Signals | undefined;
+
+  const command = ffmpeg(options.input)
+    .setFfmpegPath(options.ffmpegPath) // fluent-ffmpeg keeps this per process, not per command
+    .inputOptions(options.inputOptions ?? [])
+    .outputOptions(options.outputOptions);
+
+  let resolveExit!: (exit: FfmpegExit) => void;
+  const exited = new Promise<FfmpegExit>((resolve) => {
+    resolveExit = resolve;
+  });
+
+  command.on('stderr', (line: string) => {
+    if (options.onStderrLine?.(line)) return;
+    if (line.trim() === '') return;
+    tail.push(line);
+    if (tail.length > tailLines) tail.shift();
+  });
+
+  command.on('start', (commandLine: string) => {
+    logger.debug({ commandLine }, 'ffmpeg started');
+    proc = (command as unknown as { ffmpegProc?: ChildProcess }).ffmpegProc;
+    if (!proc?.stderr) return; // not reached: fluent-ffmpeg sets ffmpegProc before 'start'
+    // Exit is known when the process has exited and its stderr (the error text) is fully read.
+    const exit = new Promise<Pick<FfmpegExit, 'code' | 'signal'>>((resolve) => {
+      proc?.once('exit', (code, signal) => resolve({ code, signal }));
+    });
+    const stderrClosed = new Promise<void>((resolve) => proc?.stderr?.once('close', () => resolve()));
+    proc.once('error', (spawnError) => resolveExit({ code: null, signal: null, spawnError }));
+    void Promise.all([exit, stderrClosed]).then(([status]) => resolveExit(status));
+    if (pendingSignal) proc.kill(pendingSignal);
+  });
+
+  // fluent-ffmpeg reports every failure here, including exits we classify ourselves from
+  // `exited`; only a failure before the process started is news.
+  command.on('error', (err: Error) => {
+    if (!proc) resolveExit({ code: null, signal: null, spawnError: err });
+  });
+
+  const stdout = command.pipe() as Readable;
+
+  return {
+    stdout,
+    exited,
+    pid: () => proc?.pid,
+    stderrTail: () => tail.join('\n'),
+    kill: (signal = 'SIGKILL') => {
+      if (proc) {
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      } else {
+        pendingSignal = signal;
+      }
+    },
+  };
+}

@@ -1,0 +1,377 @@
+/**
+ * The file/replay source: one ffmpeg process per source decodes a recorded clip, samples it,
+ * scales it and JPEG-encodes it; this module splits the JPEG stream into frames, stamps each
+ * with replay start + pts, and paces them to the replay speed.
+ *
+ * Timestamps: the filter chain ends in `showinfo`, which logs every frame leaving the filter
+ * graph (`n:<k> pts:<p>`, after `config in time_base: <num>/<den>`) on stderr before the frame
+ * is encoded and written to stdout. With `-vsync 0` each of those frames is exactly one JPEG, so
+ * JPEG k gets the pts of showinfo line k. This one mechanism is right for a sampled rate
+ * (`fps=N` gives pts k/N), for the native rate of variable-rate files (GIFs), for clips whose
+ * first frame is not at 0, and across `-stream_loop` (ffmpeg keeps pts increasing).
+ *
+ * Backpressure: the consumer of `frames()` pulls; while it is busy nothing reads ffmpeg's
+ * stdout, the pipe fills and ffmpeg blocks. Pacing (`speed`) is a wait before each yield, not
+ * ffmpeg's `-re`, for the same reason.
+ */
+import { stat } from 'node:fs/promises';
+import {
+  ErrorCode,
+  PanoptesError,
+  silentLogger,
+  systemClock,
+  type Clock,
+  type Frame,
+  type Logger,
+} from '../core/index.js';
+import { resolveFfmpegPath, runFfmpeg, type FfmpegExit, type FfmpegRun } from './ffmpeg.js';
+import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
+
+/** `1` = real time, `N` = N times faster, `'max'` = as fast as ffmpeg decodes. */
+export type ReplaySpeed = number | 'max';
+
+export interface FileSourceOptions {
+  /** Source id from the deployment config; becomes `Frame.source`. */
+  id: string;
+  /** The clip to read (anything ffmpeg reads: mp4, mkv, gif, ...). */
+  path: string;
+  /**
+   * Frames per second to sample (ffmpeg's `fps` filter).
+   * @defaultValue the clip's native rate (every decoded frame)
+   */
+  fps?: number;
+  /**
+   * Scale to this width at decode, keeping the aspect ratio; rounded down to an even number,
+   * and the height is made even too.
+   * @defaultValue the clip's own size
+   */
+  width?: number;
+  speed: ReplaySpeed;
+  /** Replay the clip forever (`-stream_loop -1`); pts and seq keep increasing across loops. */
+  loop: boolean;
+  /**
+   * Capture time of pts 0, ms since epoch.
+   * @defaultValue the wall clock when `frames()` starts
+   */
+  replayStartMs?: number;
+  /**
+   * JPEG quality as ffmpeg's `-q:v` for mjpeg: 2 (best) to 31 (smallest).
+   * @defaultValue 5
+   */
+  quality?: number;
+  logger?: Logger;
+  /** ffmpeg binary; see {@link resolveFfmpegPath} for the default. */
+  ffmpegPath?: string;
+  /** @defaultValue the system clock */
+  clock?: Clock;
+}
+
+export type FileSourceState = 'idle' | 'running' | 'ended' | 'stopped' | 'failed';
+
+export interface FileSourceStatus {
+  state: FileSourceState;
+  framesEmitted: number;
+  /** ffmpeg's process id while it runs. */
+  pid: number | undefined;
+  /** The input's duration as ffmpeg reported it, once known (not for live streams). */
+  durationMs: number | undefined;
+}
+
+export interface FileSource {
+  readonly id: string;
+  /**
+   * The frames, in order. Can be iterated once. Ends when the clip ends (never with `loop`) or
+   * after `stop()`; throws a PanoptesError naming the source when the clip can't be read or
+   * ffmpeg dies.
+   */
+  frames(): AsyncIterable<Frame>;
+  /** Kills ffmpeg and ends `frames()` without an error; resolves once ffmpeg has exited. */
+  stop(): Promise<void>;
+  status(): FileSourceStatus;
+}
+
+const DEFAULT_QUALITY = 5;
+
+export function createFileSource(options: FileSourceOptions): FileSource {
+  validate(options);
+  const { id, path } = options;
+  const clock = options.clock ?? systemClock;
+  const logger = (options.logger ?? silentLogger()).child({ module: 'ingest.file-source', source: id });
+  const abort = new AbortController();
+  let state: FileSourceState = 'idle';
+  let framesEmitted = 0;
+  let durationMs: number | undefined;
+  let run: FfmpegRun | undefined;
+  let iterated = false;
+
+  /** A PanoptesError that names this source. */
+  const sourceError = (code: ErrorCode, what: string, details: Record<string, unknown> = {}, cause?: unknown) =>
+    new PanoptesError(code, `source ${id} (${path}): ${what}`, {
+      details: { source: id, path, ...details },
+      retriable: code === ErrorCode.FfmpegExited,
+      cause,
+    });
+
+  async function* generate(): AsyncGenerator<Frame> {
+    let ffmpegPath: string;
+    try {
+      if (!isUrl(path)) await assertFileExists(path, sourceError);
+      ffmpegPath = resolveFfmpegPath(options.ffmpegPath);
+    } catch (err) {
+      state = 'failed';
+      throw err;
+    }
+    if (abort.signal.aborted) return;
+
+    const startedAt = clock.now();
+    const replayStartMs = options.replayStartMs ?? startedAt;
+    const timestamps = new ShowinfoTimestamps();
+    const ffmpeg = runFfmpeg({
+      ffmpegPath,
+      input: path,
+      inputOptions: ['-hide_banner', '-nostdin', '-nostats', '-loglevel', 'info', ...(options.loop ? ['-stream_loop', '-1'] : [])],
+      outputOptions: [
+        '-map', '0:v:0',
+        '-vf', filterChain(options),
+        '-vsync', '0',
+        '-f', 'image2pipe',
+        '-c:v', 'mjpeg',
+        '-q:v', String(options.quality ?? DEFAULT_QUALITY),
+      ],
+      onStderrLine: (line) => {
+        durationMs ??= parseDurationMs(line);
+        return timestamps.onLine(line);
+      },
+      logger,
+    });
+    run = ffmpeg;
+    state = 'running';
+    void ffmpeg.exited.then(() => timestamps.close());
+    const splitter = new JpegSplitter();
+
+    try {
+      for await (const chunk of ffmpeg.stdout as AsyncIterable<Buffer>) {
+        for (const jpeg of splitter.push(chunk)) {
+          const ptsMs = await timestamps.next();
+          if (ptsMs === undefined) {
+            throw sourceError(ErrorCode.FfmpegExited, 'ffmpeg wrote a frame without its showinfo timestamp', {
+              stderr: ffmpeg.stderrTail(),
+            });
+          }
+          const size = readJpegSize(jpeg);
+          if (!size) {
+            logger.warn({ seq: framesEmitted, ptsMs, bytes: jpeg.length }, 'skipping a frame without a JPEG frame header');
+            continue;
+          }
+          if (options.speed !== 'max') {
+            // Timers may fire a little early: wait until the due time has really passed.
+            const dueAt = startedAt + ptsMs / options.speed;
+            for (let wait = dueAt - clock.now(); wait > 0; wait = dueAt - clock.now()) {
+              await clock.sleep(wait, abort.signal);
+            }
+          }
+          if (abort.signal.aborted) return;
+          const frame: Frame = {
+            source: id,
+            seq: framesEmitted,
+            captureTimeMs: replayStartMs + ptsMs,
+            ptsMs,
+            width: size.width,
+            height: size.height,
+            jpeg,
+          };
+          framesEmitted += 1;
+          yield frame;
+          if (abort.signal.aborted) return;
+        }
+      }
+
+      const exit = await ffmpeg.exited;
+      if (abort.signal.aborted) return;
+      if (splitter.pendingBytes > 0) logger.debug({ bytes: splitter.pendingBytes }, 'ffmpeg output ended inside a JPEG');
+      const failure = classifyExit(exit, ffmpeg.stderrTail(), framesEmitted, sourceError);
+      if (failure) throw failure;
+      logger.debug({ frames: framesEmitted }, 'clip ended');
+      state = 'ended';
+    } catch (err) {
+      if (abort.signal.aborted) return; // stop() interrupted a wait: not a failure
+      state = 'failed';
+      throw err;
+    } finally {
+      if (state === 'running') state = 'stopped';
+      ffmpeg.kill();
+      await ffmpeg.exited;
+    }
+  }
+
+  return {
+    id,
+    frames() {
+      if (iterated) throw new Error(`source ${id}: frames() can be iterated only once`);
+      iterated = true;
+      return generate();
+    },
+    async stop() {
+      abort.abort();
+      if (!run) {
+        state = 'stopped';
+        return;
+      }
+      run.kill();
+      await run.exited;
+      if (state === 'running') state = 'stopped';
+    },
+    status: () => ({ state, framesEmitted, durationMs, pid: state === 'running' ? run?.pid() : undefined }),
+  };
+}
+
+/** `fps=N` (drop early, before scaling), `scale=W:-2`, then `showinfo` for the timestamps. */
+function filterChain(options: FileSourceOptions): string {
+  const filters: string[] = [];
+  if (options.fps !== undefined) filters.push(`fps=${options.fps}`);
+  if (options.width !== undefined) filters.push(`scale=${evenWidth(options.width)}:-2`);
+  filters.push('showinfo');
+  return filters.join(',');
+}
+
+/** `ffmpeg -i` prints `Duration: 00:00:30.03, start: ...` for inputs with a known length. */
+function parseDurationMs(line: string): number | undefined {
+  const m = /Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)/.exec(line);
+  return m ? ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 : undefined;
+}
+
+function isUrl(path: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(path);
+}
+
+function evenWidth(width: number): number {
+  return Math.floor(width / 2) * 2;
+}
+
+function validate(options: FileSourceOptions): void {
+  if (!options.id) throw new TypeError('id: expected a non-empty string');
+  if (!options.path) throw new TypeError(`source ${options.id}: path: expected a non-empty string`);
+  const { fps, width, speed, quality } = options;
+  if (fps !== undefined && !(Number.isFinite(fps) && fps > 0)) {
+    throw new RangeError(`source ${options.id}: fps: expected a positive number, got ${fps}`);
+  }
+  if (width !== undefined && !(Number.isInteger(width) && width >= 2)) {
+    throw new RangeError(`source ${options.id}: width: expected an integer >= 2, got ${width}`);
+  }
+  if (speed !== 'max' && !(Number.isFinite(speed) && speed > 0)) {
+    throw new RangeError(`source ${options.id}: speed: expected a positive number or 'max', got ${String(speed)}`);
+  }
+  if (quality !== undefined && !(Number.isInteger(quality) && quality >= 2 && quality <= 31)) {
+    throw new RangeError(`source ${options.id}: quality: expected an integer from 2 to 31, got ${quality}`);
+  }
+}
+
+type SourceErrorFactory = (
+  code: ErrorCode,
+  what: string,
+  details?: Record<string, unknown>,
+  cause?: unknown,
+) => PanoptesError;
+
+async function assertFileExists(path: string, sourceError: SourceErrorFactory): Promise<void> {
+  try {
+    await stat(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw sourceError(ErrorCode.SourceNotFound, 'file not found', {}, err);
+    throw sourceError(ErrorCode.SourceDecode, `file unreadable (${code ?? 'unknown error'})`, {}, err);
+  }
+}
+
+/** ffmpeg 4..6 and ffmpeg 7+ wordings of "this build has no decoder for that stream". */
+const DECODER_MISSING = [
+  /Decoder \(codec ([^)]*)\) not found/,
+  /Decoding requested, but no decoder found for: (\S+)/,
+];
+
+/** The error an ended ffmpeg run means, or undefined for a clean end. */
+function classifyExit(
+  exit: FfmpegExit,
+  stderr: string,
+  framesEmitted: number,
+  sourceError: SourceErrorFactory,
+): PanoptesError | undefined {
+  const details = { code: exit.code, signal: exit.signal, stderr };
+  const lastLines = stderr.split('\n').slice(-5).join('\n');
+  if (exit.spawnError) {
+    return sourceError(ErrorCode.FfmpegExited, `ffmpeg could not start: ${exit.spawnError.message}`, details, exit.spawnError);
+  }
+  if (exit.code === 0) return undefined;
+  if (exit.signal) {
+    return sourceError(ErrorCode.FfmpegExited, `ffmpeg was killed by ${exit.signal} after ${framesEmitted} frames\n${lastLines}`, details);
+  }
+  for (const pattern of DECODER_MISSING) {
+    const codec = pattern.exec(stderr)?.[1];
+    if (codec !== undefined) {
+      return sourceError(ErrorCode.SourceUnsupportedCodec, `no decoder for codec ${codec}\n${lastLines}`, { ...details, codec });
+    }
+  }
+  if (framesEmitted === 0) {
+    return sourceError(ErrorCode.SourceDecode, `ffmpeg could not decode the file (exit code ${exit.code})\n${lastLines}`, details);
+  }
+  return sourceError(ErrorCode.FfmpegExited, `ffmpeg exited with code ${exit.code} after ${framesEmitted} frames\n${lastLines}`, details);
+}
+
+const SHOWINFO = /^\[Parsed_showinfo_\d+ @ [^\]]+\] /;
+const SHOWINFO_TIME_BASE = /config in time_base: (\d+)\/(\d+)/;
+const SHOWINFO_FRAME = /\bn:\s*\d+\s+pts:\s*(\S+)/;
+
+/**
+ * The pts of each frame leaving the filter graph, in order, from showinfo's stderr lines.
+ * ffmpeg writes a frame's line before the frame's JPEG, so `next()` waits at most for the
+ * stderr pipe to catch up with stdout.
+ */
+class ShowinfoTimestamps {
+  #timeBase: { num: number; den: number } = { num: 1, den: 1000 };
+  #queue: number[] = [];
+  #lastPtsMs = 0;
+  #closed = false;
+  #wake: (() => void) | undefined;
+
+  /** Returns true for showinfo lines (they are data, not messages). */
+  onLine(line: string): boolean {
+    if (!SHOWINFO.test(line)) return false;
+    const timeBase = SHOWINFO_TIME_BASE.exec(line);
+    if (timeBase) {
+      this.#timeBase = { num: Number(timeBase[1]), den: Number(timeBase[2]) };
+      return true;
+    }
+    const frame = SHOWINFO_FRAME.exec(line);
+    if (frame) {
+      const pts = Number(frame[1]);
+      // A frame without pts (NOPTS) keeps the previous time.
+      const ptsMs = Number.isFinite(pts) ? Math.round((pts * this.#timeBase.num * 1000) / this.#timeBase.den) : this.#lastPtsMs;
+      this.#lastPtsMs = ptsMs;
+      this.#queue.push(ptsMs);
+      this.#notify();
+    }
+    return true;
+  }
+
+  /** No more lines will come (ffmpeg exited and its stderr was read). */
+  close(): void {
+    this.#closed = true;
+    this.#notify();
+  }
+
+  /** The next frame's pts in ms, or undefined when ffmpeg ended without one. */
+  async next(): Promise<number | undefined> {
+    while (this.#queue.length === 0 && !this.#closed) {
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+    }
+    return this.#queue.shift();
+  }
+
+  #notify(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+}

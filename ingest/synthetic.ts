@@ -1,0 +1,40 @@
+import { createWriteStream, existsSync } from 'node:fs';
+import { mkdir, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
+import { resolveFfmpegPath, runFfmpeg } from './ffmpeg.js';
+
+export interface SyntheticClip {
+  /** An ffmpeg lavfi graph, e.g. `testsrc2=size=640x360:rate=10`. */
+  lavfi: string;
+  durationS: number;
+}
+
+/**
+ * Renders synthetic footage from ffmpeg's lavfi sources into `dir` once and returns its path;
+ * later runs reuse the file. Matroska, because it can be written to a pipe.
+ */
+export async function ensureSyntheticClip(id: string, clip: SyntheticClip, dir: string, logger: Logger): Promise<string> {
+  const path = join(dir, `${id}.mkv`);
+  if (existsSync(path)) return path;
+  await mkdir(dir, { recursive: true });
+  const partial = `${path}.partial`;
+  const run = runFfmpeg({
+    ffmpegPath: resolveFfmpegPath(),
+    input: clip.lavfi,
+    inputOptions: ['-f', 'lavfi'],
+    outputOptions: ['-t', String(clip.durationS), '-c:v', 'libx264', '-preset', 'veryfast', '-pix_fmt', 'yuv420p', '-f', 'matroska'],
+    logger,
+  });
+  await pipeline(run.stdout, createWriteStream(partial));
+  const exit = await run.exited;
+  if (exit.code !== 0) {
+    throw new PanoptesError(ErrorCode.SourceDecode, `source ${id}: cannot render synthetic footage from "${clip.lavfi}":\n${run.stderrTail()}`, {
+      details: { source: id, lavfi: clip.lavfi, code: exit.code },
+    });
+  }
+  await rename(partial, path);
+  logger.info({ source: id, path }, 'synthetic footage rendered');
+  return path;
+}

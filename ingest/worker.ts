@@ -1,0 +1,97 @@
+import { join } from 'node:path';
+import {
+  CONTRACT_HEADER,
+  describeError,
+  frameContract,
+  Topics,
+  type Bus,
+  type Logger,
+  type SourceConfig,
+} from '../core/index.js';
+import { createFileSource, type FileSource } from './file-source.js';
+import { ensureSyntheticClip } from './synthetic.js';
+
+export interface IngestOptions {
+  bus: Bus;
+  sources: readonly SourceConfig[];
+  /** Synthetic footage is rendered under `<dataDir>/footage`. */
+  dataDir: string;
+  logger: Logger;
+  /** Stops every source; frames already read are still published. */
+  signal?: AbortSignal;
+  /** Frames published so far over all sources, and the expected total when every source has a known length. */
+  onProgress?: (frames: number, total: number | undefined) => void;
+}
+
+export interface SourceResult {
+  id: string;
+  frames: number;
+  /** Why the source stopped early; the other sources keep running. */
+  error?: string;
+}
+
+const FRAME_HEADERS = { [CONTRACT_HEADER]: `frame/${frameContract.version}` };
+
+/**
+ * Runs each source until it ends and publishes its frames on `panoptes.frames`, keyed by
+ * source id. A source that fails is logged and reported; it never stops the others.
+ */
+export async function runIngest(options: IngestOptions): Promise<SourceResult[]> {
+  const { bus, logger } = options;
+  const producer = bus.producer();
+  const running = new Map<string, FileSource>();
+  const published = new Map<string, number>();
+  const report = (): void => {
+    if (!options.onProgress) return;
+    let frames = 0;
+    let total: number | undefined = 0;
+    for (const [id, source] of running) {
+      frames += published.get(id) ?? 0;
+      const { durationMs } = source.status();
+      const config = options.sources.find((s) => s.id === id);
+      if (total === undefined || durationMs === undefined || config?.loop || !config?.fps) total = undefined;
+      else total += Math.ceil((durationMs / 1000) * config.fps);
+    }
+    options.onProgress(frames, total);
+  };
+  const stopAll = (): void => {
+    for (const source of running.values()) void source.stop();
+  };
+  options.signal?.addEventListener('abort', stopAll, { once: true });
+
+  const runOne = async (config: SourceConfig): Promise<SourceResult> => {
+    const sourceLogger = logger.child({ module: 'ingest', source: config.id });
+    try {
+      const path = config.synthetic
+        ? await ensureSyntheticClip(config.id, config.synthetic, join(options.dataDir, 'footage'), sourceLogger)
+        : config.path!;
+      if (options.signal?.aborted) return { id: config.id, frames: 0 };
+      const source = createFileSource({
+        id: config.id,
+        path,
+        speed: config.speed,
+        loop: config.loop,
+        logger: sourceLogger,
+        ...(config.fps ? { fps: config.fps } : {}),
+        ...(config.width ? { width: config.width } : {}),
+      });
+      running.set(config.id, source);
+      for await (const frame of source.frames()) {
+        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode(frame), headers: FRAME_HEADERS }]);
+        published.set(config.id, frame.seq + 1);
+        report();
+      }
+      return { id: config.id, frames: published.get(config.id) ?? 0 };
+    } catch (err) {
+      sourceLogger.error({ err }, 'source failed');
+      return { id: config.id, frames: published.get(config.id) ?? 0, error: describeError(err) };
+    }
+  };
+
+  try {
+    return await Promise.all(options.sources.map(runOne));
+  } finally {
+    options.signal?.removeEventListener('abort', stopAll);
+    await producer.close();
+  }
+}
