@@ -1,1 +1,4 @@
 export type * from './types.js';
+export { roundRobinAssigner } from './assigners.js';
+export { createMemoryBus } from './memory/index.js';
+export type { MemoryBus, MemoryBusOptions, MemoryBusStatus } from './memory/index.js';

@@ -124,5 +124,7 @@ export interface Bus {
   consumer(options: ConsumerOptions): Consumer;
   /** Committed offsets of a group, for lag and tests. */
   committed(groupId: string, topic: string): Promise<TopicPartitionOffset[]>;
+  /** Per partition, the offset the next produced record will get; lag = end − committed. */
+  endOffsets(topic: string): Promise<TopicPartitionOffset[]>;
   close(): Promise<void>;
 }
