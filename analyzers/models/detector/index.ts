@@ -1,0 +1,11 @@
+export { cocoLabels, cocoClassName, COCO_CLASS_COUNT } from './coco.js';
+export {
+  CENTERNET,
+  CENTERNET_DEFAULT_MIN_SCORE,
+  preprocess as preprocessCenternet,
+  decode as decodeCenternet,
+  type DecodeOptions,
+  type Preprocessed,
+} from './centernet.js';
+export { nms, iou, boxArea, type NmsOptions } from './nms.js';
+export { letterboxFor, letterboxInto, sourceSize, boxToInput, boxToSource, clipBox } from './letterbox.js';

@@ -1,0 +1,148 @@
+"""Make an ONNX graph from tf2onnx byte-for-byte reproducible.
+
+tf2onnx's optimizers visit nodes through Python sets of node objects, so from run to run the node order,
+the `__<counter>` suffixes of generated names, and which of several equal constants survives
+constant de-duplication all vary, while the computation is the same. This rewrites the graph into one
+canonical form:
+
+* initializers with equal dtype, shape and bytes are merged and named `const_<sha256 prefix>`;
+* nodes are ordered by a topological sort that breaks ties with a structural hash of each node (its op,
+  attributes and, recursively, what feeds it), which does not depend on names;
+* a node structurally identical to one already placed is dropped and its consumers read the first;
+* generated names (`..__<n>`) of nodes and of the tensors they produce are renumbered in that order;
+  names that come from the TensorFlow graph, and the graph's inputs and outputs, are kept.
+"""
+
+import hashlib
+import heapq
+import re
+
+import onnx
+from onnx import numpy_helper
+
+COUNTER = re.compile(r"__\d+")
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.hexdigest()
+
+
+def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
+    g = model.graph
+    graph_inputs = {i.name for i in g.input}
+    graph_outputs = {o.name for o in g.output}
+
+    # 1. Initializers: merge equal ones under a content name.
+    rename: dict[str, str] = {}
+    inits: dict[str, onnx.TensorProto] = {}
+    for t in g.initializer:
+        arr = numpy_helper.to_array(t)
+        name = "const_" + _digest(str(arr.dtype).encode(), str(arr.shape).encode(), arr.tobytes())[:16]
+        rename[t.name] = name
+        if name not in inits:
+            inits[name] = numpy_helper.from_array(arr, name)
+    for node in g.node:
+        for k, name in enumerate(node.input):
+            if name in rename:
+                node.input[k] = rename[name]
+
+    # 2. Structural hash of every node, in any topological order.
+    producer = {out: node for node in g.node for out in node.output if out}
+    node_hash: dict[int, str] = {}
+
+    def tensor_key(name: str) -> bytes:
+        if not name:
+            return b""
+        if name in inits:
+            return name.encode()
+        if name in graph_inputs:
+            return b"input:" + name.encode()
+        p = producer[name]
+        return (node_hash[id(p)] + ":" + str(list(p.output).index(name))).encode()
+
+    pending = list(g.node)
+    while pending:
+        rest = []
+        for node in pending:
+            if all((not i) or i in inits or i in graph_inputs or id(producer[i]) in node_hash for i in node.input):
+                attrs = sorted((a.name, a.SerializeToString(deterministic=True)) for a in node.attribute)
+                parts = [node.op_type.encode(), node.domain.encode()]
+                parts += [n.encode() + b"=" + v for n, v in attrs]
+                parts += [tensor_key(i) for i in node.input]
+                parts += [str(len(node.output)).encode()]
+                # Names that come from TensorFlow (no counter) are stable; use them to tell apart
+                # structurally equal nodes.
+                parts += [COUNTER.sub("", node.name).encode()]
+                node_hash[id(node)] = _digest(*parts)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):
+            raise RuntimeError("graph has a cycle or a dangling input")
+        pending = rest
+
+    # 3. Topological order, ties broken by the structural hash.
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    indegree: dict[int, int] = {}
+    for node in g.node:
+        deps = {i for i in node.input if i and i in producer}
+        indegree[id(node)] = len(deps)
+        for i in deps:
+            consumers.setdefault(i, []).append(node)
+    tick = 0  # unique second key: the heap never compares nodes
+    heap = []
+    for n in g.node:
+        if indegree[id(n)] == 0:
+            tick += 1
+            heap.append((node_hash[id(n)], tick, n))
+    heapq.heapify(heap)
+    order: list[onnx.NodeProto] = []
+    first_with_hash: dict[str, onnx.NodeProto] = {}
+    alias: dict[str, str] = {}
+    while heap:
+        h, _, node = heapq.heappop(heap)
+        twin = first_with_hash.get(h)
+        if twin is not None and not (set(node.output) & graph_outputs):
+            # Structurally identical to a node already placed: it computes the same values, so its
+            # consumers read the twin's outputs instead (common-subexpression elimination).
+            alias.update(zip(node.output, twin.output))
+        else:
+            first_with_hash.setdefault(h, node)
+            order.append(node)
+        for out in node.output:
+            for c in consumers.get(out, []):
+                indegree[id(c)] -= 1
+                if indegree[id(c)] == 0:
+                    tick += 1
+                    heapq.heappush(heap, (node_hash[id(c)], tick, c))
+
+    # 4. Renumber generated names in that order.
+    counter = 0
+    tensor_rename: dict[str, str] = {}
+
+    def fresh(name: str) -> str:
+        nonlocal counter
+        counter += 1
+        return COUNTER.sub("", name) + f"__{counter}"
+
+    for node in order:
+        if COUNTER.search(node.name):
+            node.name = fresh(node.name)
+        for k, out in enumerate(node.output):
+            if out and out not in graph_outputs and COUNTER.search(out):
+                tensor_rename[out] = fresh(out)
+                node.output[k] = tensor_rename[out]
+    for node in order:
+        for k, name in enumerate(node.input):
+            name = alias.get(name, name)
+            node.input[k] = tensor_rename.get(name, name)
+
+    del g.node[:]
+    g.node.extend(order)
+    del g.initializer[:]
+    g.initializer.extend(inits[k] for k in sorted(inits))
+    del g.value_info[:]
+    return model
