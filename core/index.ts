@@ -1,3 +1,10 @@
 export * from './errors.js';
-export type * from './bus/index.js';
-export type { Frame } from './contracts/frame.js';
+export * from './bus/index.js';
+export * from './contracts/index.js';
+export * from './logger.js';
+export * from './clock.js';
+export type * from './lifecycle.js';
+export * from './config/index.js';
+export * from './paths.js';
+export type * from './vision.js';
+export type * from './results.js';

@@ -1,24 +1,10 @@
-/** An decoded image: interleaved RGB, 3 bytes per pixel, row-major. */
+export type { Box, Detection, TextLine } from '../../core/index.js';
+
+/** A decoded image: interleaved RGB, 3 bytes per pixel, row-major. */
 export interface RgbImage {
   width: number;
   height: number;
   data: Uint8Array;
-}
-
-/** A box in the pixel coordinates of the original image. */
-export interface Box {
-  x1: number;
-  y1: number;
-  x2: number;
-  y2: number;
-}
-
-export interface Detection {
-  box: Box;
-  classId: number;
-  /** COCO name for detectors, e.g. `car`. */
-  className: string;
-  score: number;
 }
 
 /** A tensor handed to or returned by a model: data plus dims, no runtime types. */

@@ -1,0 +1,1 @@
+export { decodeJpeg, encodeJpeg } from './jpeg.js';

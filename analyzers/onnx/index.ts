@@ -1,0 +1,1 @@
+export { createOnnxRuntime, type OnnxRuntimeOptions } from './runtime.js';

@@ -1,0 +1,104 @@
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { deserializeError, ErrorCode, PanoptesError, type Logger } from '../../core/index.js';
+import type { NamedTensors } from '../models/types.js';
+import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
+import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
+
+export interface OnnxRuntimeOptions {
+  /** Worker threads; each loads every model and takes whole batches. Default 1. */
+  workers?: number;
+  /** Threads onnxruntime uses inside one run. Default: the cores divided among the workers. */
+  intraOpThreads?: number;
+  logger: Logger;
+}
+
+/** `Omit` that keeps a union a union. */
+type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never;
+
+type Pending = { resolve: (r: WorkerResponse) => void; reject: (e: Error) => void };
+
+/** A worker thread and the requests it has not answered yet. */
+class WorkerHandle {
+  readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private failure: Error | undefined;
+
+  constructor(readonly worker: Worker) {
+    worker.on('message', (response: WorkerResponse) => {
+      const waiter = this.pending.get(response.id);
+      this.pending.delete(response.id);
+      if (!waiter) return;
+      if (response.type === 'failed') waiter.reject(deserializeError(response.error));
+      else waiter.resolve(response);
+    });
+    const failAll = (err: Error): void => {
+      this.failure = err;
+      for (const waiter of this.pending.values()) waiter.reject(err);
+      this.pending.clear();
+    };
+    worker.on('error', (err) => failAll(new PanoptesError(ErrorCode.ModelRun, `model worker crashed: ${err.message}`, { cause: err })));
+    worker.on('exit', (code) => failAll(new PanoptesError(ErrorCode.Closed, `model worker exited (code ${code})`)));
+  }
+
+  request(message: WithoutId<WorkerRequest>, transfer: ArrayBuffer[] = []): Promise<WorkerResponse> {
+    if (this.failure) return Promise.reject(this.failure);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ ...message, id }, transfer);
+    });
+  }
+}
+
+/**
+ * Starts a worker on `worker.js` (built) or, when running from source (tests, tsx), on
+ * `worker.ts` through tsx's loader: a worker does not inherit the parent's loader hooks.
+ */
+function startWorker(): Worker {
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./worker.js', import.meta.url));
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const worker = new URL('./worker.ts', import.meta.url).href;
+  return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(worker)}); })`, { eval: true });
+}
+
+export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
+  const workerCount = Math.max(1, options.workers ?? 1);
+  const intraOpThreads = options.intraOpThreads ?? Math.max(1, Math.floor(availableParallelism() / workerCount));
+  const handles = Array.from({ length: workerCount }, () => new WorkerHandle(startWorker()));
+  const logger = options.logger.child({ module: 'analyzers.onnx' });
+  let modelCount = 0;
+
+  const leastBusy = (): WorkerHandle =>
+    handles.reduce((best, h) => (h.pending.size < best.pending.size ? h : best));
+
+  return {
+    name: 'onnxruntime-node',
+    async load({ name, file }): Promise<LoadedModel> {
+      const modelId = `${name}#${++modelCount}`;
+      const started = Date.now();
+      const responses = await Promise.all(
+        handles.map((h) => h.request({ type: 'load', modelId, file, intraOpThreads })),
+      );
+      const first = responses[0];
+      if (first?.type !== 'loaded') throw new PanoptesError(ErrorCode.ModelLoad, `unexpected reply loading ${name}`);
+      logger.info({ model: name, file, ms: Date.now() - started, workers: workerCount }, 'model loaded');
+      return {
+        name,
+        inputNames: first.inputNames,
+        outputNames: first.outputNames,
+        async run(feeds: NamedTensors): Promise<NamedTensors> {
+          const response = await leastBusy().request({ type: 'run', modelId, feeds }, transferList(feeds));
+          if (response.type !== 'ran') throw new PanoptesError(ErrorCode.ModelRun, `unexpected reply running ${name}`);
+          return response.outputs;
+        },
+        async dispose(): Promise<void> {
+          await Promise.all(handles.map((h) => h.request({ type: 'unload', modelId })));
+        },
+      };
+    },
+    async close(): Promise<void> {
+      await Promise.all(handles.map((h) => h.worker.terminate()));
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { parentPort } from 'node:worker_threads';
+import ort from 'onnxruntime-node';
+import { ErrorCode, PanoptesError, serializeError } from '../../core/index.js';
+import type { NamedTensors } from '../models/types.js';
+import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
+
+/** Hosts ONNX sessions off the main thread; one request at a time, in arrival order. */
+
+const sessions = new Map<string, ort.InferenceSession>();
+const port = parentPort;
+if (!port) throw new Error('analyzers/onnx/worker must run in a worker thread');
+
+let queue = Promise.resolve();
+port.on('message', (request: WorkerRequest) => {
+  queue = queue.then(() => handle(request));
+});
+
+async function handle(request: WorkerRequest): Promise<void> {
+  try {
+    const response = await serve(request);
+    port?.postMessage(response, response.type === 'ran' ? transferList(response.outputs) : []);
+  } catch (err) {
+    port?.postMessage({ type: 'failed', id: request.id, error: serializeError(err) } satisfies WorkerResponse);
+  }
+}
+
+async function serve(request: WorkerRequest): Promise<WorkerResponse> {
+  switch (request.type) {
+    case 'load': {
+      const session = await ort.InferenceSession.create(request.file, {
+        intraOpNumThreads: request.intraOpThreads,
+        graphOptimizationLevel: 'all',
+      }).catch((err: unknown) => {
+        throw new PanoptesError(ErrorCode.ModelLoad, `cannot load model ${request.modelId} from ${request.file}`, {
+          cause: err,
+          details: { model: request.modelId, file: request.file, reason: String(err) },
+        });
+      });
+      sessions.set(request.modelId, session);
+      return { type: 'loaded', id: request.id, inputNames: [...session.inputNames], outputNames: [...session.outputNames] };
+    }
+    case 'run': {
+      const session = sessions.get(request.modelId);
+      if (!session) throw new PanoptesError(ErrorCode.ModelRun, `model ${request.modelId} is not loaded`);
+      const feeds: Record<string, ort.Tensor> = {};
+      for (const [name, t] of Object.entries(request.feeds)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
+      const results = await session.run(feeds).catch((err: unknown) => {
+        throw new PanoptesError(ErrorCode.ModelRun, `model ${request.modelId} failed: ${String(err)}`, {
+          cause: err,
+          details: { model: request.modelId },
+        });
+      });
+      const outputs: NamedTensors = {};
+      for (const [name, tensor] of Object.entries(results)) {
+        outputs[name] = { type: tensor.type as never, data: tensor.data as never, dims: [...tensor.dims] };
+      }
+      return { type: 'ran', id: request.id, outputs };
+    }
+    case 'unload': {
+      await sessions.get(request.modelId)?.release();
+      sessions.delete(request.modelId);
+      return { type: 'unloaded', id: request.id };
+    }
+  }
+}

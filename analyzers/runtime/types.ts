@@ -1,0 +1,21 @@
+import type { NamedTensors } from '../models/types.js';
+
+/**
+ * The model-runtime port: load a model file, run it on named tensors. The onnxruntime-node
+ * adapter runs sessions on worker threads, because a session's `run` blocks its thread.
+ * Not in the port: execution-provider details, profiling, graph surgery.
+ */
+export interface ModelRuntime {
+  readonly name: string;
+  load(model: { name: string; file: string }): Promise<LoadedModel>;
+  close(): Promise<void>;
+}
+
+export interface LoadedModel {
+  readonly name: string;
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  /** Runs one batch. Takes ownership of the feeds' buffers (they are moved to the worker). */
+  run(feeds: NamedTensors): Promise<NamedTensors>;
+  dispose(): Promise<void>;
+}

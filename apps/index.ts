@@ -1,0 +1,2 @@
+export { createAppLogic } from './app-logic.js';
+export { APP_TABLES, DETECTIONS, FRAMES, TEXTS } from './tables.js';

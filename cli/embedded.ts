@@ -1,0 +1,113 @@
+import { join } from 'node:path';
+import { createBackend, createOnnxRuntime } from '../analyzers/index.js';
+import { createAppLogic } from '../apps/index.js';
+import { createMemoryBus, Topics, type Bus, type CompiledConfig, type Logger, type TableSpec } from '../core/index.js';
+import { runIngest, type SourceResult } from '../ingest/index.js';
+import { createChdbSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
+import type { Progress } from './progress.js';
+
+export interface RunSummary {
+  wallMs: number;
+  frames: number;
+  rows: number;
+  drops: number;
+  detections: number;
+  sources: SourceResult[];
+}
+
+export interface EmbeddedOptions {
+  logger: Logger;
+  progress?: Progress;
+  signal?: AbortSignal;
+  /** Called with the open result store before it closes, e.g. to print an example query. */
+  beforeClose?: (sink: ResultSink, summary: RunSummary) => Promise<void>;
+}
+
+/**
+ * Every role in one process: ingest → memory bus → backend → memory bus → sink → chDB.
+ * Returns once every source has ended and every frame's rows (or drops) are stored.
+ */
+export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptions): Promise<RunSummary> {
+  const { logger } = options;
+  const started = Date.now();
+  const { bus: busConfig, sink: sinkConfig, backend: backendConfig } = config.deployment;
+
+  const bus = createMemoryBus({ maxBytes: busConfig.maxBytes });
+  await bus.createTopics([Topics.frames, Topics.results, Topics.drops].map((name) => ({ name, partitions: busConfig.partitions })));
+
+  const apps = Object.values(config.apps).map(createAppLogic);
+  const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
+  const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
+
+  const sink = createChdbSink({ path: join(config.dataDir, 'clickhouse'), logger });
+  const sinkWorker = createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, logger });
+  const runtime = createOnnxRuntime({ workers: backendConfig.threads, logger });
+  const backend = createBackend({
+    id: 'embedded-0',
+    bus,
+    runtime,
+    models: config.models,
+    apps,
+    appsForSource: (source) => appsBySource.get(source) ?? [],
+    batch: backendConfig.batch,
+    logger,
+  });
+
+  try {
+    await sinkWorker.start();
+    await backend.start();
+    for (const skipped of config.skipped) logger.warn(skipped, 'source skipped');
+
+    const sources = await runIngest({
+      bus,
+      sources: config.sources,
+      dataDir: config.dataDir,
+      logger,
+      ...(options.signal ? { signal: options.signal } : {}),
+      onProgress: (frames, total) => options.progress?.update(frames, total),
+    });
+    options.progress?.stop();
+
+    await waitUntilConsumed(bus, 'panoptes.backend', [Topics.frames]);
+    await backend.drain();
+    await waitUntilConsumed(bus, 'panoptes.sink', [Topics.results, Topics.drops]);
+    await sinkWorker.drain();
+
+    const counted = await sink.query(
+      `SELECT (SELECT count() FROM detections FINAL) AS detections, (SELECT count() FROM drops FINAL) AS drops`,
+    );
+    const summary: RunSummary = {
+      wallMs: Date.now() - started,
+      frames: backend.status().frames,
+      rows: sinkWorker.status().rowsInserted,
+      drops: Number(counted.rows[0]?.drops ?? 0),
+      detections: Number(counted.rows[0]?.detections ?? 0),
+      sources,
+    };
+    await options.beforeClose?.(sink, summary);
+    return summary;
+  } finally {
+    options.progress?.stop();
+    await backend.close().catch((err: unknown) => logger.error({ err }, 'backend close failed'));
+    await sinkWorker.close().catch((err: unknown) => logger.error({ err }, 'sink close failed'));
+    await runtime.close();
+    await bus.close();
+    await sink.close();
+  }
+}
+
+/** Waits until a group has committed everything produced so far on the topics. */
+async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[]): Promise<void> {
+  for (;;) {
+    let behind = 0;
+    for (const topic of topics) {
+      const [ends, committed] = await Promise.all([bus.endOffsets(topic), bus.committed(groupId, topic)]);
+      for (const end of ends) {
+        const done = committed.find((c) => c.partition === end.partition)?.offset ?? 0;
+        behind += Math.max(0, end.offset - done);
+      }
+    }
+    if (behind === 0) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env node
+import { existsSync } from 'node:fs';
+import { basename, extname, join, resolve } from 'node:path';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import {
+  compileDeployment,
+  configJsonSchema,
+  createLogger,
+  CONFIG_KINDS,
+  deploymentSchema,
+  describeError,
+  ErrorCode,
+  loadDeployment,
+  loadModelZoo,
+  PanoptesError,
+  projectRoot,
+  type CompiledConfig,
+  type ConfigKind,
+  type Logger,
+} from '../core/index.js';
+import { createChdbSink } from '../sinks/index.js';
+import { runEmbedded, type RunSummary } from './embedded.js';
+import { formatTable, type OutputFormat } from './output.js';
+import { createProgress } from './progress.js';
+
+const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections FINAL GROUP BY class ORDER BY n DESC';
+
+function parseSpeed(value: string): number | 'max' {
+  if (value === 'max') return 'max';
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number or "max"');
+  return n;
+}
+
+function parsePositive(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
+  return n;
+}
+
+const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where results and generated footage are kept').default('./data');
+
+/** Runs the embedded pipeline with a progress display and SIGINT/SIGTERM for a clean stop. */
+async function runPipeline(config: CompiledConfig, logger: Logger): Promise<void> {
+  const abort = new AbortController();
+  const stop = (): void => {
+    process.stderr.write('stopping: finishing the frames in flight (press Ctrl-C again to quit at once)\n');
+    process.once('SIGINT', () => process.exit(130));
+    abort.abort();
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  const summary = await runEmbedded(config, {
+    logger,
+    progress: createProgress(),
+    signal: abort.signal,
+    beforeClose: async (sink, done) => {
+      const result = await sink.query(EXAMPLE_QUERY);
+      printSummary(done, config);
+      process.stdout.write(`\nexample query: ${EXAMPLE_QUERY}\n${formatTable(result, 'table')}\n`);
+      process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" --data-dir ${config.dataDir}\n`);
+    },
+  });
+  const failed = summary.sources.filter((s) => s.error);
+  if (failed.length === summary.sources.length && failed.length > 0) {
+    throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${s.error}`).join('; ')}`);
+  }
+}
+
+function printSummary(summary: RunSummary, config: CompiledConfig): void {
+  const lines = [
+    `\nreplayed ${summary.sources.length} source${summary.sources.length === 1 ? '' : 's'} in ${(summary.wallMs / 1000).toFixed(1)} s`,
+    ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.error ? `, FAILED: ${s.error}` : ''}`),
+    ...config.skipped.map((s) => `  ${s.id}: skipped (${s.reason})`),
+    `frames: ${summary.frames}  detections: ${summary.detections}  drops: ${summary.drops}  wall time: ${(summary.wallMs / 1000).toFixed(1)} s`,
+    `results in ${join(config.dataDir, 'clickhouse')}`,
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+export function buildProgram(): Command {
+  const program = new Command('panoptes')
+    .description('Video analytics: camera, Twitch and recorded footage in, SQL-queryable results out')
+    .showHelpAfterError('(run with --help for usage)')
+    .option('--log-level <level>', 'trace, debug, info, warn, error or silent', process.env.PANOPTES_LOG_LEVEL ?? 'warn');
+
+  const logger = (): Logger => createLogger({ level: program.opts<{ logLevel: 'info' }>().logLevel });
+
+  program
+    .command('run')
+    .description('run a deployment: every role in one process on the embedded bus and store')
+    .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
+    .addOption(dataDirOption().default(undefined, "the deployment's dataDir (./data)"))
+    .option('--roles <roles>', 'roles to run in this process (only "all" on the embedded bus)', 'all')
+    .action(async (file: string, opts: { dataDir?: string; roles: string }) => {
+      if (opts.roles !== 'all') {
+        throw new PanoptesError(ErrorCode.ConfigInvalid, `--roles ${opts.roles}: the embedded bus runs every role in one process; expected "all"`);
+      }
+      await runPipeline(loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {}), logger());
+    });
+
+  program
+    .command('replay')
+    .description('replay a recorded file (or URL) through one app')
+    .argument('<file-or-url>', 'video file or URL ffmpeg can read')
+    .requiredOption('--app <name>', 'app to run, from configs/apps (e.g. traffic)')
+    .option('--fps <n>', 'frames per second to sample (default: the file\'s own rate)', parsePositive)
+    .option('--speed <speed>', '1 = real time, N = N times faster, max = as fast as possible', parseSpeed, 'max' as const)
+    .option('--width <px>', 'scale frames to this width', parsePositive)
+    .option('--loop', 'replay in a loop until stopped', false)
+    .addOption(dataDirOption())
+    .action(async (input: string, opts: { app: string; fps?: number; speed: number | 'max'; width?: number; loop: boolean; dataDir: string }) => {
+      const configsDir = join(projectRoot(), 'configs');
+      const appFile = join(configsDir, 'apps', `${opts.app}.yaml`);
+      if (!existsSync(appFile)) {
+        throw new PanoptesError(ErrorCode.AppNotFound, `no app named "${opts.app}" (looked for ${appFile})`);
+      }
+      const id = basename(input, extname(input)).toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+/, '') || 'replay';
+      const path = /^[a-z][a-z0-9+.-]*:\/\//i.test(input) ? input : resolve(input);
+      const deployment = deploymentSchema.parse({
+        dataDir: opts.dataDir,
+        apps: [`apps/${opts.app}.yaml`],
+        sources: [{ id, path, apps: [opts.app], speed: opts.speed, loop: opts.loop, ...(opts.fps ? { fps: opts.fps } : {}), ...(opts.width ? { width: Math.round(opts.width) } : {}) }],
+      });
+      await runPipeline(compileDeployment(deployment, join(configsDir, 'replay.yaml'), { dataDir: opts.dataDir }), logger());
+    });
+
+  program
+    .command('query')
+    .description('run a read-only SQL query on the results')
+    .argument('<sql>', 'a SELECT (or SHOW, DESCRIBE, EXPLAIN) statement')
+    .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv']).default('table'))
+    .addOption(dataDirOption())
+    .action(async (sql: string, opts: { format: OutputFormat; dataDir: string }) => {
+      const path = join(resolve(opts.dataDir), 'clickhouse');
+      if (!existsSync(path)) {
+        throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);
+      }
+      const sink = createChdbSink({ path, readOnly: true, logger: logger() });
+      try {
+        process.stdout.write(`${formatTable(await sink.query(sql), opts.format)}\n`);
+      } finally {
+        await sink.close();
+      }
+    });
+
+  const models = program.command('models').description('the model zoo');
+  models
+    .command('list')
+    .description('list the models in configs/models.yaml')
+    .option('--json', 'print JSON')
+    .action((opts: { json?: boolean }) => {
+      const zoo = Object.values(loadModelZoo());
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(zoo, null, 2)}\n`);
+        return;
+      }
+      const rows = zoo.map((m) => ({ name: m.name, task: m.task, architecture: m.architecture, file: m.file.replace(`${projectRoot()}/`, ''), license: m.license }));
+      process.stdout.write(`${formatTable({ columns: Object.keys(rows[0] ?? {}).map((name) => ({ name })), rows }, 'table')}\n`);
+    });
+
+  const config = program.command('config').description('configuration files');
+  config
+    .command('check')
+    .description('validate a deployment and the apps and models it names')
+    .argument('<deployment.yaml>')
+    .action((file: string) => {
+      const compiled = loadDeployment(file);
+      process.stdout.write(`${file}: ok (${compiled.sources.length} sources, apps: ${Object.keys(compiled.apps).join(', ')})\n`);
+    });
+  config
+    .command('schema')
+    .description('print the JSON Schema of a configuration file kind, for editors')
+    .addArgument(new Command().createArgument('<kind>', 'deployment, app or models').choices(Object.keys(CONFIG_KINDS)))
+    .action((kind: ConfigKind) => {
+      process.stdout.write(`${JSON.stringify(configJsonSchema(kind), null, 2)}\n`);
+    });
+
+  return program;
+}
+
+buildProgram()
+  .parseAsync(process.argv)
+  .catch((err: unknown) => {
+    process.stderr.write(`panoptes: ${describeError(err)}\n`);
+    if (process.env.PANOPTES_LOG_LEVEL === 'debug' && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+    process.exitCode = 1;
+  });

@@ -1,0 +1,158 @@
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { projectRoot, resolveConfigPath } from '../paths.js';
+import { configError, deepFreeze, loadConfigFile, type ConfigIssue } from './load.js';
+import {
+  appSpecSchema,
+  deploymentSchema,
+  modelZooSchema,
+  type AppSpec,
+  type Deployment,
+  type ModelSpec,
+  type SourceConfig,
+} from './schema.js';
+
+/** A model spec whose files are absolute paths that exist. */
+export type ResolvedModel = ModelSpec & { file: string; charset?: string };
+
+/** What runtime modules receive: validated, cross-checked, paths resolved, frozen. */
+export interface CompiledConfig {
+  file: string;
+  dataDir: string;
+  deployment: Deployment;
+  /** Sources to run (optional ones whose file is missing are left out and listed in `skipped`). */
+  sources: readonly SourceConfig[];
+  skipped: readonly { id: string; reason: string }[];
+  apps: Readonly<Record<string, AppSpec>>;
+  models: Readonly<Record<string, ResolvedModel>>;
+}
+
+export const DEFAULT_MODELS_FILE = (): string => resolve(projectRoot(), 'configs/models.yaml');
+
+export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<string, ResolvedModel>> {
+  const zoo = loadConfigFile(modelZooSchema, file);
+  const baseDir = dirname(file);
+  const issues: ConfigIssue[] = [];
+  const models: Record<string, ResolvedModel> = {};
+  zoo.models.forEach((model, i) => {
+    if (models[model.name]) issues.push({ file, path: `models[${i}].name`, message: `duplicate model name "${model.name}"` });
+    const resolved: ResolvedModel = { ...model, file: resolveConfigPath(model.file, baseDir) };
+    if (model.charset) resolved.charset = resolveConfigPath(model.charset, baseDir);
+    for (const key of ['file', 'charset'] as const) {
+      const path = resolved[key];
+      if (path && !isUrl(path) && !existsSync(path)) {
+        issues.push({ file, path: `models[${i}].${key}`, message: `got "${model[key]}"; expected an existing file (${path})` });
+      }
+    }
+    models[model.name] = resolved;
+  });
+  if (issues.length > 0) throw configError(file, issues);
+  return deepFreeze(models);
+}
+
+export function loadApp(file: string, models: Readonly<Record<string, ResolvedModel>>): AppSpec {
+  const app = loadConfigFile(appSpecSchema, file);
+  const issues = checkAppGraph(app, models).map((i) => ({ ...i, file }));
+  if (issues.length > 0) throw configError(file, issues);
+  return app;
+}
+
+/** An app's DAG must be a tree rooted at `frames` over known nodes and models. */
+export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unknown>>): Omit<ConfigIssue, 'file'>[] {
+  const issues: Omit<ConfigIssue, 'file'>[] = [];
+  const nodeIds = new Set<string>();
+  app.nodes.forEach((node, i) => {
+    if (nodeIds.has(node.id)) issues.push({ path: `nodes[${i}].id`, message: `duplicate node id "${node.id}"` });
+    nodeIds.add(node.id);
+    if (!models[node.model]) {
+      issues.push({
+        path: `nodes[${i}].model`,
+        message: `got "${node.model}"; expected a model from the zoo: ${Object.keys(models).join(', ')}`,
+      });
+    }
+  });
+  const parents = new Map<string, string>();
+  app.edges.forEach((edge, i) => {
+    if (edge.from !== 'frames' && !nodeIds.has(edge.from)) {
+      issues.push({ path: `edges[${i}].from`, message: `got "${edge.from}"; expected "frames" or a node id` });
+    }
+    if (!nodeIds.has(edge.to)) issues.push({ path: `edges[${i}].to`, message: `got "${edge.to}"; expected a node id` });
+    if (parents.has(edge.to)) {
+      issues.push({ path: `edges[${i}].to`, message: `node "${edge.to}" already has an input; expected one input per node` });
+    }
+    parents.set(edge.to, edge.from);
+  });
+  for (const node of nodeIds) {
+    const seen = new Set<string>();
+    let at: string | undefined = node;
+    while (at && at !== 'frames' && !seen.has(at)) {
+      seen.add(at);
+      at = parents.get(at);
+    }
+    if (at !== 'frames') {
+      const i = app.nodes.findIndex((n) => n.id === node);
+      issues.push({ path: `nodes[${i}].id`, message: `node "${node}" is not reachable from "frames" (missing edge or cycle)` });
+    }
+  }
+  return issues;
+}
+
+export interface CompileOptions {
+  /** Overrides the deployment's `dataDir`; both are relative to the working directory. */
+  dataDir?: string;
+}
+
+export function loadDeployment(file: string, options: CompileOptions = {}): CompiledConfig {
+  return compileDeployment(loadConfigFile(deploymentSchema, file), file, options);
+}
+
+/**
+ * Cross-checks a validated deployment and resolves its paths. `file` names it in errors and
+ * anchors relative paths (a replay passes a path inside `configs/`).
+ */
+export function compileDeployment(deployment: Deployment, file: string, options: CompileOptions = {}): CompiledConfig {
+  const baseDir = dirname(resolve(file));
+  const models = loadModelZoo(resolve(baseDir, deployment.models));
+
+  const apps: Record<string, AppSpec> = {};
+  for (const appFile of deployment.apps) {
+    const app = loadApp(resolve(baseDir, appFile), models);
+    apps[app.name] = app;
+  }
+
+  const issues: ConfigIssue[] = [];
+  const sources: SourceConfig[] = [];
+  const skipped: { id: string; reason: string }[] = [];
+  const ids = new Set<string>();
+  deployment.sources.forEach((source, i) => {
+    if (ids.has(source.id)) issues.push({ file, path: `sources[${i}].id`, message: `duplicate source id "${source.id}"` });
+    ids.add(source.id);
+    source.apps.forEach((name, j) => {
+      if (!apps[name]) {
+        issues.push({ file, path: `sources[${i}].apps[${j}]`, message: `got "${name}"; expected one of the apps: ${Object.keys(apps).join(', ')}` });
+      }
+    });
+    const path = source.path === undefined || isUrl(source.path) ? source.path : resolve(baseDir, source.path);
+    if (path && !isUrl(path) && !existsSync(path)) {
+      if (source.optional) skipped.push({ id: source.id, reason: `file not found: ${path}` });
+      else issues.push({ file, path: `sources[${i}].path`, message: `got "${source.path}"; expected an existing file (${path})` });
+      return;
+    }
+    sources.push(path ? { ...source, path } : source);
+  });
+  if (issues.length > 0) throw configError(file, issues);
+
+  return deepFreeze({
+    file: resolve(file),
+    dataDir: resolve(options.dataDir ?? deployment.dataDir),
+    deployment,
+    sources,
+    skipped,
+    apps,
+    models,
+  });
+}
+
+export function isUrl(path: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(path);
+}

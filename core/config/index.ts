@@ -1,0 +1,4 @@
+export * from './schema.js';
+export { configError, loadConfigFile, parseConfig, deepFreeze, type ConfigIssue } from './load.js';
+export * from './compile.js';
+export * from './json-schema.js';

@@ -1,0 +1,163 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { LineCounter, parseDocument, type Document } from 'yaml';
+import { ErrorCode, PanoptesError } from '../errors.js';
+
+/**
+ * YAML → zod → frozen value. Every problem is reported at once, each naming the file and line,
+ * the key path, the value found and what was expected, so a user fixes a file in one pass.
+ */
+
+export interface ConfigIssue {
+  file: string;
+  line?: number;
+  /** Dotted key path, e.g. `sources[0].fps`. */
+  path: string;
+  message: string;
+}
+
+export function configError(file: string, issues: ConfigIssue[]): PanoptesError {
+  const lines = issues.map((i) => `  ${file}${i.line ? `:${i.line}` : ''}: ${i.path || '(top level)'}: ${i.message}`);
+  return new PanoptesError(
+    ErrorCode.ConfigInvalid,
+    `${file} is not a valid configuration (${issues.length} problem${issues.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
+    { details: { file, issues } },
+  );
+}
+
+export function readConfigText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}`, {
+      cause: err,
+      details: { file },
+    });
+  }
+}
+
+/** Parses YAML text and validates it; `file` names the source in error messages. */
+export function parseConfig<S extends z.ZodType>(schema: S, text: string, file: string): Readonly<z.infer<S>> {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    throw configError(
+      file,
+      doc.errors.map((e) => ({
+        file,
+        line: e.linePos?.[0]?.line,
+        path: '',
+        message: `YAML syntax: ${e.message.split('\n')[0] ?? e.code}`,
+      })),
+    );
+  }
+  const result = schema.safeParse(doc.toJS(), { reportInput: true });
+  if (!result.success) {
+    throw configError(
+      file,
+      result.error.issues.map((issue) => describeIssue(issue, schema, doc, lineCounter, file)),
+    );
+  }
+  return deepFreeze(result.data);
+}
+
+export function loadConfigFile<S extends z.ZodType>(schema: S, file: string): Readonly<z.infer<S>> {
+  return parseConfig(schema, readConfigText(file), file);
+}
+
+function describeIssue(
+  issue: z.core.$ZodIssue,
+  schema: z.ZodType,
+  doc: Document,
+  lineCounter: LineCounter,
+  file: string,
+): ConfigIssue {
+  let path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+  let message: string;
+  if (issue.code === 'unrecognized_keys') {
+    const allowed = objectKeysAt(schema, path);
+    path = [...path, issue.keys[0] ?? ''];
+    message =
+      `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}` +
+      (allowed ? `; expected one of: ${allowed.join(', ')}` : '');
+  } else {
+    const got = 'input' in issue && issue.input !== undefined ? `got ${preview(issue.input)}` : 'missing';
+    message = `${got}; expected ${expectation(issue)}`;
+  }
+  const node = doc.getIn(path, true) as { range?: [number, number, number] } | undefined;
+  const offset = node?.range?.[0] ?? nearestRange(doc, path);
+  return {
+    file,
+    ...(offset === undefined ? {} : { line: lineCounter.linePos(offset).line }),
+    path: formatPath(path),
+    message,
+  };
+}
+
+function expectation(issue: z.core.$ZodIssue): string {
+  switch (issue.code) {
+    case 'invalid_type':
+      return issue.expected;
+    case 'invalid_value':
+      return `one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'too_small':
+      return `${issue.origin === 'array' ? 'at least' : issue.inclusive ? '≥' : '>'} ${String(issue.minimum)}${issue.origin === 'array' ? ' items' : ''}`;
+    case 'too_big':
+      return `${issue.origin === 'array' ? 'at most' : issue.inclusive ? '≤' : '<'} ${String(issue.maximum)}${issue.origin === 'array' ? ' items' : ''}`;
+    case 'invalid_format':
+      return issue.pattern ? `${issue.message} (${issue.pattern})` : issue.format;
+    default:
+      return issue.message;
+  }
+}
+
+function preview(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+function formatPath(path: readonly (string | number)[]): string {
+  return path.reduce<string>((out, p) => (typeof p === 'number' ? `${out}[${p}]` : out ? `${out}.${p}` : p), '');
+}
+
+/** The closest ancestor that exists in the document: a missing key is reported at its parent. */
+function nearestRange(doc: Document, path: readonly (string | number)[]): number | undefined {
+  for (let n = path.length - 1; n >= 0; n--) {
+    const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined;
+    if (node?.range) return node.range[0];
+  }
+  return undefined;
+}
+
+/** The keys an object schema accepts at a path, to tell the user what they might have meant. */
+function objectKeysAt(schema: z.ZodType, path: readonly (string | number)[]): string[] | undefined {
+  let current: z.core.$ZodType | undefined = schema;
+  for (let i = 0; current && i <= path.length; ) {
+    const def: z.core.$ZodTypeDef & Record<string, unknown> = current._zod.def as never;
+    if (def.type === 'optional' || def.type === 'default' || def.type === 'nullable' || def.type === 'prefault') {
+      current = def.innerType as z.core.$ZodType;
+      continue;
+    }
+    if (def.type === 'pipe') {
+      current = def.in as z.core.$ZodType;
+      continue;
+    }
+    if (i === path.length) {
+      return def.type === 'object' ? Object.keys(def.shape as object) : undefined;
+    }
+    const step = path[i++];
+    if (def.type === 'object') current = (def.shape as Record<string, z.core.$ZodType>)[String(step)];
+    else if (def.type === 'array') current = def.element as z.core.$ZodType;
+    else if (def.type === 'record') current = def.valueType as z.core.$ZodType;
+    else return undefined;
+  }
+  return undefined;
+}
+
+export function deepFreeze<T>(value: T): Readonly<T> {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}

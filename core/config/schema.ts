@@ -1,0 +1,152 @@
+import { z } from 'zod';
+
+/**
+ * The configuration users write, as zod schemas. One schema per file kind:
+ * deployments (`configs/demo.yaml`), apps (`configs/apps/*.yaml`) and the model zoo
+ * (`configs/models.yaml`). Objects are strict: an unknown key is an error, not a silent no-op.
+ * Durations and sizes carry their unit in the key (`sloMs`, `maxBytes`).
+ */
+
+const id = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'a lower-case id (letters, digits, ".", "_", "-")');
+
+// ---- model zoo ----
+
+export const modelSpecSchema = z.strictObject({
+  name: id,
+  /** What the model does; decides which pre/post-processing runs around it. */
+  task: z.enum(['detect-objects', 'detect-text', 'recognize-text']),
+  /** Architecture, e.g. `centernet`, `ppocr-det`; picks the exact decoding. */
+  architecture: z.string().min(1),
+  /** Path of the ONNX file: relative to the project root, or `npm:<package>/<path>` for a model shipped in a package. */
+  file: z.string().min(1),
+  /** Square input side for detectors, in pixels. */
+  inputSize: z.number().int().positive().optional(),
+  /** Label set for detectors, e.g. `coco`. */
+  labels: z.string().optional(),
+  /** Character list for text recognizers, same path rules as `file`. */
+  charset: z.string().optional(),
+  /** Largest batch to run at once. */
+  maxBatch: z.number().int().positive().default(8),
+  license: z.string().min(1),
+  description: z.string().default(''),
+});
+export type ModelSpec = z.infer<typeof modelSpecSchema>;
+
+export const modelZooSchema = z.strictObject({
+  models: z.array(modelSpecSchema).min(1),
+});
+export type ModelZoo = z.infer<typeof modelZooSchema>;
+
+// ---- apps ----
+
+const region = z.strictObject({
+  x1: z.number().min(0).max(1),
+  y1: z.number().min(0).max(1),
+  x2: z.number().min(0).max(1),
+  y2: z.number().min(0).max(1),
+});
+
+/** Which outputs of the parent flow along an edge. Regions are fractions of the frame (0..1). */
+export const edgeFilterSchema = z.strictObject({
+  classes: z.array(z.string().min(1)).optional(),
+  minScore: z.number().min(0).max(1).optional(),
+  region: region.optional(),
+});
+
+export const appNodeSchema = z.strictObject({
+  id,
+  model: id,
+  /** Model parameters, e.g. `minScore`, `classes` for a detector. */
+  params: z.record(z.string(), z.unknown()).default({}),
+});
+
+export const appEdgeSchema = z.strictObject({
+  /** `frames` for the root, else a node id. */
+  from: z.string().min(1),
+  to: id,
+  filter: edgeFilterSchema.default({}),
+  /** Extra context around a crop, as a fraction of the box's size. */
+  cropPadding: z.number().min(0).max(1).default(0),
+});
+
+export const appSpecSchema = z.strictObject({
+  name: id,
+  description: z.string().default(''),
+  /** End-to-end latency SLO from capture to result, ms. */
+  sloMs: z.number().int().positive(),
+  nodes: z.array(appNodeSchema).min(1),
+  edges: z.array(appEdgeSchema).min(1),
+  /** Saved SQL queries users run by name: `panoptes query --saved <app>.<name>`. */
+  queries: z.record(id, z.string().min(1)).default({}),
+});
+export type AppSpec = z.infer<typeof appSpecSchema>;
+export type AppNode = z.infer<typeof appNodeSchema>;
+export type AppEdge = z.infer<typeof appEdgeSchema>;
+export type EdgeFilter = z.infer<typeof edgeFilterSchema>;
+
+// ---- deployments ----
+
+export const sourceSchema = z
+  .strictObject({
+    id,
+    /** A video file to replay. Relative paths are relative to the deployment file. */
+    path: z.string().min(1).optional(),
+    /** Or synthetic footage from an ffmpeg lavfi graph, generated once into the data directory. */
+    synthetic: z
+      .strictObject({
+        lavfi: z.string().min(1),
+        durationS: z.number().positive().max(3600),
+      })
+      .optional(),
+    /** Apps that analyze this source. */
+    apps: z.array(id).min(1),
+    /** Sampled frames per second; the file's own rate when absent. */
+    fps: z.number().positive().max(120).optional(),
+    /** Scale to this width at decode time, keeping the aspect ratio. */
+    width: z.number().int().min(16).max(7680).optional(),
+    /** Replay speed: 1 is real time, N is N times faster, `max` is as fast as it decodes. */
+    speed: z.union([z.number().positive(), z.literal('max')]).default('max'),
+    loop: z.boolean().default(false),
+    /** Skip this source with a warning when its file is missing, instead of failing. */
+    optional: z.boolean().default(false),
+  })
+  .refine((s) => (s.path === undefined) !== (s.synthetic === undefined), {
+    message: 'a source needs exactly one of `path` or `synthetic`',
+  });
+export type SourceConfig = z.infer<typeof sourceSchema>;
+
+export const deploymentSchema = z.strictObject({
+  /** Folder for data (ClickHouse files, generated footage); `--data-dir` overrides. */
+  dataDir: z.string().default('./data'),
+  /** The model zoo manifest, relative to the deployment file. */
+  models: z.string().default('models.yaml'),
+  /** App definition files, relative to the deployment file. */
+  apps: z.array(z.string().min(1)).min(1),
+  sources: z.array(sourceSchema).min(1),
+  bus: z
+    .strictObject({
+      kind: z.literal('memory').default('memory'),
+      partitions: z.number().int().positive().max(1024).default(4),
+      maxBytes: z.number().int().positive().default(256 * 1024 * 1024),
+    })
+    .default({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 }),
+  sink: z
+    .strictObject({
+      kind: z.literal('chdb').default('chdb'),
+      /** Rows per insert, per table. */
+      batchRows: z.number().int().positive().default(5000),
+      /** Longest a row waits before its batch is inserted, ms. */
+      flushMs: z.number().int().positive().default(1000),
+    })
+    .default({ kind: 'chdb', batchRows: 5000, flushMs: 1000 }),
+  backend: z
+    .strictObject({
+      /** Frames per model run. */
+      batch: z.number().int().positive().max(64).default(4),
+      /** Model-runtime worker threads. */
+      threads: z.number().int().positive().max(64).default(1),
+    })
+    .default({ batch: 4, threads: 1 }),
+});
+export type DeploymentInput = z.input<typeof deploymentSchema>;
+export type Deployment = z.infer<typeof deploymentSchema>;

@@ -1,0 +1,174 @@
+import { z } from 'zod';
+import { defineContract } from './codec.js';
+
+/**
+ * The messages stages exchange on the bus (DESIGN.md §5). Each has a version; a change that
+ * old readers can't ignore bumps it, and the decoder keeps an upgrade for the old one.
+ * Recorded encodings of every version live in test/fixtures/contracts and must keep decoding.
+ */
+
+const ms = z.number().finite();
+const count = z.number().int().nonnegative();
+
+// ---- Frame: a sampled video frame on `panoptes.frames` (key = source id) ----
+
+const frameHeader = z.object({
+  /** Source id from the deployment config. */
+  source: z.string().min(1),
+  /** Index of the sampled frame within its source, from 0. */
+  seq: count,
+  /** When the frame was captured, ms since epoch: wall clock for live, replay start + pts for files. */
+  captureTimeMs: ms,
+  /** Presentation time within the stream, ms. */
+  ptsMs: ms,
+  width: count,
+  height: count,
+});
+export type Frame = z.infer<typeof frameHeader> & { jpeg: Uint8Array };
+
+export const frameContract = defineContract<Frame, z.infer<typeof frameHeader>>({
+  kind: 'frame',
+  version: 1,
+  header: frameHeader,
+  split: ({ jpeg, ...header }) => ({ header, blob: jpeg }),
+  join: (header, blob) => ({ ...header, jpeg: blob }),
+});
+
+// ---- Task: work for a DAG node below the root (a crop for the next model) ----
+
+const taskHeader = z.object({
+  app: z.string().min(1),
+  /** The DAG node that should run on this task. */
+  node: z.string().min(1),
+  source: z.string().min(1),
+  frameSeq: count,
+  captureTimeMs: ms,
+  /** Capture time + the app's end-to-end SLO. */
+  deadlineMs: ms,
+  /** What the query analysis gave the stages still ahead, ms. */
+  budgetMs: ms,
+  /** Where the crop came from in the frame, pixels; absent when the task carries the whole frame. */
+  region: z.object({ x1: z.number(), y1: z.number(), x2: z.number(), y2: z.number() }).optional(),
+  /** Row ids of the results this task descends from, root first. */
+  lineage: z.array(z.string()),
+});
+export type Task = z.infer<typeof taskHeader> & { jpeg: Uint8Array };
+
+export const taskContract = defineContract<Task, z.infer<typeof taskHeader>>({
+  kind: 'task',
+  version: 1,
+  header: taskHeader,
+  split: ({ jpeg, ...header }) => ({ header, blob: jpeg }),
+  join: (header, blob) => ({ ...header, jpeg: blob }),
+});
+
+// ---- ResultRow: one row for a results table ----
+
+const fieldValue = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+const resultRow = z.object({
+  app: z.string().min(1),
+  table: z.string().regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier'),
+  /** Deterministic: the same input message always yields the same id, so replays are harmless. */
+  rowId: z.string().min(1),
+  source: z.string().min(1),
+  fields: z.record(z.string(), fieldValue),
+});
+export type ResultRow = z.infer<typeof resultRow>;
+export type FieldValue = z.infer<typeof fieldValue>;
+
+export const resultRowContract = defineContract<ResultRow, ResultRow>({
+  kind: 'resultRow',
+  version: 1,
+  header: resultRow,
+  split: (row) => ({ header: row }),
+  join: (header) => header,
+});
+
+// ---- Drop: something that will not produce its rows, and why ----
+
+const drop = z.object({
+  /** What was dropped. */
+  what: z.enum(['frame', 'task', 'row', 'message']),
+  /** The stage that dropped it, e.g. `ingest`, `backend:centernet`, `sink`. */
+  where: z.string().min(1),
+  /** A stable reason code, e.g. `deadline`, `decode`, `invalid-row`. */
+  why: z.string().min(1),
+  source: z.string().optional(),
+  frameSeq: count.optional(),
+  atMs: ms,
+  detail: z.string().optional(),
+});
+export type Drop = z.infer<typeof drop>;
+
+export const dropContract = defineContract<Drop, Drop>({
+  kind: 'drop',
+  version: 1,
+  header: drop,
+  split: (message) => ({ header: message }),
+  join: (header) => header,
+});
+
+// ---- Stats: what a backend observed during one interval ----
+
+const stats = z.object({
+  backend: z.string().min(1),
+  fromMs: ms,
+  toMs: ms,
+  sessions: z.array(
+    z.object({
+      session: z.string().min(1),
+      /** Requests per second that arrived. */
+      arrivalRate: z.number().nonnegative(),
+      queueLength: count,
+      batchSizes: z.array(count),
+      latencyP50Ms: ms,
+      latencyP99Ms: ms,
+      dropped: count,
+      /** Share of requests that missed their deadline or were dropped, 0..1. */
+      badRate: z.number().min(0).max(1),
+    }),
+  ),
+  /** Measured fan-out γ per DAG edge: child tasks per parent request. */
+  edges: z.array(z.object({ app: z.string(), from: z.string(), to: z.string(), gamma: z.number().nonnegative() })),
+});
+export type Stats = z.infer<typeof stats>;
+
+export const statsContract = defineContract<Stats, Stats>({
+  kind: 'stats',
+  version: 1,
+  header: stats,
+  split: (message) => ({ header: message }),
+  join: (header) => header,
+});
+
+// ---- Plan: the scheduler's placement for one epoch ----
+
+const plan = z.object({
+  epoch: count,
+  createdAtMs: ms,
+  sessions: z.array(z.object({ id: z.string().min(1), model: z.string().min(1), sloMs: z.number().positive() })),
+  backends: z.array(
+    z.object({
+      backend: z.string().min(1),
+      dutyCycleMs: z.number().nonnegative(),
+      sessions: z.array(z.object({ session: z.string().min(1), batch: z.number().int().positive() })),
+    }),
+  ),
+  /** Per session and topic, the share of partitions each backend consumes. */
+  routing: z.array(
+    z.object({
+      session: z.string().min(1),
+      topic: z.string().min(1),
+      weights: z.record(z.string(), z.number().nonnegative()),
+    }),
+  ),
+});
+export type Plan = z.infer<typeof plan>;
+
+export const planContract = defineContract<Plan, Plan>({
+  kind: 'plan',
+  version: 1,
+  header: plan,
+  split: (message) => ({ header: message }),
+  join: (header) => header,
+});

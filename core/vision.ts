@@ -1,0 +1,39 @@
+/**
+ * What models produce, in the vocabulary apps consume. Analyzers fill these in; apps turn them
+ * into rows; neither imports the other.
+ */
+
+/** A box in the pixel coordinates of the original frame. */
+export interface Box {
+  x1: number;
+  y1: number;
+  x2: number;
+  y2: number;
+}
+
+export interface Detection {
+  box: Box;
+  classId: number;
+  /** Label name, e.g. COCO's `car`. */
+  className: string;
+  score: number;
+}
+
+export interface TextLine {
+  box: Box;
+  text: string;
+  score: number;
+}
+
+export type NodeOutput =
+  | { kind: 'detections'; detections: Detection[] }
+  | { kind: 'texts'; texts: TextLine[] };
+
+/** The frame a node output belongs to, without its pixels. */
+export interface FrameRef {
+  source: string;
+  seq: number;
+  captureTimeMs: number;
+  width: number;
+  height: number;
+}

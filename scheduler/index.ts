@@ -1,0 +1,1 @@
+export { evenSloSplit } from './slo-split.js';

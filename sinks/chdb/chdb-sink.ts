@@ -1,0 +1,61 @@
+import { mkdirSync } from 'node:fs';
+import { Session } from 'chdb';
+import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
+import { createTableSql, DROPS_TABLE, toJsonEachRow } from '../schema.js';
+import type { QueryResult, ResultSink } from '../types.js';
+
+export interface ChdbSinkOptions {
+  /** Folder for the database files. */
+  path: string;
+  /** Open for reading only: the engine itself refuses writes and setting changes. */
+  readOnly?: boolean;
+  logger: Logger;
+}
+
+/** Embedded ClickHouse. chDB allows one open session per data path in a process. */
+export function createChdbSink(options: ChdbSinkOptions): ResultSink {
+  mkdirSync(options.path, { recursive: true });
+  const args = ['--output_format_json_quote_64bit_integers=0'];
+  if (options.readOnly) args.push('--readonly=1');
+  const session = new Session(options.path, { connectionArgs: args });
+  const logger = options.logger.child({ module: 'sinks.chdb' });
+
+  return {
+    kind: 'chdb',
+    async ensureTables(tables) {
+      for (const table of [DROPS_TABLE, ...tables]) await session.queryAsync(createTableSql(table));
+    },
+    async insert(table: TableSpec, rows: readonly ResultRow[]) {
+      if (rows.length === 0) return;
+      try {
+        await session.insert({ table: table.name, values: Buffer.from(toJsonEachRow(table, rows)), format: 'JSONEachRow' });
+      } catch (err) {
+        logger.warn({ err, table: table.name, rows: rows.length }, 'insert failed');
+        throw new PanoptesError(ErrorCode.SinkInsert, `insert of ${rows.length} rows into ${table.name} failed: ${describeError(err)}`, {
+          cause: err,
+          retriable: true,
+          details: { table: table.name },
+        });
+      }
+    },
+    async query(sql: string): Promise<QueryResult> {
+      try {
+        const result = await session.queryAsync(sql, { format: 'JSON' });
+        const text = result.text();
+        if (text.trim() === '') return { columns: [], rows: [] };
+        const parsed = JSON.parse(text) as { meta: { name: string; type: string }[]; data: Record<string, unknown>[] };
+        return { columns: parsed.meta, rows: parsed.data };
+      } catch (err) {
+        const readOnly = /READONLY|readonly mode/i.test(describeError(err));
+        throw new PanoptesError(
+          readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
+          readOnly ? `queries are read-only: ${describeError(err)}` : `query failed: ${describeError(err)}`,
+          { cause: err },
+        );
+      }
+    },
+    async close() {
+      session.close();
+    },
+  };
+}

@@ -1,0 +1,1 @@
+export { createChdbSink, type ChdbSinkOptions } from './chdb-sink.js';

@@ -1,0 +1,4 @@
+export type * from './types.js';
+export { createChdbSink, type ChdbSinkOptions } from './chdb/index.js';
+export { createSinkWorker, type SinkWorkerOptions, type SinkStatus } from './sink-worker.js';
+export { createTableSql, DROPS_TABLE } from './schema.js';

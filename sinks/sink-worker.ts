@@ -1,0 +1,158 @@
+import {
+  describeError,
+  dropContract,
+  resultRowContract,
+  Topics,
+  type Batch,
+  type Bus,
+  type Consumer,
+  type Drop,
+  type Lifecycle,
+  type Logger,
+  type ResultRow,
+  type TableSpec,
+} from '../core/index.js';
+import { DROPS_TABLE, rowProblem } from './schema.js';
+import type { ResultSink } from './types.js';
+
+export interface SinkWorkerOptions {
+  bus: Bus;
+  sink: ResultSink;
+  tables: readonly TableSpec[];
+  /** Rows per insert, summed over tables. */
+  batchRows: number;
+  /** Longest a row waits for its insert, ms. */
+  flushMs: number;
+  logger: Logger;
+  groupId?: string;
+}
+
+export interface SinkStatus {
+  state: 'idle' | 'running' | 'draining' | 'closed';
+  rowsInserted: number;
+  rowsDropped: number;
+  inserts: number;
+}
+
+type Waiter = { resolve: () => void; reject: (err: unknown) => void };
+
+/**
+ * Consumes result rows and drops, inserts them in batches, and lets the bus commit a message
+ * only after its rows are stored: a handler call waits for the flush that carries its rows.
+ * A failed insert fails every waiting handler, so their messages are delivered again; the
+ * tables' row ids make the second write harmless.
+ */
+export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStatus> {
+  const logger = options.logger.child({ module: 'sinks.worker' });
+  const tables = new Map([DROPS_TABLE, ...options.tables].map((t) => [t.name, t]));
+  const status: SinkStatus = { state: 'idle', rowsInserted: 0, rowsDropped: 0, inserts: 0 };
+  let pending = new Map<string, ResultRow[]>();
+  let pendingCount = 0;
+  let waiters: Waiter[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let flushing = Promise.resolve();
+  let consumer: Consumer | undefined;
+
+  const add = (rows: ResultRow[]): Promise<void> => {
+    for (const row of rows) {
+      const list = pending.get(row.table) ?? [];
+      list.push(row);
+      pending.set(row.table, list);
+    }
+    pendingCount += rows.length;
+    const done = new Promise<void>((resolve, reject) => waiters.push({ resolve, reject }));
+    if (pendingCount >= options.batchRows) void flush();
+    else timer ??= setTimeout(() => void flush(), options.flushMs);
+    return done;
+  };
+
+  const flush = (): Promise<void> => {
+    clearTimeout(timer);
+    timer = undefined;
+    const batch = pending;
+    const batchWaiters = waiters;
+    const rows = pendingCount;
+    pending = new Map();
+    waiters = [];
+    pendingCount = 0;
+    // Flushes run one after another so inserts of one table keep their order.
+    flushing = flushing.then(async () => {
+      try {
+        for (const [name, tableRows] of batch) {
+          const table = tables.get(name);
+          if (table) await options.sink.insert(table, tableRows);
+        }
+        status.rowsInserted += rows;
+        status.inserts += 1;
+        for (const w of batchWaiters) w.resolve();
+      } catch (err) {
+        logger.warn({ err, rows }, 'insert failed; the messages will be delivered again');
+        for (const w of batchWaiters) w.reject(err);
+      }
+    });
+    return flushing;
+  };
+
+  const dropRow = (drop: Drop, key: string): ResultRow => ({
+    app: 'panoptes',
+    table: DROPS_TABLE.name,
+    rowId: `drop:${drop.where}:${drop.what}:${drop.source ?? key}:${drop.frameSeq ?? -1}:${drop.why}:${drop.atMs}`,
+    source: drop.source ?? key,
+    fields: {
+      what: drop.what,
+      stage: drop.where,
+      reason: drop.why,
+      frame_seq: drop.frameSeq ?? -1,
+      at: drop.atMs,
+      detail: drop.detail ?? '',
+    },
+  });
+
+  const handle = async (batch: Batch): Promise<void> => {
+    const rows: ResultRow[] = [];
+    for (const message of batch.messages) {
+      const rejected = (why: string, detail: string): void => {
+        status.rowsDropped += 1;
+        logger.warn({ topic: batch.topic, offset: message.offset, why, detail }, 'message dropped');
+        rows.push(dropRow({ what: batch.topic === Topics.drops ? 'message' : 'row', where: 'sink', why, detail, atMs: message.timestamp }, `${message.key}@${batch.partition}:${message.offset}`));
+      };
+      try {
+        if (batch.topic === Topics.drops) {
+          rows.push(dropRow(dropContract.decode(message.value), message.key));
+          continue;
+        }
+        const row = resultRowContract.decode(message.value);
+        const table = tables.get(row.table);
+        const problem = table ? rowProblem(table, row) : `no table named "${row.table}"`;
+        if (problem) rejected('invalid-row', `${row.rowId}: ${problem}`);
+        else rows.push(row);
+      } catch (err) {
+        rejected('decode', describeError(err));
+      }
+    }
+    if (rows.length > 0) await add(rows);
+  };
+
+  return {
+    async start() {
+      await options.sink.ensureTables([...tables.values()]);
+      consumer = options.bus.consumer({
+        groupId: options.groupId ?? 'panoptes.sink',
+        topics: [Topics.results, Topics.drops],
+        maxBatchSize: options.batchRows,
+      });
+      await consumer.run(handle);
+      status.state = 'running';
+    },
+    async drain() {
+      status.state = 'draining';
+      await flush();
+    },
+    async close() {
+      await consumer?.close();
+      await flush();
+      status.state = 'closed';
+    },
+    status: () => ({ ...status }),
+  };
+}

@@ -1,0 +1,23 @@
+import type { ResultRow, TableSpec } from '../core/index.js';
+
+/**
+ * The ResultSink port: where result rows are stored and how users read them back.
+ * Adapters: chDB (embedded ClickHouse, the default) and, later, a ClickHouse server.
+ * Not in the port: connection pooling, server settings, schema migrations beyond creating
+ * missing tables.
+ */
+export interface ResultSink {
+  readonly kind: 'chdb' | 'server';
+  /** Creates missing tables. Safe to call at every start. */
+  ensureTables(tables: readonly TableSpec[]): Promise<void>;
+  /** Inserts rows of one table; all or nothing. */
+  insert(table: TableSpec, rows: readonly ResultRow[]): Promise<void>;
+  /** Runs a read-only query. */
+  query(sql: string): Promise<QueryResult>;
+  close(): Promise<void>;
+}
+
+export interface QueryResult {
+  columns: { name: string; type: string }[];
+  rows: Record<string, unknown>[];
+}
