@@ -15,7 +15,7 @@ export function createBatcher<Req, Res>(options: {
   run: (requests: Req[]) => Promise<Res[]>;
 }): Batcher<Req, Res> {
   type Entry = { request: Req; resolve: (r: Res) => void; reject: (e: unknown) => void };
-  let waiting: Entry[] = [];
+  const waiting: Entry[] = [];
   let timer: NodeJS.Timeout | undefined;
   let chain = Promise.resolve();
 

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import { ErrorCode, PanoptesError } from '../errors.js';
 
