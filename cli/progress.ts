@@ -28,13 +28,20 @@ export function createProgress(stream: NodeJS.WriteStream = process.stderr): Pro
     };
   }
   let lastLine = 0;
+  let last: { frames: number; total: number | undefined } | undefined;
+  const write = (frames: number, total: number | undefined): void => {
+    lastLine = Date.now();
+    const left = total !== undefined && frames > 0 ? ((total - frames) * (Date.now() - started)) / frames / 1000 : undefined;
+    stream.write(`replay: ${frames}${total !== undefined ? `/${total}` : ''} frames, ${fps(frames)} fps${left !== undefined ? `, ETA ${Math.ceil(left)} s` : ''}\n`);
+  };
   return {
     update(frames, total) {
-      if (Date.now() - lastLine < 5000) return;
-      lastLine = Date.now();
-      const left = total !== undefined && frames > 0 ? ((total - frames) * (Date.now() - started)) / frames / 1000 : undefined;
-      stream.write(`replay: ${frames}${total !== undefined ? `/${total}` : ''} frames, ${fps(frames)} fps${left !== undefined ? `, ETA ${Math.ceil(left)} s` : ''}\n`);
+      last = { frames, total };
+      if (Date.now() - lastLine >= 5000) write(frames, total);
     },
-    stop() {},
+    stop() {
+      if (last && lastLine > 0) write(last.frames, last.total);
+      last = undefined;
+    },
   };
 }
