@@ -8,6 +8,8 @@ import type { Progress } from './progress.js';
 
 export interface RunSummary {
   wallMs: number;
+  /** From the first source starting to the last row stored: the wall time without setup. */
+  processingMs: number;
   frames: number;
   rows: number;
   drops: number;
@@ -58,6 +60,7 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
     await backend.start();
     for (const skipped of config.skipped) logger.warn(skipped, 'source skipped');
 
+    const processingStarted = Date.now();
     const sources = await runIngest({
       bus,
       sources: config.sources,
@@ -72,12 +75,14 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
     await backend.drain();
     await waitUntilConsumed(bus, 'panoptes.sink', [Topics.results, Topics.drops]);
     await sinkWorker.drain();
+    const processingMs = Date.now() - processingStarted;
 
     const counted = await sink.query(
       `SELECT (SELECT count() FROM detections FINAL) AS detections, (SELECT count() FROM drops FINAL) AS drops`,
     );
     const summary: RunSummary = {
       wallMs: Date.now() - started,
+      processingMs,
       frames: backend.status().frames,
       rows: sinkWorker.status().rowsInserted,
       drops: Number(counted.rows[0]?.drops ?? 0),

@@ -1,0 +1,70 @@
+// Benchmarks. Each prints what it measured, ending with one JSON line of figures taken side by
+// side in the same run (the machines are shared, so only ratios within one run compare).
+//   npm run bench -- pipeline
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
+import { runEmbedded } from '../cli/embedded.js';
+import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '../core/index.js';
+import { createFileSource } from '../ingest/index.js';
+
+const logger = createLogger({ level: 'warn' });
+const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
+
+async function pipeline(): Promise<void> {
+  if (!existsSync(clip)) throw new Error(`the pipeline benchmark needs ${clip} (../shared/footage beside the project)`);
+  const dataDir = mkdtempSync(join(tmpdir(), 'panoptes-bench-'));
+  try {
+    const deployment = deploymentSchema.parse({
+      apps: ['apps/traffic.yaml'],
+      sources: [{ id: 'road', path: clip, apps: ['traffic'], speed: 'max' }],
+    });
+    const config = compileDeployment(deployment, join(projectRoot(), 'configs/bench.yaml'), { dataDir });
+    const batch = config.deployment.backend.batch;
+
+    // The same decoded frames the pipeline sees: every frame of the clip, as ingest makes them.
+    const images: RgbImage[] = [];
+    for await (const frame of createFileSource({ id: 'road', path: clip, speed: 'max', loop: false, logger }).frames()) {
+      images.push(await decodeJpeg(frame.jpeg));
+    }
+
+    const runtime = createOnnxRuntime({ logger });
+    const runner = await loadModelRunner(config.models.centernet!, runtime);
+    const params = runner.parseParams(config.apps.traffic!.nodes[0]!.params);
+    await runner.run(images.slice(0, batch), images.slice(0, batch).map(() => params)); // warm-up
+    const modelStarted = process.hrtime.bigint();
+    for (let i = 0; i < images.length; i += batch) {
+      const slice = images.slice(i, i + batch);
+      await runner.run(slice, slice.map(() => params));
+    }
+    const modelSeconds = Number(process.hrtime.bigint() - modelStarted) / 1e9;
+    await runner.dispose();
+    await runtime.close();
+
+    const summary = await runEmbedded(config, { logger });
+    const pipelineFps = summary.frames / (summary.processingMs / 1000);
+    const modelOnlyFps = images.length / modelSeconds;
+    console.log(`frames: ${images.length} (${clip}, every frame), batch ${batch}`);
+    console.log(`detector alone (pre-processing, model, decoding): ${modelSeconds.toFixed(2)} s, ${modelOnlyFps.toFixed(1)} frames/s`);
+    console.log(`embedded pipeline (decode video, bus, JPEG decode, detector, rows, chDB): ${(summary.processingMs / 1000).toFixed(2)} s, ${pipelineFps.toFixed(1)} frames/s, ${summary.detections} detections`);
+    console.log(JSON.stringify({ pipelineFps: round(pipelineFps), modelOnlyFps: round(modelOnlyFps), ratio: round(pipelineFps / modelOnlyFps, 3), frames: images.length }));
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
+
+const benchmarks: Record<string, () => Promise<void>> = { pipeline };
+const name = process.argv[2] ?? '';
+const bench = benchmarks[name];
+if (!bench) {
+  console.error(`usage: npm run bench -- <${Object.keys(benchmarks).join('|')}>`);
+  process.exitCode = 1;
+} else {
+  bench().catch((err: unknown) => {
+    console.error(`bench ${name}: ${err instanceof Error ? err.message : String(err)}`);
+    process.exitCode = 1;
+  });
+}
