@@ -81,6 +81,10 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
       issues.push({ path: `edges[${i}].to`, message: `node "${edge.to}" already has an input; expected one input per node` });
     }
     parents.set(edge.to, edge.from);
+    const filter = edge.filter as Record<string, unknown>;
+    if (edge.from === 'frames' && Object.keys(filter).length > 0) {
+      issues.push({ path: `edges[${i}].filter`, message: `got ${JSON.stringify(filter)}; expected no filter on an edge from "frames" (filters select a node's outputs)` });
+    }
   });
   for (const node of nodeIds) {
     const seen = new Set<string>();
