@@ -1,0 +1,76 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createBackend, createOnnxRuntime } from '../../analyzers/index.js';
+import { createAppLogic } from '../../apps/index.js';
+import {
+  createMemoryBus,
+  dropContract,
+  frameContract,
+  loadApp,
+  loadModelZoo,
+  projectRoot,
+  resultRowContract,
+  silentLogger,
+  Topics,
+  type Drop,
+  type ResultRow,
+} from '../../core/index.js';
+import { waitFor } from '../conformance/wait-for.js';
+
+const root = projectRoot();
+const jpeg = readFileSync(join(root, 'test/fixtures/images/room-person.jpg'));
+
+describe('backend', () => {
+  const bus = createMemoryBus();
+  const runtime = createOnnxRuntime({ logger: silentLogger() });
+  const models = loadModelZoo();
+  const traffic = createAppLogic(loadApp(join(root, 'configs/apps/traffic.yaml'), models));
+  const backend = createBackend({
+    id: 'test-0',
+    bus,
+    runtime,
+    models,
+    apps: [traffic],
+    appsForSource: (source) => (source === 'orphan' ? [] : ['traffic']),
+    batch: 4,
+    logger: silentLogger(),
+  });
+  const rows: ResultRow[] = [];
+  const drops: Drop[] = [];
+
+  beforeAll(async () => {
+    await bus.createTopics([Topics.frames, Topics.results, Topics.drops].map((name) => ({ name, partitions: 2 })));
+    await backend.start();
+    await bus.consumer({ groupId: 'observer', topics: [Topics.results, Topics.drops] }).run(async (batch) => {
+      for (const m of batch.messages) {
+        if (batch.topic === Topics.results) rows.push(resultRowContract.decode(m.value));
+        else drops.push(dropContract.decode(m.value));
+      }
+    });
+  });
+  afterAll(async () => {
+    await backend.close();
+    await runtime.close();
+    await bus.close();
+  });
+
+  it('turns good frames into rows and every bad one into a drop with its reason, and keeps going', async () => {
+    const frame = (source: string, seq: number, bytes: Uint8Array): Uint8Array =>
+      frameContract.encode({ source, seq, captureTimeMs: 1_700_000_000_000 + seq * 500, ptsMs: seq * 500, width: 768, height: 432, jpeg: bytes });
+    await bus.producer().send(Topics.frames, [
+      { key: 'room', value: frame('room', 0, jpeg) },
+      { key: 'room', value: frame('room', 1, new Uint8Array([0xff, 0xd8, 1, 2, 3])) },
+      { key: 'room', value: new Uint8Array([1, 2, 3]) },
+      { key: 'orphan', value: frame('orphan', 0, jpeg) },
+      { key: 'room', value: frame('room', 2, jpeg) },
+    ]);
+    await waitFor(() => backend.status().frames === 5 && drops.length === 3 && rows.some((r) => r.fields.frame_seq === 2));
+
+    expect(drops.map((d) => d.why).sort()).toEqual(['decode', 'image-decode', 'no-app']);
+    expect(drops.find((d) => d.why === 'image-decode')).toMatchObject({ what: 'frame', source: 'room', frameSeq: 1 });
+    const people = rows.filter((r) => r.table === 'detections' && r.fields.class === 'person');
+    expect(people.map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
+    expect(rows.filter((r) => r.table === 'frames').map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
+  });
+});

@@ -1,0 +1,57 @@
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createOnnxRuntime } from '../../analyzers/index.js';
+import { projectRoot, silentLogger } from '../../core/index.js';
+
+const model = join(projectRoot(), 'models/centernet.onnx');
+
+describe('onnxruntime-node adapter (worker threads)', () => {
+  const runtime = createOnnxRuntime({ logger: silentLogger(), workers: 2, intraOpThreads: 1 });
+  afterAll(() => runtime.close());
+
+  const input = (batch: number, value: number): Float32Array => new Float32Array(batch * 512 * 512 * 3).fill(value);
+
+  it('loads a model and runs batches, a batch of N giving N results', async () => {
+    const loaded = await runtime.load({ name: 'centernet', file: model });
+    expect(loaded.inputNames).toEqual(['images']);
+    expect(loaded.outputNames).toEqual(['detections']);
+    const one = await loaded.run({ images: { type: 'float32', data: input(1, 90), dims: [1, 512, 512, 3] } });
+    const four = await loaded.run({ images: { type: 'float32', data: input(4, 90), dims: [4, 512, 512, 3] } });
+    expect(one.detections?.dims).toEqual([1, 100, 6]);
+    expect(four.detections?.dims).toEqual([4, 100, 6]);
+    // Every image of the batch matches the single run: batching does not change results.
+    const single = Array.from(one.detections!.data as Float32Array);
+    const batched = Array.from(four.detections!.data as Float32Array);
+    for (let i = 0; i < 4; i++) {
+      batched.slice(i * 600, (i + 1) * 600).forEach((v, j) => expect(v).toBeCloseTo(single[j]!, 4));
+    }
+  });
+
+  it('runs requests from many callers concurrently without mixing their results', async () => {
+    const loaded = await runtime.load({ name: 'centernet', file: model });
+    const values = [0, 60, 120, 180, 240, 30];
+    const alone = await Promise.all(values.map((v) => loaded.run({ images: { type: 'float32', data: input(1, v), dims: [1, 512, 512, 3] } })));
+    const again = await Promise.all(values.map((v) => loaded.run({ images: { type: 'float32', data: input(1, v), dims: [1, 512, 512, 3] } })));
+    alone.forEach((out, i) => expect(Array.from(again[i]!.detections!.data as Float32Array)).toEqual(Array.from(out.detections!.data as Float32Array)));
+  });
+
+  it('BAD CALL: a missing model file is a ModelLoad error naming the file', async () => {
+    const missing = join(tmpdir(), 'no-such-model.onnx');
+    await expect(runtime.load({ name: 'ghost', file: missing })).rejects.toMatchObject({ code: 'PANOPTES_MODEL_LOAD', message: expect.stringContaining(missing) });
+  });
+
+  it('BAD CALL: a file that is not ONNX is a ModelLoad error', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'panoptes-onnx-')), 'garbage.onnx');
+    writeFileSync(file, 'not a model');
+    await expect(runtime.load({ name: 'garbage', file })).rejects.toMatchObject({ code: 'PANOPTES_MODEL_LOAD' });
+  });
+
+  it('BAD CALL: a wrongly shaped input is a ModelRun error, and the runtime keeps working', async () => {
+    const loaded = await runtime.load({ name: 'centernet', file: model });
+    await expect(loaded.run({ images: { type: 'float32', data: new Float32Array(12), dims: [1, 2, 2, 3] } })).rejects.toMatchObject({ code: 'PANOPTES_MODEL_RUN' });
+    const ok = await loaded.run({ images: { type: 'float32', data: input(1, 10), dims: [1, 512, 512, 3] } });
+    expect(ok.detections?.dims).toEqual([1, 100, 6]);
+  });
+});
