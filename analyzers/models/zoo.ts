@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import { cocoLabels, decodeCenternet, preprocessCenternet } from './detector/index.js';
+import { cocoLabels, decodeCenternet, nms, preprocessCenternet } from './detector/index.js';
 import type { RgbImage } from './types.js';
 
 /**
@@ -23,6 +23,8 @@ const detectorParams = z.strictObject({
   classes: z.array(z.string()).optional(),
   maxDetections: z.number().int().positive().default(100),
   iouThreshold: z.number().min(0).max(1).default(0.5),
+  /** One detection per object: among the wanted classes, overlapping boxes keep the best class only. */
+  classAgnostic: z.boolean().default(true),
 });
 
 export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner> {
@@ -63,11 +65,10 @@ export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime
       return perImage.map((detections, i) => {
         const p = params[i] ?? detectorParams.parse({});
         const wanted = p.classes ? new Set(p.classes) : undefined;
+        const kept = detections.filter((d) => d.score >= p.minScore && (!wanted || wanted.has(d.className)));
         return {
           kind: 'detections' as const,
-          detections: detections
-            .filter((d) => d.score >= p.minScore && (!wanted || wanted.has(d.className)))
-            .slice(0, p.maxDetections),
+          detections: nms(kept, { iouThreshold: p.iouThreshold, maxDetections: p.maxDetections, classAgnostic: p.classAgnostic }),
         };
       });
     },
