@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,6 +62,27 @@ describe('panoptes command', () => {
     const result = await panoptes('run', file, '--data-dir', dataDir);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`${file}:7: sources[0].fps: got "fast"; expected number`);
+  });
+
+  it.skipIf(!existsSync(clip))('stops a looping replay cleanly on SIGINT: in-flight frames stored, summary printed', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), 'replay', clip, '--app', 'traffic', '--loop', '--speed', '1', '--data-dir', join(dataDir, 'loop')], {
+      cwd: root,
+      env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent' },
+    });
+    let stdout = '';
+    let stderr = '';
+    let interrupted = false;
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      if (!interrupted && stderr.includes('replay: ')) interrupted = child.kill('SIGINT'); // the first frame is through
+    });
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).toBe(0);
+    expect(stderr).toContain('stopping: finishing the frames in flight');
+    const frames = Number(/person-bicycle-car-detection: (\d+) frames/.exec(stdout)?.[1]);
+    expect(frames).toBeGreaterThan(0);
+    expect(stdout).toContain(`frames: ${frames}  `); // every published frame was processed before exit
   });
 
   it('lists the model zoo', async () => {
