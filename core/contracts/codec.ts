@@ -93,3 +93,8 @@ export function defineContract<T, H>(definition: ContractDefinition<T, H>): Cont
     },
   };
 }
+
+/** A contract whose message is its JSON header, with no blob. */
+export function defineJsonContract<T>(kind: ContractKind, version: number, schema: z.ZodType<T>): Contract<T> {
+  return defineContract<T, T>({ kind, version, header: schema, split: (message) => ({ header: message }), join: (header) => header });
+}

@@ -1,3 +1,3 @@
-export { ContractKind, defineContract, type Contract } from './codec.js';
+export { ContractKind, defineContract, defineJsonContract, type Contract } from './codec.js';
 export * from './messages.js';
 export * from './topics.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineContract } from './codec.js';
+import { defineContract, defineJsonContract } from './codec.js';
 
 /**
  * The messages stages exchange on the bus (DESIGN.md §5). Each has a version; a change that
@@ -76,13 +76,7 @@ const resultRow = z.object({
 export type ResultRow = z.infer<typeof resultRow>;
 export type FieldValue = z.infer<typeof fieldValue>;
 
-export const resultRowContract = defineContract<ResultRow, ResultRow>({
-  kind: 'resultRow',
-  version: 1,
-  header: resultRow,
-  split: (row) => ({ header: row }),
-  join: (header) => header,
-});
+export const resultRowContract = defineJsonContract<ResultRow>('resultRow', 1, resultRow);
 
 // ---- Drop: something that will not produce its rows, and why ----
 
@@ -100,13 +94,7 @@ const drop = z.object({
 });
 export type Drop = z.infer<typeof drop>;
 
-export const dropContract = defineContract<Drop, Drop>({
-  kind: 'drop',
-  version: 1,
-  header: drop,
-  split: (message) => ({ header: message }),
-  join: (header) => header,
-});
+export const dropContract = defineJsonContract<Drop>('drop', 1, drop);
 
 // ---- Stats: what a backend observed during one interval ----
 
@@ -133,13 +121,7 @@ const stats = z.object({
 });
 export type Stats = z.infer<typeof stats>;
 
-export const statsContract = defineContract<Stats, Stats>({
-  kind: 'stats',
-  version: 1,
-  header: stats,
-  split: (message) => ({ header: message }),
-  join: (header) => header,
-});
+export const statsContract = defineJsonContract<Stats>('stats', 1, stats);
 
 // ---- Plan: the scheduler's placement for one epoch ----
 
@@ -165,10 +147,4 @@ const plan = z.object({
 });
 export type Plan = z.infer<typeof plan>;
 
-export const planContract = defineContract<Plan, Plan>({
-  kind: 'plan',
-  version: 1,
-  header: plan,
-  split: (message) => ({ header: message }),
-  join: (header) => header,
-});
+export const planContract = defineJsonContract<Plan>('plan', 1, plan);
