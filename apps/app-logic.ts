@@ -24,7 +24,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
       });
 
       if (output.kind === 'texts') {
-        return output.texts.map((t, i) => row(TEXTS.name, `${id}/${i}`, { text: t.text, score: round(t.score * 1000) / 1000, ...boxFields(t.box) }));
+        return output.texts.map((t, i) => row(TEXTS.name, `${id}/${i}`, { text: t.text, score: Math.round(t.score * 1000) / 1000, ...boxFields(t.box) }));
       }
       const counts: Record<string, number> = {};
       for (const d of output.detections) counts[d.className] = (counts[d.className] ?? 0) + 1;

@@ -1,4 +1,4 @@
-import type { ColumnSpec, ResultRow, TableSpec } from '../core/index.js';
+import type { ColumnSpec, ColumnType, FieldValue, ResultRow, TableSpec } from '../core/index.js';
 
 /**
  * Table DDL from the apps' TableSpecs. Every table carries the row's identity columns; the
@@ -48,18 +48,38 @@ export function toJsonEachRow(table: TableSpec, rows: readonly ResultRow[]): str
     .join('\n');
 }
 
-/** Why a row doesn't fit its table, or undefined when it does. */
+const INTEGER_RANGES: Partial<Record<ColumnType, [number, number]>> = {
+  UInt8: [0, 255],
+  UInt32: [0, 2 ** 32 - 1],
+  UInt64: [0, Number.MAX_SAFE_INTEGER],
+  Int64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+  'DateTime64(3)': [0, Number.MAX_SAFE_INTEGER],
+};
+const FLOAT32_MAX = 3.4028234663852886e38;
+
+/** Why a value can't go into a column of this type, or undefined when it can. */
+function valueProblem(type: ColumnType, value: FieldValue): string | undefined {
+  if (value === null) return 'is null; columns are not nullable';
+  if (type === 'String') return typeof value === 'string' ? undefined : `needs a string, got ${typeof value} ${JSON.stringify(value)}`;
+  if (type === 'UInt8' && typeof value === 'boolean') return undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value)) return `needs a finite number, got ${JSON.stringify(value)}`;
+  const range = INTEGER_RANGES[type];
+  if (range) {
+    if (!Number.isInteger(value)) return `needs an integer, got ${value}`;
+    if (value < range[0] || value > range[1]) return `needs ${range[0]}..${range[1]}, got ${value}`;
+  }
+  if (type === 'Float32' && Math.abs(value) > FLOAT32_MAX) return `is out of Float32 range: ${value}`;
+  return undefined;
+}
+
+/** Why a row doesn't fit its table, or undefined when it does. Checked before insert: ClickHouse would refuse the whole batch, or wrap the value silently. */
 export function rowProblem(table: TableSpec, row: ResultRow): string | undefined {
-  const known = new Map(table.columns.map((c) => [c.name, c.type]));
+  const types = new Map(table.columns.map((c) => [c.name, c.type]));
   for (const [name, value] of Object.entries(row.fields)) {
-    const type = known.get(name);
+    const type = types.get(name);
     if (!type) return `unknown column "${name}" for table ${table.name}`;
-    if (value === null) return `column "${name}" is null; columns are not nullable`;
-    const numeric = type !== 'String';
-    if (numeric !== (typeof value === 'number') && !(type === 'UInt8' && typeof value === 'boolean')) {
-      return `column "${name}" (${type}) got ${typeof value} ${JSON.stringify(value)}`;
-    }
-    if (numeric && typeof value === 'number' && !Number.isFinite(value)) return `column "${name}" got ${value}`;
+    const problem = valueProblem(type, value);
+    if (problem) return `column "${name}" (${type}) ${problem}`;
   }
   return undefined;
 }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   describeError,
   dropContract,
@@ -93,11 +94,12 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
     return flushing;
   };
 
-  const dropRow = (drop: Drop, key: string): ResultRow => ({
+  /** `identity` makes the row id: the same dropped thing, delivered again, gives the same id. */
+  const dropRow = (drop: Drop, identity: string, source: string): ResultRow => ({
     app: 'panoptes',
     table: DROPS_TABLE.name,
-    rowId: `drop:${drop.where}:${drop.what}:${drop.source ?? key}:${drop.frameSeq ?? -1}:${drop.why}:${drop.atMs}`,
-    source: drop.source ?? key,
+    rowId: `drop:${drop.where}:${drop.why}:${identity}`,
+    source: drop.source ?? source,
     fields: {
       what: drop.what,
       stage: drop.where,
@@ -111,23 +113,25 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
   const handle = async (batch: Batch): Promise<void> => {
     const rows: ResultRow[] = [];
     for (const message of batch.messages) {
-      const rejected = (why: string, detail: string): void => {
+      const rejected = (why: string, detail: string, identity: string, source = message.key): void => {
         status.rowsDropped += 1;
         logger.warn({ topic: batch.topic, offset: message.offset, why, detail }, 'message dropped');
-        rows.push(dropRow({ what: batch.topic === Topics.drops ? 'message' : 'row', where: 'sink', why, detail, atMs: message.timestamp }, `${message.key}@${batch.partition}:${message.offset}`));
+        const what = batch.topic === Topics.drops ? 'message' : 'row';
+        rows.push(dropRow({ what, where: 'sink', why, detail, atMs: message.timestamp }, identity, source));
       };
       try {
         if (batch.topic === Topics.drops) {
-          rows.push(dropRow(dropContract.decode(message.value), message.key));
+          const drop = dropContract.decode(message.value);
+          rows.push(dropRow(drop, `${drop.what}:${drop.source ?? message.key}:${drop.frameSeq ?? -1}:${drop.atMs}`, message.key));
           continue;
         }
         const row = resultRowContract.decode(message.value);
         const table = tables.get(row.table);
         const problem = table ? rowProblem(table, row) : `no table named "${row.table}"`;
-        if (problem) rejected('invalid-row', `${row.rowId}: ${problem}`);
+        if (problem) rejected('invalid-row', `${row.rowId}: ${problem}`, row.rowId, row.source);
         else rows.push(row);
       } catch (err) {
-        rejected('decode', describeError(err));
+        rejected('decode', describeError(err), createHash('sha1').update(message.value).digest('hex'));
       }
     }
     if (rows.length > 0) await add(rows);

@@ -27,6 +27,7 @@ export function createBatcher<Req, Res>(options: {
       chain = chain.then(async () => {
         try {
           const results = await options.run(entries.map((e) => e.request));
+          if (results.length !== entries.length) throw new Error(`batch of ${entries.length} gave ${results.length} results`);
           entries.forEach((e, i) => e.resolve(results[i] as Res));
         } catch (err) {
           for (const e of entries) e.reject(err);

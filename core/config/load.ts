@@ -17,12 +17,34 @@ export interface ConfigIssue {
 }
 
 export function configError(file: string, issues: ConfigIssue[]): PanoptesError {
+  issues = withLines(issues);
   const lines = issues.map((i) => `  ${file}${i.line ? `:${i.line}` : ''}: ${i.path || '(top level)'}: ${i.message}`);
   return new PanoptesError(
     ErrorCode.ConfigInvalid,
     `${file} is not a valid configuration (${issues.length} problem${issues.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
     { details: { file, issues } },
   );
+}
+
+/** Finds the line of issues found after parsing (cross-references), from their file and key path. */
+function withLines(issues: ConfigIssue[]): ConfigIssue[] {
+  const docs = new Map<string, { doc: Document; lineCounter: LineCounter } | undefined>();
+  return issues.map((issue) => {
+    if (issue.line !== undefined || !issue.path) return issue;
+    if (!docs.has(issue.file)) {
+      try {
+        const lineCounter = new LineCounter();
+        docs.set(issue.file, { doc: parseDocument(readFileSync(issue.file, 'utf8'), { lineCounter }), lineCounter });
+      } catch {
+        docs.set(issue.file, undefined);
+      }
+    }
+    const parsed = docs.get(issue.file);
+    if (!parsed) return issue;
+    const path = issue.path.split(/\.|\[(\d+)\]/).filter((p) => p).map((p) => (/^\d+$/.test(p) ? Number(p) : p));
+    const offset = nearestRange(parsed.doc, path);
+    return offset === undefined ? issue : { ...issue, line: parsed.lineCounter.linePos(offset).line };
+  });
 }
 
 export function readConfigText(file: string): string {
@@ -45,7 +67,7 @@ export function parseConfig<S extends z.ZodType>(schema: S, text: string, file: 
       file,
       doc.errors.map((e) => ({
         file,
-        line: e.linePos?.[0]?.line,
+        line: lineCounter.linePos(e.pos[0]).line,
         path: '',
         message: `YAML syntax: ${e.message.split('\n')[0] ?? e.code}`,
       })),
@@ -84,8 +106,7 @@ function describeIssue(
     const got = 'input' in issue && issue.input !== undefined ? `got ${preview(issue.input)}` : 'missing';
     message = `${got}; expected ${expectation(issue)}`;
   }
-  const node = doc.getIn(path, true) as { range?: [number, number, number] } | undefined;
-  const offset = node?.range?.[0] ?? nearestRange(doc, path);
+  const offset = nearestRange(doc, path);
   return {
     file,
     ...(offset === undefined ? {} : { line: lineCounter.linePos(offset).line }),
@@ -120,9 +141,9 @@ function formatPath(path: readonly (string | number)[]): string {
   return path.reduce<string>((out, p) => (typeof p === 'number' ? `${out}[${p}]` : out ? `${out}.${p}` : p), '');
 }
 
-/** The closest ancestor that exists in the document: a missing key is reported at its parent. */
+/** The node at the path, or the closest ancestor that exists: a missing key is reported at its parent. */
 function nearestRange(doc: Document, path: readonly (string | number)[]): number | undefined {
-  for (let n = path.length - 1; n >= 0; n--) {
+  for (let n = path.length; n >= 0; n--) {
     const node = doc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined;
     if (node?.range) return node.range[0];
   }

@@ -33,7 +33,7 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
         logger.warn({ err, table: table.name, rows: rows.length }, 'insert failed');
         throw new PanoptesError(ErrorCode.SinkInsert, `insert of ${rows.length} rows into ${table.name} failed: ${describeError(err)}`, {
           cause: err,
-          retriable: true,
+          retriable: !options.readOnly,
           details: { table: table.name },
         });
       }

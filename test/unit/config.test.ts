@@ -1,0 +1,420 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  appSpecSchema,
+  CONFIG_KINDS,
+  configJsonSchema,
+  deploymentSchema,
+  ErrorCode,
+  loadApp,
+  loadDeployment,
+  loadModelZoo,
+  modelZooSchema,
+  PanoptesError,
+  parseConfig,
+  projectRoot,
+  type ConfigIssue,
+  type ConfigKind,
+} from '../../core/index.js';
+
+const root = projectRoot();
+const CENTERNET = join(root, 'models/centernet.onnx');
+const SOURCE_KEYS = ['id', 'path', 'synthetic', 'apps', 'fps', 'width', 'speed', 'loop', 'optional'];
+
+const scratch = mkdtempSync(join(tmpdir(), 'panoptes-config-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+let dirs = 0;
+
+const MODELS = `models:
+  - name: centernet
+    task: detect-objects
+    architecture: centernet
+    file: ${CENTERNET}
+    inputSize: 512
+    labels: coco
+    license: MIT
+`;
+
+const TRAFFIC = `name: traffic
+sloMs: 1500
+nodes:
+  - id: detect
+    model: centernet
+edges:
+  - from: frames
+    to: detect
+`;
+
+/** A fresh folder holding a models manifest, an app and a clip, plus any files given. */
+function project(files: Record<string, string> = {}): string {
+  const dir = join(scratch, `p${++dirs}`);
+  mkdirSync(join(dir, 'apps'), { recursive: true });
+  const all: Record<string, string> = { 'models.yaml': MODELS, 'apps/traffic.yaml': TRAFFIC, 'clip.mp4': 'not really a video', ...files };
+  for (const [name, text] of Object.entries(all)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
+function deployment(sources: string, extra = ''): string {
+  return `apps: [apps/traffic.yaml]
+${extra}sources:
+${sources}`;
+}
+
+const GOOD_SOURCE = `  - id: cam-1
+    path: clip.mp4
+    apps: [traffic]
+    fps: 2
+`;
+
+/** Runs `fn`, expecting a PanoptesError, and returns it. */
+function thrown(fn: () => unknown): PanoptesError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(PanoptesError);
+    return err as PanoptesError;
+  }
+  throw new Error('expected an error, none was thrown');
+}
+
+function invalid(fn: () => unknown): { err: PanoptesError; issues: ConfigIssue[] } {
+  const err = thrown(fn);
+  expect(err.code).toBe(ErrorCode.ConfigInvalid);
+  return { err, issues: err.details.issues as ConfigIssue[] };
+}
+
+describe('parseConfig', () => {
+  const file = '/configs/mine.yaml';
+
+  it('parses a valid deployment, fills defaults and deep-freezes the result', () => {
+    const config = parseConfig(deploymentSchema, deployment(GOOD_SOURCE), file);
+    expect(config.sources[0]).toMatchObject({ id: 'cam-1', path: 'clip.mp4', apps: ['traffic'], fps: 2, speed: 'max', loop: false, optional: false });
+    expect(config.bus).toEqual({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 });
+    expect(config.dataDir).toBe('./data');
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.sources)).toBe(true);
+    expect(Object.isFrozen(config.sources[0])).toBe(true);
+    expect(Object.isFrozen(config.sources[0]?.apps)).toBe(true);
+    expect(Object.isFrozen(config.bus)).toBe(true);
+    // ES modules run in strict mode: writing to a frozen object throws.
+    expect(() => {
+      (config.sources[0] as { fps: number }).fps = 30;
+    }).toThrow(TypeError);
+    expect(() => {
+      (config.sources as unknown as unknown[]).push({});
+    }).toThrow(TypeError);
+    expect(() => {
+      (config.bus as { partitions: number }).partitions = 1;
+    }).toThrow(TypeError);
+    expect(config.sources[0]?.fps).toBe(2);
+  });
+
+  it('rejects an unknown key, naming the file, line, key path and the keys it expected', () => {
+    const text = deployment(`${GOOD_SOURCE}    fsp: 2\n`);
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, text, file));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]).toMatchObject({ file, line: 7, path: 'sources[0].fsp' });
+    expect(err.message).toContain(`${file}:7: sources[0].fsp`);
+    expect(err.message).toContain('"fsp"');
+    expect(err.message).toContain(SOURCE_KEYS.join(', '));
+    expect(err.details.file).toBe(file);
+  });
+
+  it('rejects a wrong type, naming the path, the value and the expected type', () => {
+    const text = deployment(GOOD_SOURCE.replace('fps: 2', 'fps: fast'));
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, text, file));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]).toMatchObject({ file, line: 6, path: 'sources[0].fps' });
+    expect(err.message).toContain(`${file}:6: sources[0].fps`);
+    expect(err.message).toContain('"fast"');
+    expect(err.message).toContain('number');
+  });
+
+  it('rejects a string where a list belongs', () => {
+    const text = deployment(GOOD_SOURCE.replace('apps: [traffic]', 'apps: traffic'));
+    const { err } = invalid(() => parseConfig(deploymentSchema, text, file));
+    expect(err.message).toContain(`${file}:5: sources[0].apps`);
+    expect(err.message).toContain('"traffic"');
+    expect(err.message).toContain('array');
+  });
+
+  it('rejects a missing required key, naming its path and what was expected', () => {
+    const text = deployment(GOOD_SOURCE.replace('  - id: cam-1\n    path', '  - path'));
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, text, file));
+    expect(issues).toHaveLength(1);
+    expect(issues[0]?.path).toBe('sources[0].id');
+    // A missing key is reported at the nearest thing that exists: the source, on line 3.
+    expect(issues[0]?.line).toBe(3);
+    expect(err.message).toContain(`${file}:3: sources[0].id`);
+    expect(err.message).toContain('missing');
+    expect(err.message).toContain('string');
+  });
+
+  it('rejects a missing top-level list', () => {
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, 'apps: [apps/traffic.yaml]\n', file));
+    expect(issues.map((i) => i.path)).toEqual(['sources']);
+    expect(err.message).toContain('missing');
+  });
+
+  it('rejects a source with both or neither of path and synthetic', () => {
+    const neither = deployment('  - id: cam-1\n    apps: [traffic]\n');
+    expect(invalid(() => parseConfig(deploymentSchema, neither, file)).issues[0]?.path).toBe('sources[0]');
+    const both = deployment(`${GOOD_SOURCE}    synthetic: { lavfi: testsrc2, durationS: 1 }\n`);
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, both, file));
+    expect(issues[0]?.path).toBe('sources[0]');
+    expect(err.message).toContain('synthetic');
+  });
+
+  it('rejects a YAML syntax error, naming the file', () => {
+    const text = deployment(GOOD_SOURCE.replace('apps: [traffic]', 'apps: [traffic'));
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, text, file));
+    expect(issues.length).toBeGreaterThanOrEqual(1);
+    expect(err.message).toContain(file);
+    expect(err.message).toContain('YAML syntax');
+    expect(issues[0]?.line).toBeGreaterThan(1);
+  });
+
+  it('reports several problems at once', () => {
+    const text = `apps: [apps/traffic.yaml]
+sources:
+  - id: cam-1
+    path: clip.mp4
+    apps: [traffic]
+    fps: fast
+    fsp: 2
+  - id: Cam 2
+    path: clip.mp4
+    apps: [traffic]
+sink:
+  flushMs: -5
+`;
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, text, file));
+    expect(issues.map((i) => i.path).sort()).toEqual(['sink.flushMs', 'sources[0].fps', 'sources[0].fsp', 'sources[1].id']);
+    expect(err.message).toContain('(4 problems)');
+    expect(err.message).toContain(`${file}:6: sources[0].fps`);
+    expect(err.message).toContain(`${file}:7: sources[0].fsp`);
+    expect(err.message).toContain(`${file}:8: sources[1].id`);
+    expect(err.message).toContain(`${file}:12: sink.flushMs`);
+    expect(err.message).toContain('"Cam 2"');
+  });
+
+  it('rejects out-of-range values, naming the value and the bound', () => {
+    const text = deployment(GOOD_SOURCE.replace('fps: 2', 'fps: 500'), 'bus:\n  partitions: 0\n');
+    const { err, issues } = invalid(() => parseConfig(deploymentSchema, text, file));
+    expect(issues.map((i) => i.path).sort()).toEqual(['bus.partitions', 'sources[0].fps']);
+    const fps = issues.find((i) => i.path === 'sources[0].fps');
+    expect(fps?.message).toContain('500');
+    expect(fps?.message).toContain('120');
+    const partitions = issues.find((i) => i.path === 'bus.partitions');
+    expect(partitions?.line).toBe(3);
+    expect(partitions?.message).toContain('0');
+    expect(err.message).toContain('(2 problems)');
+  });
+
+  it('rejects an unknown enum value, listing the allowed ones', () => {
+    const text = MODELS.replace('task: detect-objects', 'task: detect-cats');
+    const { err, issues } = invalid(() => parseConfig(modelZooSchema, text, 'models.yaml'));
+    expect(issues[0]).toMatchObject({ path: 'models[0].task', line: 3 });
+    expect(err.message).toContain('"detect-cats"');
+    expect(err.message).toContain('"detect-objects"');
+    expect(err.message).toContain('"recognize-text"');
+  });
+
+  it('parses an app, filling edge defaults', () => {
+    const app = parseConfig(appSpecSchema, TRAFFIC, 'traffic.yaml');
+    expect(app.edges[0]).toEqual({ from: 'frames', to: 'detect', filter: {}, cropPadding: 0 });
+    expect(app.queries).toEqual({});
+    expect(Object.isFrozen(app.edges[0])).toBe(true);
+  });
+});
+
+describe('loadModelZoo and loadApp', () => {
+  it('loads a manifest, resolving relative model paths against it', () => {
+    const dir = project({ 'models.yaml': MODELS.replace(CENTERNET, 'net.onnx'), 'net.onnx': 'x' });
+    const models = loadModelZoo(join(dir, 'models.yaml'));
+    expect(models.centernet?.file).toBe(join(dir, 'net.onnx'));
+    expect(models.centernet?.maxBatch).toBe(8);
+    expect(Object.isFrozen(models.centernet)).toBe(true);
+  });
+
+  it('rejects a model whose file does not exist, and duplicate names, at once', () => {
+    const dir = project({ 'models.yaml': `${MODELS}${MODELS.replace('models:\n', '').replace(CENTERNET, 'missing.onnx')}` });
+    const file = join(dir, 'models.yaml');
+    const { err, issues } = invalid(() => loadModelZoo(file));
+    expect(issues.map((i) => i.path).sort()).toEqual(['models[1].file', 'models[1].name']);
+    expect(err.message).toContain(file);
+    expect(err.message).toContain('"missing.onnx"');
+    expect(err.message).toContain('duplicate');
+  });
+
+  it('says a missing manifest is not found', () => {
+    expect(thrown(() => loadModelZoo(join(scratch, 'nowhere.yaml'))).code).toBe(ErrorCode.ConfigNotFound);
+  });
+
+  it('rejects an app node naming an unknown model, listing the zoo', () => {
+    const dir = project();
+    const models = loadModelZoo(join(dir, 'models.yaml'));
+    const file = join(dir, 'apps/bad.yaml');
+    writeFileSync(file, TRAFFIC.replace('model: centernet', 'model: yolo'));
+    const { err, issues } = invalid(() => loadApp(file, models));
+    expect(issues[0]).toMatchObject({ file, path: 'nodes[0].model' });
+    expect(err.message).toContain(file);
+    expect(err.message).toContain('"yolo"');
+    expect(err.message).toContain('centernet');
+  });
+
+  it('checks the DAG: unknown edge target, second input, cycle, unreachable node', () => {
+    const dir = project();
+    const models = loadModelZoo(join(dir, 'models.yaml'));
+    const app = (name: string, graph: string): string => {
+      const file = join(dir, `apps/${name}.yaml`);
+      writeFileSync(file, `name: ${name}\nsloMs: 900\n${graph}`);
+      return file;
+    };
+    const nodes = 'nodes:\n  - { id: a, model: centernet }\n  - { id: b, model: centernet }\n';
+
+    const unknown = invalid(() => loadApp(app('unknown', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: a, to: b }\n  - { from: a, to: c }\n`), models));
+    expect(unknown.issues.map((i) => i.path)).toEqual(['edges[2].to']);
+    expect(unknown.err.message).toContain('"c"');
+
+    const unknownFrom = invalid(() => loadApp(app('unknown-from', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: z, to: b }\n`), models));
+    expect(unknownFrom.issues.map((i) => i.path)).toContain('edges[1].from');
+
+    const twoInputs = invalid(() => loadApp(app('two-inputs', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: frames, to: b }\n  - { from: a, to: b }\n`), models));
+    expect(twoInputs.issues.map((i) => i.path)).toEqual(['edges[2].to']);
+    expect(twoInputs.err.message).toContain('"b"');
+
+    const cycle = invalid(() => loadApp(app('cycle', `${nodes}edges:\n  - { from: a, to: b }\n  - { from: b, to: a }\n`), models));
+    expect(cycle.issues.map((i) => i.path).sort()).toEqual(['nodes[0].id', 'nodes[1].id']);
+    expect(cycle.err.message).toContain('frames');
+
+    const unreachable = invalid(() => loadApp(app('unreachable', `${nodes}edges:\n  - { from: frames, to: a }\n`), models));
+    expect(unreachable.issues.map((i) => i.path)).toEqual(['nodes[1].id']);
+    expect(unreachable.err.message).toContain('"b"');
+
+    const ok = loadApp(app('chain', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: a, to: b, filter: { classes: [car] } }\n`), models);
+    expect(ok.edges[1]?.filter).toEqual({ classes: ['car'] });
+  });
+});
+
+describe('loadDeployment', () => {
+  it('loads a deployment with its apps and models, resolved and frozen', () => {
+    const dir = project({ 'deploy.yaml': deployment(GOOD_SOURCE) });
+    const config = loadDeployment(join(dir, 'deploy.yaml'));
+    expect(config.file).toBe(join(dir, 'deploy.yaml'));
+    expect(Object.keys(config.apps)).toEqual(['traffic']);
+    expect(config.models.centernet?.file).toBe(CENTERNET);
+    expect(config.sources.map((s) => s.path)).toEqual([join(dir, 'clip.mp4')]);
+    expect(config.skipped).toEqual([]);
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.sources[0])).toBe(true);
+    expect(Object.isFrozen(config.apps.traffic?.nodes[0])).toBe(true);
+    expect(() => {
+      (config.apps as Record<string, unknown>).other = {};
+    }).toThrow(TypeError);
+  });
+
+  it('rejects a source naming an app that does not exist', () => {
+    const dir = project({ 'deploy.yaml': deployment(GOOD_SOURCE.replace('apps: [traffic]', 'apps: [traffic, parking]')) });
+    const file = join(dir, 'deploy.yaml');
+    const { err, issues } = invalid(() => loadDeployment(file));
+    expect(issues.map((i) => i.path)).toEqual(['sources[0].apps[1]']);
+    const line = readFileSync(file, 'utf8').split('\n').findIndex((l) => l.includes('parking')) + 1;
+    expect(err.message).toContain(`${file}:${line}: sources[0].apps[1]`);
+    expect(err.message).toContain('"parking"');
+    expect(err.message).toContain('traffic');
+  });
+
+  it('rejects an app of the deployment whose node names an unknown model', () => {
+    const dir = project({ 'apps/traffic.yaml': TRAFFIC.replace('model: centernet', 'model: ghost'), 'deploy.yaml': deployment(GOOD_SOURCE) });
+    const { err, issues } = invalid(() => loadDeployment(join(dir, 'deploy.yaml')));
+    expect(issues[0]).toMatchObject({ file: join(dir, 'apps/traffic.yaml'), path: 'nodes[0].model' });
+    expect(err.message).toContain('"ghost"');
+  });
+
+  it('rejects duplicate source ids', () => {
+    const dir = project({ 'deploy.yaml': deployment(`${GOOD_SOURCE}${GOOD_SOURCE}`) });
+    expect(invalid(() => loadDeployment(join(dir, 'deploy.yaml'))).issues.map((i) => i.path)).toEqual(['sources[1].id']);
+  });
+
+  it('skips an optional source whose file is missing and lists it in `skipped`', () => {
+    const missing = GOOD_SOURCE.replace('cam-1', 'cam-2').replace('clip.mp4', 'gone.mp4');
+    const dir = project({ 'deploy.yaml': deployment(`${GOOD_SOURCE}${missing}    optional: true\n`) });
+    const config = loadDeployment(join(dir, 'deploy.yaml'));
+    expect(config.sources.map((s) => s.id)).toEqual(['cam-1']);
+    expect(config.skipped).toHaveLength(1);
+    expect(config.skipped[0]?.id).toBe('cam-2');
+    expect(config.skipped[0]?.reason).toContain(join(dir, 'gone.mp4'));
+  });
+
+  it('rejects the same missing file when the source is not optional', () => {
+    const missing = GOOD_SOURCE.replace('cam-1', 'cam-2').replace('clip.mp4', 'gone.mp4');
+    const dir = project({ 'deploy.yaml': deployment(`${GOOD_SOURCE}${missing}`) });
+    const { err, issues } = invalid(() => loadDeployment(join(dir, 'deploy.yaml')));
+    expect(issues.map((i) => i.path)).toEqual(['sources[1].path']);
+    expect(err.message).toContain('"gone.mp4"');
+  });
+
+  it('leaves URLs and synthetic sources alone', () => {
+    const sources = `  - id: live\n    path: rtsp://camera.local/stream\n    apps: [traffic]\n  - id: synth\n    synthetic: { lavfi: testsrc2, durationS: 2 }\n    apps: [traffic]\n`;
+    const dir = project({ 'deploy.yaml': deployment(sources) });
+    const config = loadDeployment(join(dir, 'deploy.yaml'));
+    expect(config.sources.map((s) => s.path)).toEqual(['rtsp://camera.local/stream', undefined]);
+  });
+
+  it('resolves dataDir against the working directory, and the option overrides it', () => {
+    const dir = project({ 'deploy.yaml': deployment(GOOD_SOURCE, 'dataDir: ./results\n') });
+    const file = join(dir, 'deploy.yaml');
+    expect(loadDeployment(file).dataDir).toBe(resolve('./results'));
+    expect(loadDeployment(file, { dataDir: join(dir, 'elsewhere') }).dataDir).toBe(join(dir, 'elsewhere'));
+    expect(loadDeployment(file, { dataDir: 'rel/dir' }).dataDir).toBe(resolve('rel/dir'));
+  });
+
+  it('says a missing deployment or models manifest is not found', () => {
+    expect(thrown(() => loadDeployment(join(scratch, 'nowhere.yaml'))).code).toBe(ErrorCode.ConfigNotFound);
+    const dir = project({ 'deploy.yaml': deployment(GOOD_SOURCE, 'models: zoo.yaml\n') });
+    expect(thrown(() => loadDeployment(join(dir, 'deploy.yaml'))).code).toBe(ErrorCode.ConfigNotFound);
+  });
+
+  it('loads the committed configs/demo.yaml and configs/models.yaml', () => {
+    const demo = loadDeployment(join(root, 'configs/demo.yaml'));
+    expect(Object.keys(demo.apps)).toEqual(['traffic']);
+    expect(demo.sources.map((s) => s.id)).toContain('synthetic-testcard');
+    const ids = [...demo.sources.map((s) => s.id), ...demo.skipped.map((s) => s.id)].sort();
+    expect(ids).toEqual(['car-detection', 'person-bicycle-car', 'synthetic-testcard']);
+    const models = loadModelZoo();
+    expect(Object.keys(models).sort()).toEqual(['centernet', 'ppocr-det', 'ppocr-rec']);
+    expect(models['ppocr-rec']?.charset).toMatch(/ppocr_keys_v1\.txt$/);
+  });
+});
+
+describe('configJsonSchema', () => {
+  const kinds = Object.keys(CONFIG_KINDS) as ConfigKind[];
+
+  it('covers deployments, apps and model manifests', () => {
+    expect([...kinds].sort()).toEqual(['app', 'deployment', 'models']);
+  });
+
+  it.each(kinds)('%s is a strict JSON Schema object', (kind) => {
+    const schema = configJsonSchema(kind);
+    expect(schema.$schema).toMatch(/json-schema\.org/);
+    expect(schema.type).toBe('object');
+    expect(schema.additionalProperties).toBe(false);
+  });
+
+  it('forbids unknown keys on a source and knows its keys', () => {
+    const schema = configJsonSchema('deployment') as { properties: { sources: { items: { additionalProperties: unknown; properties: object; required: string[] } } } };
+    const source = schema.properties.sources.items;
+    expect(source.additionalProperties).toBe(false);
+    expect(Object.keys(source.properties)).toEqual(SOURCE_KEYS);
+    expect(source.required).toEqual(['id', 'apps']);
+  });
+
+  it.each(kinds)('docs/schema/%s.json is up to date (npx panoptes config schema <kind>)', (kind) => {
+    const committed = readFileSync(join(root, 'docs/schema', `${kind}.json`), 'utf8');
+    expect(committed).toBe(`${JSON.stringify(configJsonSchema(kind), null, 2)}\n`);
+  });
+});

@@ -1,0 +1,340 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DETECTIONS, FRAMES } from '../../apps/index.js';
+import {
+  createMemoryBus,
+  dropContract,
+  ErrorCode,
+  PanoptesError,
+  resultRowContract,
+  silentLogger,
+  Topics,
+  type MemoryBus,
+  type ResultRow,
+  type TableSpec,
+} from '../../core/index.js';
+import { createChdbSink, createSinkWorker, createTableSql, DROPS_TABLE, type ResultSink } from '../../sinks/index.js';
+import { rowProblem } from '../../sinks/schema.js';
+import { waitFor } from '../conformance/wait-for.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'panoptes-sink-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Runs `fn`, expecting a PanoptesError, and returns it. */
+async function rejected(fn: () => Promise<unknown>): Promise<PanoptesError> {
+  try {
+    await fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(PanoptesError);
+    return err as PanoptesError;
+  }
+  throw new Error('expected an error, none was thrown');
+}
+
+const detection = (seq: number, i: number, source = 'cam-1'): ResultRow => ({
+  app: 'traffic',
+  table: 'detections',
+  rowId: `traffic/${source}/${seq}/detect/${i}`,
+  source,
+  fields: { frame_seq: seq, frame_time: 1_700_000_000_000 + seq * 500, node: 'detect', class: 'car', score: 0.5 + i / 100, x1: 1, y1: 2, x2: 30.5, y2: 40 },
+});
+
+describe('createTableSql', () => {
+  it('creates a ReplacingMergeTree keyed by the sort key with row_id last', () => {
+    const sql = createTableSql(DETECTIONS);
+    expect(sql).toMatch(/^CREATE TABLE IF NOT EXISTS `detections` \(/);
+    expect(sql).toMatch(/ENGINE = ReplacingMergeTree\(inserted_at\)/);
+    expect(sql).toMatch(/ORDER BY \(`app`, `source`, `frame_seq`, `row_id`\)$/);
+    for (const column of ['`row_id` String', '`app` String', '`source` String', '`frame_seq` UInt64', '`frame_time` DateTime64(3)', '`score` Float32', '`inserted_at` DateTime64(3)']) {
+      expect(sql).toContain(column);
+    }
+  });
+
+  it('appends row_id to an empty sort key', () => {
+    expect(createTableSql({ name: 'events', columns: [{ name: 'n', type: 'Int64' }], orderBy: [] })).toMatch(/ORDER BY \(`row_id`\)$/);
+  });
+
+  it('refuses identifiers that are not lower-case SQL identifiers', () => {
+    const good: TableSpec = { name: 'events', columns: [{ name: 'n', type: 'Int64' }], orderBy: ['n'] };
+    expect(() => createTableSql(good)).not.toThrow();
+    for (const name of ['Events', 'events; DROP TABLE drops', '1events', 'ev-ents', '', 'ev`ents']) {
+      expect(() => createTableSql({ ...good, name }), name).toThrow();
+    }
+    expect(() => createTableSql({ ...good, columns: [{ name: 'n) ENGINE = Memory --', type: 'Int64' }] })).toThrow();
+    expect(() => createTableSql({ ...good, orderBy: ['n DESC'] })).toThrow();
+  });
+});
+
+describe('rowProblem', () => {
+  const row = (fields: ResultRow['fields']): ResultRow => ({ ...detection(1, 0), fields });
+
+  it('accepts a row that fits its table', () => {
+    expect(rowProblem(DETECTIONS, detection(1, 0))).toBeUndefined();
+    expect(rowProblem(DETECTIONS, row({}))).toBeUndefined();
+    expect(rowProblem({ name: 't', columns: [{ name: 'flag', type: 'UInt8' }], orderBy: [] }, row({ flag: true }))).toBeUndefined();
+  });
+
+  it('names an unknown column', () => {
+    expect(rowProblem(DETECTIONS, row({ ...detection(1, 0).fields, colour: 'red' }))).toContain('colour');
+  });
+
+  it('refuses null', () => {
+    expect(rowProblem(DETECTIONS, row({ class: null }))).toContain('class');
+  });
+
+  it('refuses a string in a Float32 column and a number in a String column', () => {
+    expect(rowProblem(DETECTIONS, row({ score: '0.9' }))).toContain('score');
+    expect(rowProblem(DETECTIONS, row({ class: 3 }))).toContain('class');
+    expect(rowProblem(DETECTIONS, row({ score: true }))).toContain('score');
+  });
+
+  it('refuses numbers ClickHouse would reject or wrap: negative, fractional or too large integers', () => {
+    expect(rowProblem(FRAMES, row({ objects: -1 }))).toContain('objects');
+    expect(rowProblem(FRAMES, row({ objects: 1.5 }))).toContain('integer');
+    expect(rowProblem(FRAMES, row({ width: 5e9 }))).toContain('width');
+    expect(rowProblem(DETECTIONS, row({ frame_time: 1.5 }))).toContain('frame_time');
+    expect(rowProblem(DETECTIONS, row({ frame_seq: 2 ** 70 }))).toContain('frame_seq');
+    expect(rowProblem(DETECTIONS, row({ score: 1e300 }))).toContain('Float32');
+    expect(rowProblem(FRAMES, row({ objects: 4, width: 768, height: 432 }))).toBeUndefined();
+  });
+
+  it('refuses NaN and infinities', () => {
+    expect(rowProblem(DETECTIONS, row({ score: Number.NaN }))).toContain('score');
+    expect(rowProblem(DETECTIONS, row({ x1: Number.POSITIVE_INFINITY }))).toContain('x1');
+  });
+});
+
+describe('chDB sink', () => {
+  const path = join(scratch, 'direct');
+  let sink: ResultSink | undefined;
+  const open = (readOnly = false): ResultSink => (sink = createChdbSink({ path, readOnly, logger: silentLogger() }));
+  const writer = (): ResultSink => sink ?? open();
+
+  afterAll(async () => {
+    await sink?.close();
+    sink = undefined;
+  });
+
+  it('creates tables, and creating them again is fine', async () => {
+    await writer().ensureTables([DETECTIONS, FRAMES]);
+    await writer().ensureTables([DETECTIONS, FRAMES]);
+    const tables = await writer().query("SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name");
+    expect(tables.rows.map((r) => r.name)).toEqual(['detections', 'drops', 'frames']);
+  });
+
+  it('stores rows and reads them back', async () => {
+    const rows = [detection(1, 0), detection(1, 1), detection(2, 0, 'cam-2')];
+    await writer().insert(DETECTIONS, rows);
+    await writer().insert(DETECTIONS, []);
+    const result = await writer().query(
+      'SELECT row_id, app, source, frame_seq, toUnixTimestamp64Milli(frame_time) AS ms, class, score, x2 FROM detections FINAL ORDER BY row_id',
+    );
+    expect(result.columns.map((c) => c.name)).toEqual(['row_id', 'app', 'source', 'frame_seq', 'ms', 'class', 'score', 'x2']);
+    expect(result.rows).toHaveLength(3);
+    expect(result.rows[0]).toMatchObject({ row_id: 'traffic/cam-1/1/detect/0', app: 'traffic', source: 'cam-1', frame_seq: 1, ms: 1_700_000_000_500, class: 'car', x2: 30.5 });
+    expect(result.rows[0]?.score).toBeCloseTo(0.5, 5);
+    expect(result.rows[2]).toMatchObject({ row_id: 'traffic/cam-2/2/detect/0', source: 'cam-2', frame_seq: 2 });
+  });
+
+  it('keeps one copy of a row inserted twice (FINAL)', async () => {
+    const rows = [detection(10, 0), detection(10, 1)];
+    await writer().insert(DETECTIONS, rows);
+    await writer().insert(DETECTIONS, rows);
+    const final = await writer().query("SELECT count() AS n FROM detections FINAL WHERE frame_seq = 10");
+    expect(final.rows[0]?.n).toBe(2);
+  });
+
+  it('answers an empty-result query with no rows and a bad query with PANOPTES_QUERY_FAILED', async () => {
+    const empty = await writer().query("SELECT row_id FROM detections WHERE row_id = 'nothing'");
+    expect(empty.rows).toEqual([]);
+    expect((await rejected(() => writer().query('SELECT * FROM no_such_table'))).code).toBe(ErrorCode.QueryFailed);
+  });
+
+  it('opened read-only, refuses writes and setting changes but answers SELECTs', async () => {
+    await writer().close();
+    sink = undefined;
+    const reader = open(true);
+    for (const sql of ["INSERT INTO detections (row_id) VALUES ('x')", 'DROP TABLE detections', 'SELECT 1 SETTINGS readonly=0', 'TRUNCATE TABLE drops']) {
+      expect((await rejected(() => reader.query(sql))).code, sql).toBe(ErrorCode.QueryReadOnly);
+    }
+    const count = await reader.query('SELECT count() AS n FROM detections FINAL');
+    expect(count.rows[0]?.n).toBe(5);
+    expect((await rejected(() => reader.insert(DETECTIONS, [detection(99, 0)]))).code).toBe(ErrorCode.SinkInsert);
+    expect((await reader.query('SELECT count() AS n FROM detections FINAL')).rows[0]?.n).toBe(5);
+  });
+});
+
+describe('sink worker', () => {
+  const path = join(scratch, 'worker');
+  let sink: ResultSink;
+  let bus: MemoryBus | undefined;
+  let worker: ReturnType<typeof createSinkWorker> | undefined;
+  let tableNo = 0;
+
+  beforeAll(() => {
+    sink = createChdbSink({ path, logger: silentLogger() });
+  });
+  afterEach(async () => {
+    await worker?.close();
+    await bus?.close();
+    worker = undefined;
+    bus = undefined;
+  });
+  afterAll(async () => {
+    await sink.close();
+  });
+
+  /** A table of its own for each test. */
+  const table = (): TableSpec => ({
+    name: `w${++tableNo}_events`,
+    columns: [
+      { name: 'n', type: 'UInt32' },
+      { name: 'label', type: 'String' },
+    ],
+    orderBy: ['source', 'n'],
+  });
+  const row = (t: TableSpec, n: number, source = 'cam-1'): ResultRow => ({
+    app: 'test',
+    table: t.name,
+    rowId: `${t.name}/${source}/${n}`,
+    source,
+    fields: { n, label: `event, "${n}"\n` },
+  });
+
+  async function startWorker(t: TableSpec, resultSink: ResultSink = sink): Promise<MemoryBus> {
+    bus = createMemoryBus({ retryInitialMs: 5, retryMaxMs: 20 });
+    await bus.createTopics([Topics.results, Topics.drops].map((name) => ({ name, partitions: 3 })));
+    worker = createSinkWorker({ bus, sink: resultSink, tables: [t], batchRows: 40, flushMs: 10, logger: silentLogger() });
+    await worker.start();
+    return bus;
+  }
+
+  /** The sink's group has committed everything produced to `topic`. */
+  async function caughtUp(b: MemoryBus, topic: string, groupId = 'panoptes.sink'): Promise<boolean> {
+    const committed = new Map((await b.committed(groupId, topic)).map((c) => [c.partition, c.offset]));
+    return (await b.endOffsets(topic)).every((end) => (committed.get(end.partition) ?? 0) === end.offset);
+  }
+
+  const send = async (b: MemoryBus, topic: string, records: { key: string; value: Uint8Array }[]): Promise<void> => {
+    const producer = b.producer();
+    await producer.send(topic, records);
+    await producer.close();
+  };
+
+  it('stores rows published on panoptes.results and commits to the end', async () => {
+    const t = table();
+    const b = await startWorker(t);
+    const rows = Array.from({ length: 100 }, (_, n) => row(t, n, `cam-${n % 4}`));
+    await send(b, Topics.results, rows.slice(0, 60).map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
+    await send(b, Topics.results, rows.slice(60).map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
+    await waitFor(() => caughtUp(b, Topics.results), 'the sink group to commit every result', { timeoutMs: 10_000 });
+    const ends = await b.endOffsets(Topics.results);
+    expect(ends.reduce((sum, e) => sum + e.offset, 0)).toBe(100);
+
+    const stored = await sink.query(`SELECT row_id, source, n, label FROM ${t.name} FINAL ORDER BY n`);
+    expect(stored.rows).toHaveLength(100);
+    expect(stored.rows.map((r) => r.n)).toEqual(rows.map((_, n) => n));
+    expect(stored.rows[7]).toEqual({ row_id: rows[7]?.rowId, source: 'cam-3', n: 7, label: 'event, "7"\n' });
+    expect(worker?.status()).toMatchObject({ state: 'running', rowsDropped: 0 });
+    expect(worker?.status().rowsInserted).toBe(100);
+  });
+
+  it('turns an invalid row and an undecodable message into drops and stores the rest', async () => {
+    const t = table();
+    const b = await startWorker(t);
+    const good = [row(t, 1, 'w-good'), row(t, 2, 'w-good'), row(t, 3, 'w-good')];
+    const invalid: ResultRow = { ...row(t, 4, 'w-bad'), fields: { n: 4, colour: 'red' } };
+    const garbage = new Uint8Array(randomBytes(64));
+    garbage[0] = 0x00;
+    await send(b, Topics.results, [
+      { key: 'w-good', value: resultRowContract.encode(good[0] as ResultRow) },
+      { key: 'w-bad', value: resultRowContract.encode(invalid) },
+      { key: 'w-good', value: resultRowContract.encode(good[1] as ResultRow) },
+      { key: 'w-garbage', value: garbage },
+      { key: 'w-good', value: resultRowContract.encode(good[2] as ResultRow) },
+    ]);
+    await send(b, Topics.drops, [
+      { key: 'w-dropped', value: dropContract.encode({ what: 'frame', where: 'backend:test', why: 'deadline', source: 'w-dropped', frameSeq: 12, atMs: 1_700_000_000_000 }) },
+    ]);
+    await waitFor(async () => (await caughtUp(b, Topics.results)) && caughtUp(b, Topics.drops), 'the sink group to commit', { timeoutMs: 10_000 });
+
+    const stored = await sink.query(`SELECT n FROM ${t.name} FINAL ORDER BY n`);
+    expect(stored.rows.map((r) => r.n)).toEqual([1, 2, 3]);
+
+    const drops = await sink.query(
+      `SELECT what, stage, reason, source, frame_seq, detail FROM ${DROPS_TABLE.name} FINAL WHERE source LIKE 'w-%' ORDER BY reason`,
+    );
+    expect(drops.rows.map((r) => r.reason)).toEqual(['deadline', 'decode', 'invalid-row']);
+    const [deadline, decode, invalidRow] = drops.rows;
+    expect(deadline).toMatchObject({ what: 'frame', stage: 'backend:test', source: 'w-dropped', frame_seq: 12 });
+    expect(decode).toMatchObject({ what: 'row', stage: 'sink' });
+    expect(decode?.source).toBe('w-garbage');
+    expect(invalidRow).toMatchObject({ what: 'row', stage: 'sink' });
+    expect(invalidRow?.source).toBe('w-bad');
+    expect(String(invalidRow?.detail)).toContain('colour');
+    expect(worker?.status().rowsDropped).toBe(2);
+  });
+
+  it('drops a row whose number does not fit its column and stores the rows around it', async () => {
+    const t = table();
+    const b = await startWorker(t);
+    const rows = [row(t, 1, 'n-good'), { ...row(t, 2, 'n-bad'), fields: { n: -1, label: 'x' } }, row(t, 3, 'n-good')];
+    await send(b, Topics.results, rows.map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
+    await waitFor(() => caughtUp(b, Topics.results), 'the sink group to commit', { timeoutMs: 10_000 });
+    const stored = await sink.query(`SELECT n FROM ${t.name} FINAL ORDER BY n`);
+    expect(stored.rows.map((r) => r.n)).toEqual([1, 3]);
+    const drops = await sink.query(`SELECT reason, detail FROM ${DROPS_TABLE.name} FINAL WHERE source LIKE 'n-bad%'`);
+    expect(drops.rows).toHaveLength(1);
+    expect(drops.rows[0]).toMatchObject({ reason: 'invalid-row' });
+    expect(String(drops.rows[0]?.detail)).toContain('-1');
+  });
+
+  it('loses nothing when inserts fail twice: every row is stored exactly once', async () => {
+    const t = table();
+    let failures = 0;
+    let calls = 0;
+    const flaky: ResultSink = {
+      kind: 'chdb',
+      ensureTables: (tables) => sink.ensureTables(tables),
+      insert: async (spec, rows) => {
+        calls += 1;
+        if (spec.name === t.name && failures < 2) {
+          failures += 1;
+          throw new PanoptesError(ErrorCode.SinkInsert, 'the database is busy', { retriable: true });
+        }
+        await sink.insert(spec, rows);
+      },
+      query: (sql) => sink.query(sql),
+      close: async () => {},
+    };
+    const b = await startWorker(t, flaky);
+    const rows = Array.from({ length: 90 }, (_, n) => row(t, n, `cam-${n % 5}`));
+    for (let i = 0; i < rows.length; i += 30) {
+      await send(b, Topics.results, rows.slice(i, i + 30).map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
+    }
+    await waitFor(() => caughtUp(b, Topics.results), 'the sink group to commit every result', { timeoutMs: 15_000 });
+
+    expect(failures).toBe(2);
+    expect(calls).toBeGreaterThan(2);
+    const stored = await sink.query(`SELECT n FROM ${t.name} FINAL ORDER BY n`);
+    expect(stored.rows.map((r) => r.n)).toEqual(rows.map((_, n) => n));
+    const distinct = await sink.query(`SELECT count() AS n, uniqExact(row_id) AS ids FROM ${t.name} FINAL`);
+    expect(distinct.rows[0]).toEqual({ n: 90, ids: 90 });
+  });
+
+  it('uses the group id it is given', async () => {
+    const t = table();
+    bus = createMemoryBus();
+    await bus.createTopics([Topics.results, Topics.drops].map((name) => ({ name, partitions: 1 })));
+    worker = createSinkWorker({ bus, sink, tables: [t], batchRows: 10, flushMs: 5, logger: silentLogger(), groupId: 'sink-b' });
+    await worker.start();
+    await send(bus, Topics.results, [{ key: 'cam-1', value: resultRowContract.encode(row(t, 1)) }]);
+    const b = bus;
+    await waitFor(() => caughtUp(b, Topics.results, 'sink-b'), 'group sink-b to commit', { timeoutMs: 10_000 });
+    expect(await b.committed('panoptes.sink', Topics.results)).toEqual([]);
+    expect((await sink.query(`SELECT count() AS n FROM ${t.name} FINAL`)).rows[0]?.n).toBe(1);
+  });
+});
