@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { createBackend, createOnnxRuntime } from '../analyzers/index.js';
+import { createBackend, createOnnxRuntime, taskTopics } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import { createMemoryBus, Topics, type Bus, type CompiledConfig, type Logger, type TableSpec } from '../core/index.js';
 import { runIngest, type SourceResult } from '../ingest/index.js';
@@ -34,10 +34,11 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
   const started = Date.now();
   const { bus: busConfig, sink: sinkConfig, backend: backendConfig } = config.deployment;
 
-  const bus = createMemoryBus({ maxBytes: busConfig.maxBytes });
-  await bus.createTopics([Topics.frames, Topics.results, Topics.drops].map((name) => ({ name, partitions: busConfig.partitions })));
-
   const apps = Object.values(config.apps).map(createAppLogic);
+  const tasks = taskTopics(apps);
+  const bus = createMemoryBus({ maxBytes: busConfig.maxBytes });
+  await bus.createTopics([Topics.frames, ...tasks, Topics.results, Topics.drops].map((name) => ({ name, partitions: busConfig.partitions })));
+
   const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
   const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
 
@@ -71,7 +72,7 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
     });
     options.progress?.stop();
 
-    await waitUntilConsumed(bus, 'panoptes.backend', [Topics.frames]);
+    await waitUntilConsumed(bus, 'panoptes.backend', [Topics.frames, ...tasks]);
     await backend.drain();
     await waitUntilConsumed(bus, 'panoptes.sink', [Topics.results, Topics.drops]);
     await sinkWorker.drain();
@@ -101,18 +102,19 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
   }
 }
 
-/** Waits until a group has committed everything produced so far on the topics. */
+/**
+ * Waits until a group has committed everything produced on the topics. Commits are read
+ * before end offsets: a message is committed only after the tasks it fans out to are sent,
+ * so those tasks are already counted in the ends read next.
+ */
 async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[]): Promise<void> {
   for (;;) {
-    let behind = 0;
-    for (const topic of topics) {
-      const [ends, committed] = await Promise.all([bus.endOffsets(topic), bus.committed(groupId, topic)]);
-      for (const end of ends) {
-        const done = committed.find((c) => c.partition === end.partition)?.offset ?? 0;
-        behind += Math.max(0, end.offset - done);
-      }
-    }
-    if (behind === 0) return;
+    const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
+    const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
+    const behind = ends.some((partitions, i) =>
+      partitions.some((end) => end.offset > (committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)),
+    );
+    if (!behind) return;
     await new Promise((r) => setTimeout(r, 25));
   }
 }

@@ -7,4 +7,4 @@ export type * from './lifecycle.js';
 export * from './config/index.js';
 export * from './paths.js';
 export type * from './vision.js';
-export type * from './results.js';
+export * from './results.js';

@@ -25,9 +25,33 @@ export interface TableSpec {
   orderBy: readonly string[];
 }
 
+export interface NodeResult {
+  node: AppNode;
+  frame: FrameRef;
+  /** Boxes in frame pixels. */
+  output: NodeOutput;
+  /** Id of what the node ran on: the frame (`frameId`) or the parent's output (`outputId`). */
+  inputId: string;
+  /** True for nodes fed by `frames`, false for nodes fed by another node's crops. */
+  root: boolean;
+}
+
 export interface AppLogic {
   readonly spec: AppSpec;
   readonly tables: readonly TableSpec[];
-  /** Rows for one node's output on one frame. Pure: the same input gives the same rows. */
-  rowsFor(input: { node: AppNode; frame: FrameRef; output: NodeOutput }): ResultRow[];
+  /** Rows for one node's output. Pure: the same input gives the same rows. */
+  rowsFor(result: NodeResult): ResultRow[];
+}
+
+/**
+ * Ids of what flows through an app's DAG, the base of every row id: deterministic, so a
+ * replayed frame yields the same ids and the tables keep one copy.
+ */
+export function frameId(app: string, source: string, seq: number): string {
+  return `${app}/${source}/${seq}`;
+}
+
+/** The `index`-th output of `node` on the input `inputId`. */
+export function outputId(inputId: string, node: string, index: number): string {
+  return `${inputId}/${node}/${index}`;
 }

@@ -2,26 +2,33 @@ import {
   describeError,
   dropContract,
   frameContract,
+  frameId,
+  outputId,
   resultRowContract,
+  taskContract,
   Topics,
+  type AppEdge,
   type AppLogic,
   type AppNode,
   type Batch,
   type Bus,
   type Consumer,
   type Drop,
-  type Frame,
+  type FrameRef,
   type Lifecycle,
   type Logger,
   type NodeOutput,
   type ProducerRecord,
   type ResolvedModel,
+  type Task,
 } from '../../core/index.js';
-import { decodeJpeg } from '../image/index.js';
+import { decodeJpeg, encodeJpeg } from '../image/index.js';
+import { cropImage } from '../models/ocr/index.js';
 import type { RgbImage } from '../models/types.js';
-import { loadModelRunner, type ModelRunner, type RunParams } from '../models/zoo.js';
+import { loadModelRunner, type ModelRunner } from '../models/zoo.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { createBatcher, type Batcher } from './batcher.js';
+import { cropRegion, passesFilter, shiftBox } from './edges.js';
 
 export interface BackendOptions {
   id: string;
@@ -42,121 +49,225 @@ export interface BackendOptions {
 export interface BackendStatus {
   state: 'idle' | 'running' | 'draining' | 'closed';
   frames: number;
+  tasks: number;
   rows: number;
   drops: number;
   batches: number;
   imagesRun: number;
 }
 
-interface RootNode {
+/** A node of an app's DAG, ready to run: its checked params and the edges leaving it. */
+interface PlannedNode {
   app: AppLogic;
   node: AppNode;
-  params: RunParams;
+  params: unknown;
+  children: { edge: AppEdge; node: AppNode }[];
 }
 
-type Request = { image: RgbImage; params: RunParams };
+/** One image for one node: a whole frame, or a crop of it at `offset`. */
+interface Work {
+  planned: PlannedNode;
+  frame: FrameRef;
+  image: RgbImage;
+  offset: { x: number; y: number };
+  inputId: string;
+  lineage: string[];
+  deadlineMs: number;
+}
+
+interface Produced {
+  records: { topic: string; record: ProducerRecord }[];
+}
+
+type Request = { image: RgbImage; params: unknown };
+
+/** Topics of the crops a set of apps sends to nodes below their roots. */
+export function taskTopics(apps: readonly AppLogic[]): string[] {
+  const topics = apps.flatMap((app) =>
+    app.spec.edges.filter((e) => e.from !== 'frames').map((e) => Topics.tasks(app.spec.nodes.find((n) => n.id === e.to)!.model)),
+  );
+  return [...new Set(topics)];
+}
 
 /**
- * The model-execution role for the embedded pipeline: consumes frames, runs each app's
- * frame-level nodes (edges from `frames`) in batches that mix frames of all streams,
- * turns outputs into rows with the app logic, and publishes rows and drops.
- * A frame is committed only after its rows are published.
+ * The model-execution role: consumes frames and the crops (tasks) for the models it hosts,
+ * runs each node in batches that mix the requests of every stream and app, turns outputs into
+ * rows with the app logic, and sends a task down each edge whose filter an output passes.
+ * A message is committed only after its rows, drops and child tasks are published.
  */
 export function createBackend(options: BackendOptions): Lifecycle<BackendStatus> {
   const logger = options.logger.child({ module: 'analyzers.backend', backend: options.id });
-  const status: BackendStatus = { state: 'idle', frames: 0, rows: 0, drops: 0, batches: 0, imagesRun: 0 };
+  const status: BackendStatus = { state: 'idle', frames: 0, tasks: 0, rows: 0, drops: 0, batches: 0, imagesRun: 0 };
   const producer = options.bus.producer();
   const runners = new Map<string, { runner: ModelRunner; batcher: Batcher<Request, NodeOutput> }>();
-  const rootNodes = new Map<string, RootNode[]>();
+  const nodes = new Map<string, PlannedNode>(); // key: app/node
   let consumer: Consumer | undefined;
 
-  const drop = (frame: Partial<Frame> & { source?: string }, what: Drop['what'], why: string, detail: string): ProducerRecord => {
+  const dropRecord = (what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): ProducerRecord => {
     status.drops += 1;
-    logger.warn({ source: frame.source, seq: frame.seq, why, detail }, `${what} dropped`);
+    logger.warn({ source: at.source, seq: at.seq, why, detail }, `${what} dropped`);
     const message: Drop = { what, where: `backend:${options.id}`, why, detail, atMs: Date.now() };
-    if (frame.source !== undefined) message.source = frame.source;
-    if (frame.seq !== undefined) message.frameSeq = frame.seq;
-    return { key: frame.source ?? 'unknown', value: dropContract.encode(message) };
+    if (at.source !== undefined) message.source = at.source;
+    if (at.seq !== undefined) message.frameSeq = at.seq;
+    return { key: at.source ?? 'unknown', value: dropContract.encode(message) };
+  };
+  const drop = (out: Produced, ...args: Parameters<typeof dropRecord>): void => {
+    out.records.push({ topic: Topics.drops, record: dropRecord(...args) });
   };
 
-  const processFrame = async (frame: Frame): Promise<{ rows: ProducerRecord[]; drops: ProducerRecord[] }> => {
-    const nodes = options.appsForSource(frame.source).flatMap((app) => rootNodes.get(app) ?? []);
-    if (nodes.length === 0) return { rows: [], drops: [drop(frame, 'frame', 'no-app', `no app analyzes source ${frame.source}`)] };
+  const runNode = async (work: Work, out: Produced): Promise<void> => {
+    const { planned, frame, image, offset } = work;
+    const { app, node } = planned;
+    let output: NodeOutput;
+    try {
+      output = await runners.get(node.model)!.batcher.submit({ image, params: planned.params });
+    } catch (err) {
+      drop(out, work.lineage.length === 0 ? 'frame' : 'task', 'model-failed', `${app.spec.name}/${node.id}: ${describeError(err)}`, { source: frame.source, seq: frame.seq });
+      return;
+    }
+    // Boxes from a crop are moved into frame pixels before anyone sees them.
+    if (offset.x !== 0 || offset.y !== 0) {
+      output = output.kind === 'detections'
+        ? { kind: 'detections', detections: output.detections.map((d) => ({ ...d, box: shiftBox(d.box, offset.x, offset.y) })) }
+        : { kind: 'texts', texts: output.texts.map((t) => ({ ...t, box: shiftBox(t.box, offset.x, offset.y) })) };
+    }
+    for (const row of app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 })) {
+      out.records.push({ topic: Topics.results, record: { key: frame.source, value: resultRowContract.encode(row) } });
+    }
+    if (output.kind !== 'detections') return;
+    const bounds = { x1: offset.x, y1: offset.y, x2: offset.x + image.width, y2: offset.y + image.height };
+    for (const child of planned.children) {
+      for (const [i, detection] of output.detections.entries()) {
+        if (!passesFilter(detection, child.edge.filter, frame)) continue;
+        const region = cropRegion(detection.box, child.edge.cropPadding, bounds);
+        if (region.x2 - region.x1 < 2 || region.y2 - region.y1 < 2) continue;
+        const crop = cropImage(image, shiftBox(region, -offset.x, -offset.y));
+        const task: Task = {
+          app: app.spec.name,
+          node: child.node.id,
+          source: frame.source,
+          frameSeq: frame.seq,
+          captureTimeMs: frame.captureTimeMs,
+          deadlineMs: work.deadlineMs,
+          budgetMs: Math.max(0, work.deadlineMs - Date.now()),
+          region,
+          frameWidth: frame.width,
+          frameHeight: frame.height,
+          lineage: [...work.lineage, outputId(work.inputId, node.id, i)],
+          jpeg: await encodeJpeg(crop),
+        };
+        out.records.push({ topic: Topics.tasks(child.node.model), record: { key: frame.source, value: taskContract.encode(task) } });
+      }
+    }
+  };
+
+  const handleFrame = async (value: Uint8Array, key: string, out: Produced): Promise<void> => {
+    let frame;
+    try {
+      frame = frameContract.decode(value);
+    } catch (err) {
+      return drop(out, 'message', 'decode', describeError(err), { source: key });
+    }
+    status.frames += 1;
+    const at = { source: frame.source, seq: frame.seq };
+    const roots = options
+      .appsForSource(frame.source)
+      .flatMap((app) => options.apps.find((a) => a.spec.name === app)?.spec.edges.filter((e) => e.from === 'frames').map((e) => nodes.get(`${app}/${e.to}`)!) ?? []);
+    if (roots.length === 0) return drop(out, 'frame', 'no-app', `no app analyzes source ${frame.source}`, at);
     let image: RgbImage;
     try {
       image = await decodeJpeg(frame.jpeg);
     } catch (err) {
-      return { rows: [], drops: [drop(frame, 'frame', 'image-decode', describeError(err))] };
+      return drop(out, 'frame', 'image-decode', describeError(err), at);
     }
-    const rows: ProducerRecord[] = [];
-    const drops: ProducerRecord[] = [];
     await Promise.all(
-      nodes.map(async ({ app, node, params }) => {
-        try {
-          const output = await runners.get(node.model)!.batcher.submit({ image, params });
-          for (const row of app.rowsFor({ node, frame, output })) {
-            rows.push({ key: frame.source, value: resultRowContract.encode(row) });
-          }
-        } catch (err) {
-          drops.push(drop(frame, 'frame', 'model-failed', `${app.spec.name}/${node.id}: ${describeError(err)}`));
-        }
-      }),
+      roots.map((planned) =>
+        runNode({
+          planned,
+          frame,
+          image,
+          offset: { x: 0, y: 0 },
+          inputId: frameId(planned.app.spec.name, frame.source, frame.seq),
+          lineage: [],
+          deadlineMs: frame.captureTimeMs + planned.app.spec.sloMs,
+        }, out),
+      ),
     );
-    return { rows, drops };
+  };
+
+  const handleTask = async (value: Uint8Array, key: string, out: Produced): Promise<void> => {
+    let task: Task;
+    try {
+      task = taskContract.decode(value);
+    } catch (err) {
+      return drop(out, 'message', 'decode', describeError(err), { source: key });
+    }
+    status.tasks += 1;
+    const at = { source: task.source, seq: task.frameSeq };
+    const planned = nodes.get(`${task.app}/${task.node}`);
+    if (!planned) return drop(out, 'task', 'unknown-node', `no node ${task.node} in app ${task.app} here`, at);
+    let image: RgbImage;
+    try {
+      image = await decodeJpeg(task.jpeg);
+    } catch (err) {
+      return drop(out, 'task', 'image-decode', describeError(err), at);
+    }
+    const frame: FrameRef = {
+      source: task.source,
+      seq: task.frameSeq,
+      captureTimeMs: task.captureTimeMs,
+      width: task.frameWidth ?? image.width,
+      height: task.frameHeight ?? image.height,
+    };
+    const root = frameId(task.app, task.source, task.frameSeq);
+    await runNode({
+      planned,
+      frame,
+      image,
+      offset: { x: task.region?.x1 ?? 0, y: task.region?.y1 ?? 0 },
+      inputId: task.lineage.at(-1) ?? root,
+      lineage: task.lineage,
+      deadlineMs: task.deadlineMs,
+    }, out);
   };
 
   const handle = async (batch: Batch): Promise<void> => {
-    const results = await Promise.all(
-      batch.messages.map(async (message) => {
-        let frame: Frame;
-        try {
-          frame = frameContract.decode(message.value);
-        } catch (err) {
-          return { rows: [], drops: [drop({ source: message.key }, 'message', 'decode', describeError(err))] };
-        }
-        return processFrame(frame);
-      }),
-    );
-    const rows = results.flatMap((r) => r.rows);
-    const drops = results.flatMap((r) => r.drops);
-    if (rows.length > 0) await producer.send(Topics.results, rows);
-    if (drops.length > 0) await producer.send(Topics.drops, drops);
-    status.frames += batch.messages.length;
-    status.rows += rows.length;
+    const out: Produced = { records: [] };
+    const handler = batch.topic === Topics.frames ? handleFrame : handleTask;
+    await Promise.all(batch.messages.map((m) => handler(m.value, m.key, out)));
+    const byTopic = new Map<string, ProducerRecord[]>();
+    for (const { topic, record } of out.records) byTopic.set(topic, [...(byTopic.get(topic) ?? []), record]);
+    for (const [topic, records] of byTopic) await producer.send(topic, records);
+    status.rows += byTopic.get(Topics.results)?.length ?? 0;
+  };
+
+  const load = async (model: string): Promise<void> => {
+    if (runners.has(model)) return;
+    const runner = await loadModelRunner(options.models[model]!, options.runtime);
+    const batcher = createBatcher<Request, NodeOutput>({
+      maxBatch: Math.min(options.batch, runner.spec.maxBatch),
+      maxWaitMs: options.batchWaitMs ?? 10,
+      run: async (requests) => {
+        status.batches += 1;
+        status.imagesRun += requests.length;
+        return runner.run(requests.map((r) => r.image), requests.map((r) => r.params));
+      },
+    });
+    runners.set(model, { runner, batcher });
   };
 
   return {
     async start() {
       for (const app of options.apps) {
-        const roots: RootNode[] = [];
-        for (const edge of app.spec.edges.filter((e) => e.from === 'frames')) {
-          const node = app.spec.nodes.find((n) => n.id === edge.to)!;
-          let entry = runners.get(node.model);
-          if (!entry) {
-            const runner = await loadModelRunner(options.models[node.model]!, options.runtime);
-            const batcher = createBatcher<Request, NodeOutput>({
-              maxBatch: Math.min(options.batch, runner.spec.maxBatch),
-              maxWaitMs: options.batchWaitMs ?? 10,
-              run: async (requests) => {
-                status.batches += 1;
-                status.imagesRun += requests.length;
-                return runner.run(requests.map((r) => r.image), requests.map((r) => r.params));
-              },
-            });
-            entry = { runner, batcher };
-            runners.set(node.model, entry);
-          }
-          roots.push({ app, node, params: entry.runner.parseParams(node.params) });
+        for (const node of app.spec.nodes) {
+          await load(node.model);
+          const children = app.spec.edges.filter((e) => e.from === node.id).map((edge) => ({ edge, node: app.spec.nodes.find((n) => n.id === edge.to)! }));
+          nodes.set(`${app.spec.name}/${node.id}`, { app, node, params: runners.get(node.model)!.runner.parseParams(node.params), children });
         }
-        const later = app.spec.edges.filter((e) => e.from !== 'frames');
-        if (later.length > 0) {
-          logger.warn({ app: app.spec.name, nodes: later.map((e) => e.to) }, 'nodes below the root are not run by the embedded backend yet');
-        }
-        rootNodes.set(app.spec.name, roots);
       }
       consumer = options.bus.consumer({
         groupId: options.groupId ?? 'panoptes.backend',
-        topics: [Topics.frames],
+        topics: [Topics.frames, ...taskTopics(options.apps)],
         maxBatchSize: options.batch,
         metadata: { backend: options.id },
       });

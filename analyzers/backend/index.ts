@@ -1,2 +1,2 @@
-export { createBackend, type BackendOptions, type BackendStatus } from './backend.js';
+export { createBackend, taskTopics, type BackendOptions, type BackendStatus } from './backend.js';
 export { createBatcher, type Batcher } from './batcher.js';

@@ -49,6 +49,9 @@ const taskHeader = z.object({
   budgetMs: ms,
   /** Where the crop came from in the frame, pixels; absent when the task carries the whole frame. */
   region: z.object({ x1: z.number(), y1: z.number(), x2: z.number(), y2: z.number() }).optional(),
+  /** Size of the whole frame, for filters on regions of it. */
+  frameWidth: count.optional(),
+  frameHeight: count.optional(),
   /** Row ids of the results this task descends from, root first. */
   lineage: z.array(z.string()),
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { APP_TABLES, createAppLogic, DETECTIONS, FRAMES, TEXTS } from '../../apps/index.js';
-import { appSpecSchema, parseConfig, type AppSpec, type Detection, type FrameRef, type NodeOutput, type ResultRow } from '../../core/index.js';
+import { appSpecSchema, frameId, outputId, parseConfig, type AppSpec, type Detection, type FrameRef, type NodeOutput, type ResultRow } from '../../core/index.js';
 import { evenSloSplit } from '../../scheduler/index.js';
 import { rowProblem } from '../../sinks/schema.js';
 
@@ -26,6 +26,10 @@ const ocrNode = traffic.nodes[1] as AppSpec['nodes'][number];
 
 const frame: FrameRef = { source: 'cam-1', seq: 41, captureTimeMs: 1_700_000_000_500.4, width: 768, height: 432 };
 
+/** What the backend passes for a node fed by frames, and for one fed by the first detection's crop. */
+const root = (f: FrameRef, appName = 'traffic'): { inputId: string; root: boolean } => ({ inputId: frameId(appName, f.source, f.seq), root: true });
+const child = { inputId: outputId(frameId('traffic', 'cam-1', 41), 'detect', 0), root: false };
+
 const det = (className: string, score: number, x1: number): Detection => ({
   box: { x1, y1: 10.123, x2: x1 + 50.456, y2: 80.999 },
   classId: className === 'car' ? 2 : 0,
@@ -45,7 +49,7 @@ describe('app logic', () => {
   });
 
   it('gives one detections row per detection and one frames summary row', () => {
-    const rows = logic.rowsFor({ node: detectNode, frame, output: detections });
+    const rows = logic.rowsFor({ ...root(frame), node: detectNode, frame, output: detections });
     const byTable = (name: string): ResultRow[] => rows.filter((r) => r.table === name);
     expect(byTable('detections')).toHaveLength(3);
     expect(byTable('frames')).toHaveLength(1);
@@ -66,7 +70,7 @@ describe('app logic', () => {
   });
 
   it('gives a frames row with empty counts for a frame with no detections', () => {
-    const rows = logic.rowsFor({ node: detectNode, frame, output: { kind: 'detections', detections: [] } });
+    const rows = logic.rowsFor({ ...root(frame), node: detectNode, frame, output: { kind: 'detections', detections: [] } });
     expect(rows).toHaveLength(1);
     expect(rows[0]?.table).toBe('frames');
     expect(rows[0]?.fields).toMatchObject({ objects: 0, class_counts: '{}' });
@@ -75,7 +79,7 @@ describe('app logic', () => {
   it('makes rows that fit their tables', () => {
     const tables = new Map([DETECTIONS, FRAMES, TEXTS].map((t) => [t.name, t]));
     const texts: NodeOutput = { kind: 'texts', texts: [{ text: 'AB 123', score: 0.9, box: { x1: 1, y1: 2, x2: 3, y2: 4 } }] };
-    const rows = [...logic.rowsFor({ node: detectNode, frame, output: detections }), ...logic.rowsFor({ node: ocrNode, frame, output: texts })];
+    const rows = [...logic.rowsFor({ ...root(frame), node: detectNode, frame, output: detections }), ...logic.rowsFor({ ...child, node: ocrNode, frame, output: texts })];
     for (const row of rows) {
       const table = tables.get(row.table);
       expect(table, row.table).toBeDefined();
@@ -84,22 +88,28 @@ describe('app logic', () => {
   });
 
   it('derives row ids deterministically from app, source, frame and node', () => {
-    const once = logic.rowsFor({ node: detectNode, frame, output: detections });
-    const again = createAppLogic(traffic).rowsFor({ node: detectNode, frame: { ...frame }, output: structuredClone(detections) });
+    const once = logic.rowsFor({ ...root(frame), node: detectNode, frame, output: detections });
+    const again = createAppLogic(traffic).rowsFor({ ...root(frame), node: detectNode, frame: { ...frame }, output: structuredClone(detections) });
     expect(again).toEqual(once);
     const ids = once.map((r) => r.rowId);
     expect(new Set(ids).size).toBe(ids.length);
 
     const other = (changed: Partial<FrameRef>): string[] =>
-      logic.rowsFor({ node: detectNode, frame: { ...frame, ...changed }, output: detections }).map((r) => r.rowId);
+      logic.rowsFor({ ...root({ ...frame, ...changed }), node: detectNode, frame: { ...frame, ...changed }, output: detections }).map((r) => r.rowId);
     for (const changed of [{ seq: 42 }, { source: 'cam-2' }]) {
       const otherIds = other(changed);
       expect(otherIds.filter((id) => ids.includes(id)), JSON.stringify(changed)).toEqual([]);
     }
-    const otherNode = logic.rowsFor({ node: ocrNode, frame, output: detections }).map((r) => r.rowId);
+    const otherNode = logic.rowsFor({ ...root(frame), node: ocrNode, frame, output: detections }).map((r) => r.rowId);
     expect(otherNode.filter((id) => ids.includes(id))).toEqual([]);
-    const otherApp = createAppLogic({ ...traffic, name: 'parking' }).rowsFor({ node: detectNode, frame, output: detections }).map((r) => r.rowId);
+    const otherApp = createAppLogic({ ...traffic, name: 'parking' }).rowsFor({ ...root(frame, 'parking'), node: detectNode, frame, output: detections }).map((r) => r.rowId);
     expect(otherApp.filter((id) => ids.includes(id))).toEqual([]);
+  });
+
+  it('writes the frames summary only for nodes fed by frames, and ids below the parent output', () => {
+    const rows = logic.rowsFor({ ...child, node: detectNode, frame, output: detections });
+    expect(rows.map((r) => r.table)).toEqual(['detections', 'detections', 'detections']);
+    expect(rows[0]?.rowId).toBe('traffic/cam-1/41/detect/0/detect/0');
   });
 
   it('turns recognized texts into texts rows', () => {
@@ -110,13 +120,13 @@ describe('app logic', () => {
         { text: 'STOP', score: 0.5, box: { x1: 100, y1: 100, x2: 150, y2: 120 } },
       ],
     };
-    const rows = logic.rowsFor({ node: ocrNode, frame, output });
+    const rows = logic.rowsFor({ ...child, node: ocrNode, frame, output });
     expect(rows.map((r) => r.table)).toEqual(['texts', 'texts']);
     expect(rows[0]?.fields.score).toBe(0.988);
     expect(rows[0]?.fields).toMatchObject({ text: 'AB 123', x1: 5.56, y1: 6, x2: 70, y2: 20, node: 'ocr', frame_seq: 41 });
     expect(rows[1]?.fields).toMatchObject({ text: 'STOP', score: 0.5 });
     expect(new Set(rows.map((r) => r.rowId)).size).toBe(2);
-    expect(logic.rowsFor({ node: ocrNode, frame, output: { kind: 'texts', texts: [] } })).toEqual([]);
+    expect(logic.rowsFor({ ...child, node: ocrNode, frame, output: { kind: 'texts', texts: [] } })).toEqual([]);
   });
 });
 

@@ -1,0 +1,30 @@
+import type { Box, Detection, EdgeFilter, FrameRef } from '../../core/index.js';
+
+/** Does a parent's detection flow along an edge? Regions are fractions of the frame. */
+export function passesFilter(detection: Detection, filter: EdgeFilter, frame: Pick<FrameRef, 'width' | 'height'>): boolean {
+  if (filter.classes && !filter.classes.includes(detection.className)) return false;
+  if (filter.minScore !== undefined && detection.score < filter.minScore) return false;
+  if (filter.region) {
+    const cx = (detection.box.x1 + detection.box.x2) / 2 / frame.width;
+    const cy = (detection.box.y1 + detection.box.y2) / 2 / frame.height;
+    const r = filter.region;
+    if (cx < r.x1 || cx > r.x2 || cy < r.y1 || cy > r.y2) return false;
+  }
+  return true;
+}
+
+/** A box grown by `padding` × its size on each side, in whole pixels, clipped to `bounds`. */
+export function cropRegion(box: Box, padding: number, bounds: Box): Box {
+  const padX = (box.x2 - box.x1) * padding;
+  const padY = (box.y2 - box.y1) * padding;
+  return {
+    x1: Math.max(bounds.x1, Math.floor(box.x1 - padX)),
+    y1: Math.max(bounds.y1, Math.floor(box.y1 - padY)),
+    x2: Math.min(bounds.x2, Math.ceil(box.x2 + padX)),
+    y2: Math.min(bounds.y2, Math.ceil(box.y2 + padY)),
+  };
+}
+
+export function shiftBox(box: Box, dx: number, dy: number): Box {
+  return { x1: box.x1 + dx, y1: box.y1 + dy, x2: box.x2 + dx, y2: box.y2 + dy };
+}

@@ -1,0 +1,52 @@
+import { z } from 'zod';
+import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import type { ModelRuntime } from '../runtime/index.js';
+import { cocoLabels, decodeCenternet, nms, preprocessCenternet } from './detector/index.js';
+import { parseWith, type ModelRunner } from './runner.js';
+
+const detectorParams = z.strictObject({
+  minScore: z.number().min(0).max(1).default(0.3),
+  classes: z.array(z.string()).optional(),
+  maxDetections: z.number().int().positive().default(100),
+  iouThreshold: z.number().min(0).max(1).default(0.5),
+  /** One detection per object: among the wanted classes, overlapping boxes keep the best class only. */
+  classAgnostic: z.boolean().default(true),
+});
+type DetectorParams = z.infer<typeof detectorParams>;
+
+/** COCO object detection with CenterNet: letterbox, run, decode, then each node's own filter. */
+export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<DetectorParams>> {
+  const inputSize = spec.inputSize ?? 512;
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  return {
+    spec,
+    parseParams(params) {
+      const parsed = parseWith(detectorParams, spec, params);
+      const unknown = parsed.classes?.filter((c) => !cocoLabels.includes(c)) ?? [];
+      if (unknown.length > 0) {
+        throw new PanoptesError(ErrorCode.AppInvalid, `params.classes: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
+      }
+      return parsed;
+    },
+    async run(images, params) {
+      const { input, letterboxes } = preprocessCenternet([...images], inputSize);
+      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
+      // Decode once with the loosest settings of the batch, then apply each request's own.
+      const perImage = decodeCenternet(outputs, letterboxes, {
+        minScore: Math.min(...params.map((p) => p.minScore)),
+        maxDetections: Math.max(...params.map((p) => p.maxDetections)),
+        iouThreshold: Math.max(...params.map((p) => p.iouThreshold)),
+      });
+      return perImage.map((detections, i) => {
+        const p = params[i]!;
+        const wanted = p.classes ? new Set(p.classes) : undefined;
+        const kept = detections.filter((d) => d.score >= p.minScore && (!wanted || wanted.has(d.className)));
+        return {
+          kind: 'detections' as const,
+          detections: nms(kept, { iouThreshold: p.iouThreshold, maxDetections: p.maxDetections, classAgnostic: p.classAgnostic }),
+        };
+      });
+    },
+    dispose: () => model.dispose(),
+  };
+}

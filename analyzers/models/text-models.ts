@@ -1,0 +1,77 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import type { ModelRuntime } from '../runtime/index.js';
+import { ctcDecode, decodeDet, loadCharset, preprocessDet, preprocessRec } from './ocr/index.js';
+import { parseWith, type ModelRunner } from './runner.js';
+
+const detParams = z.strictObject({
+  /** DB box threshold: mean text probability inside a box (PaddleOCR's det_db_box_thresh). */
+  minScore: z.number().min(0).max(1).default(0.6),
+  /** How far boxes grow around the text (det_db_unclip_ratio). */
+  unclipRatio: z.number().positive().default(1.5),
+  /** Longest image side fed to the detector, pixels (det_limit_side_len). */
+  limitSideLen: z.number().int().positive().default(960),
+});
+
+/**
+ * PP-OCRv4 text detection: one image per run (inputs differ in size). Each text region is a
+ * detection of class `text`, so edges can filter and crop it like any other.
+ */
+export async function loadTextDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<z.infer<typeof detParams>>> {
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  return {
+    spec,
+    parseParams: (params) => parseWith(detParams, spec, params),
+    async run(images, params) {
+      const outputs = [];
+      for (const [i, image] of images.entries()) {
+        const p = params[i]!;
+        const prepared = preprocessDet(image, { limitSideLen: p.limitSideLen });
+        const result = await model.run({ [model.inputNames[0] ?? 'x']: prepared.input });
+        const probMap = result[model.outputNames[0] ?? ''];
+        if (!probMap) throw new PanoptesError(ErrorCode.ModelRun, `${spec.name} returned no output`);
+        const boxes = decodeDet(probMap, prepared, { boxThreshold: p.minScore, unclipRatio: p.unclipRatio });
+        outputs.push({
+          kind: 'detections' as const,
+          detections: boxes.map((b) => ({ box: b.box, classId: 0, className: 'text', score: b.score })),
+        });
+      }
+      return outputs;
+    },
+    dispose: () => model.dispose(),
+  };
+}
+
+const recParams = z.strictObject({
+  /** Lines read with a lower mean confidence are left out (PaddleOCR's drop_score). */
+  minScore: z.number().min(0).max(1).default(0.5),
+});
+
+/** PP-OCRv4 text recognition: each image is one line of text; the output is its text. */
+export async function loadTextRecognizer(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<z.infer<typeof recParams>>> {
+  if (!spec.charset) {
+    throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: a text recognizer needs \`charset\` in the model zoo`, { details: { model: spec.name } });
+  }
+  const charset = loadCharset(readFileSync(spec.charset, 'utf8'));
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  return {
+    spec,
+    parseParams: (params) => parseWith(recParams, spec, params),
+    async run(images, params) {
+      const input = preprocessRec([...images]);
+      const result = await model.run({ [model.inputNames[0] ?? 'x']: input });
+      const logits = result[model.outputNames[0] ?? ''];
+      if (!logits) throw new PanoptesError(ErrorCode.ModelRun, `${spec.name} returned no output`);
+      return ctcDecode(logits, charset).map((line, i) => {
+        const image = images[i]!;
+        const keep = line.text.trim() !== '' && line.score >= params[i]!.minScore;
+        return {
+          kind: 'texts' as const,
+          texts: keep ? [{ text: line.text, score: line.score, box: { x1: 0, y1: 0, x2: image.width, y2: image.height } }] : [],
+        };
+      });
+    },
+    dispose: () => model.dispose(),
+  };
+}
