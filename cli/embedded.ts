@@ -59,7 +59,7 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
   try {
     await sinkWorker.start();
     await backend.start();
-    for (const skipped of config.skipped) logger.warn(skipped, 'source skipped');
+    for (const skipped of config.skipped) logger.info(skipped, 'source skipped');
 
     const processingStarted = Date.now();
     const sources = await runIngest({
