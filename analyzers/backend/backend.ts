@@ -1,6 +1,8 @@
 import {
   describeError,
   dropContract,
+  ErrorCode,
+  PanoptesError,
   frameContract,
   frameId,
   outputId,
@@ -101,6 +103,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const producer = options.bus.producer();
   const runners = new Map<string, { runner: ModelRunner; batcher: Batcher<Request, NodeOutput> }>();
   const nodes = new Map<string, PlannedNode>(); // key: app/node
+  const roots = new Map<string, PlannedNode[]>(); // key: app; the nodes fed by frames
   let consumer: Consumer | undefined;
 
   const dropRecord = (what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): ProducerRecord => {
@@ -170,10 +173,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
     status.frames += 1;
     const at = { source: frame.source, seq: frame.seq };
-    const roots = options
-      .appsForSource(frame.source)
-      .flatMap((app) => options.apps.find((a) => a.spec.name === app)?.spec.edges.filter((e) => e.from === 'frames').map((e) => nodes.get(`${app}/${e.to}`)!) ?? []);
-    if (roots.length === 0) return drop(out, 'frame', 'no-app', `no app analyzes source ${frame.source}`, at);
+    const planned = options.appsForSource(frame.source).flatMap((app) => roots.get(app) ?? []);
+    if (planned.length === 0) return drop(out, 'frame', 'no-app', `no app analyzes source ${frame.source}`, at);
     let image: RgbImage;
     try {
       image = await decodeJpeg(frame.jpeg);
@@ -181,15 +182,15 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       return drop(out, 'frame', 'image-decode', describeError(err), at);
     }
     await Promise.all(
-      roots.map((planned) =>
+      planned.map((p) =>
         runNode({
-          planned,
+          planned: p,
           frame,
           image,
           offset: { x: 0, y: 0 },
-          inputId: frameId(planned.app.spec.name, frame.source, frame.seq),
+          inputId: frameId(p.app.spec.name, frame.source, frame.seq),
           lineage: [],
-          deadlineMs: frame.captureTimeMs + planned.app.spec.sloMs,
+          deadlineMs: frame.captureTimeMs + p.app.spec.sloMs,
         }, out),
       ),
     );
@@ -262,8 +263,15 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         for (const node of app.spec.nodes) {
           await load(node.model);
           const children = app.spec.edges.filter((e) => e.from === node.id).map((edge) => ({ edge, node: app.spec.nodes.find((n) => n.id === edge.to)! }));
-          nodes.set(`${app.spec.name}/${node.id}`, { app, node, params: runners.get(node.model)!.runner.parseParams(node.params), children });
+          let params: unknown;
+          try {
+            params = runners.get(node.model)!.runner.parseParams(node.params);
+          } catch (err) {
+            throw new PanoptesError(ErrorCode.AppInvalid, `app ${app.spec.name}, node ${node.id}: ${describeError(err)}`, { cause: err });
+          }
+          nodes.set(`${app.spec.name}/${node.id}`, { app, node, params, children });
         }
+        roots.set(app.spec.name, app.spec.edges.filter((e) => e.from === 'frames').map((e) => nodes.get(`${app.spec.name}/${e.to}`)!));
       }
       consumer = options.bus.consumer({
         groupId: options.groupId ?? 'panoptes.backend',
