@@ -62,20 +62,29 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
     for (const skipped of config.skipped) logger.info(skipped, 'source skipped');
 
     const processingStarted = Date.now();
-    const sources = await runIngest({
-      bus,
-      sources: config.sources,
-      dataDir: config.dataDir,
-      logger,
-      ...(options.signal ? { signal: options.signal } : {}),
-      onProgress: (frames, total) => options.progress?.update(frames, total),
-    });
+    // Progress counts frames the models have seen; ingest runs ahead by what the bus holds.
+    let expected: number | undefined;
+    const showProgress = (): void => options.progress?.update(backend.status().frames, expected);
+    const ticker = setInterval(showProgress, 200);
+    let sources: SourceResult[];
+    try {
+      sources = await runIngest({
+        bus,
+        sources: config.sources,
+        dataDir: config.dataDir,
+        logger,
+        ...(options.signal ? { signal: options.signal } : {}),
+        onProgress: (_published, total) => (expected = total),
+      });
+      await waitUntilConsumed(bus, 'panoptes.backend', [Topics.frames, ...tasks]);
+      await backend.drain();
+      await waitUntilConsumed(bus, 'panoptes.sink', [Topics.results, Topics.drops]);
+      await sinkWorker.drain();
+    } finally {
+      clearInterval(ticker);
+    }
+    showProgress();
     options.progress?.stop();
-
-    await waitUntilConsumed(bus, 'panoptes.backend', [Topics.frames, ...tasks]);
-    await backend.drain();
-    await waitUntilConsumed(bus, 'panoptes.sink', [Topics.results, Topics.drops]);
-    await sinkWorker.drain();
     const processingMs = Date.now() - processingStarted;
 
     const counted = await sink.query(
