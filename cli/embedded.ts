@@ -6,6 +6,7 @@ import { runIngest, type SourceResult } from '../ingest/index.js';
 import { createChdbSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
 import type { Progress } from './progress.js';
 
+/** What this run did (the tables may hold earlier runs too). */
 export interface RunSummary {
   wallMs: number;
   /** From the first source starting to the last row stored: the wall time without setup. */
@@ -87,16 +88,13 @@ export async function runEmbedded(config: CompiledConfig, options: EmbeddedOptio
     options.progress?.stop();
     const processingMs = Date.now() - processingStarted;
 
-    const counted = await sink.query(
-      `SELECT (SELECT count() FROM detections FINAL) AS detections, (SELECT count() FROM drops FINAL) AS drops`,
-    );
     const summary: RunSummary = {
       wallMs: Date.now() - started,
       processingMs,
       frames: backend.status().frames,
       rows: sinkWorker.status().rowsInserted,
-      drops: Number(counted.rows[0]?.drops ?? 0),
-      detections: Number(counted.rows[0]?.detections ?? 0),
+      drops: backend.status().drops + sinkWorker.status().rowsDropped,
+      detections: backend.status().rowsByTable.detections ?? 0,
       sources,
     };
     await options.beforeClose?.(sink, summary);

@@ -55,22 +55,25 @@ async function runPipeline(config: CompiledConfig, logger: Logger): Promise<void
     progress: createProgress(),
     signal: abort.signal,
     beforeClose: async (sink, done) => {
-      const result = await sink.query(EXAMPLE_QUERY);
       printSummary(done, config);
+      if (done.frames === 0) return;
+      const result = await sink.query(EXAMPLE_QUERY);
       process.stdout.write(`\nexample query: ${EXAMPLE_QUERY}\n${formatTable(result, 'table')}\n`);
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" --data-dir ${config.dataDir}\n`);
     },
   });
   const failed = summary.sources.filter((s) => s.error);
   if (failed.length === summary.sources.length && failed.length > 0) {
-    throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${s.error}`).join('; ')}`);
+    throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);
   }
 }
+
+const firstLine = (text = ''): string => text.split('\n')[0] ?? '';
 
 function printSummary(summary: RunSummary, config: CompiledConfig): void {
   const lines = [
     `\nreplayed ${summary.sources.length} source${summary.sources.length === 1 ? '' : 's'} in ${(summary.wallMs / 1000).toFixed(1)} s`,
-    ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.error ? `, FAILED: ${s.error}` : ''}`),
+    ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.error ? `, FAILED: ${firstLine(s.error)}` : ''}`),
     ...config.skipped.map((s) => `  ${s.id}: skipped (${s.reason})`),
     `frames: ${summary.frames}  detections: ${summary.detections}  drops: ${summary.drops}  wall time: ${(summary.wallMs / 1000).toFixed(1)} s`,
     `results in ${join(config.dataDir, 'clickhouse')}`,
@@ -117,11 +120,17 @@ export function buildProgram(): Command {
       }
       const id = basename(input, extname(input)).toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+/, '') || 'replay';
       const path = /^[a-z][a-z0-9+.-]*:\/\//i.test(input) ? input : resolve(input);
-      const deployment = deploymentSchema.parse({
+      const parsed = deploymentSchema.safeParse({
         dataDir: opts.dataDir,
         apps: [`apps/${opts.app}.yaml`],
-        sources: [{ id, path, apps: [opts.app], speed: opts.speed, loop: opts.loop, ...(opts.fps ? { fps: opts.fps } : {}), ...(opts.width ? { width: Math.round(opts.width) } : {}) }],
-      });
+        sources: [{ id, path, apps: [opts.app], speed: opts.speed, loop: opts.loop, ...(opts.fps ? { fps: opts.fps } : {}), ...(opts.width ? { width: opts.width } : {}) }],
+      }, { reportInput: true });
+      if (!parsed.success) {
+        // Only the options can be wrong here: name them as the user typed them.
+        const problems = parsed.error.issues.map((i) => `--${String(i.path.at(-1))}: ${'input' in i ? `got ${JSON.stringify(i.input)}; ` : ''}${i.message}`);
+        throw new PanoptesError(ErrorCode.ConfigInvalid, problems.join('; '));
+      }
+      const deployment = parsed.data;
       await runPipeline(compileDeployment(deployment, join(configsDir, 'replay.yaml'), { dataDir: opts.dataDir }), logger());
     });
 

@@ -298,6 +298,8 @@ function classifyExit(
 ): PanoptesError | undefined {
   const details = { code: exit.code, signal: exit.signal, stderr };
   const lastLines = stderr.split('\n').slice(-5).join('\n');
+  // ffmpeg's last line usually says why ("Invalid data found when processing input").
+  const why = stderr.trim().split('\n').at(-1)?.replace(/^.*?: /, '') ?? '';
   if (exit.spawnError) {
     return sourceError(ErrorCode.FfmpegExited, `ffmpeg could not start: ${exit.spawnError.message}`, details, exit.spawnError);
   }
@@ -312,9 +314,9 @@ function classifyExit(
     }
   }
   if (framesEmitted === 0) {
-    return sourceError(ErrorCode.SourceDecode, `ffmpeg could not decode the file (exit code ${exit.code})\n${lastLines}`, details);
+    return sourceError(ErrorCode.SourceDecode, `ffmpeg could not decode the file (exit code ${exit.code}${why ? `: ${why}` : ''})\n${lastLines}`, details);
   }
-  return sourceError(ErrorCode.FfmpegExited, `ffmpeg exited with code ${exit.code} after ${framesEmitted} frames\n${lastLines}`, details);
+  return sourceError(ErrorCode.FfmpegExited, `ffmpeg exited with code ${exit.code} after ${framesEmitted} frames${why ? `: ${why}` : ''}\n${lastLines}`, details);
 }
 
 const SHOWINFO = /^\[Parsed_showinfo_\d+ @ [^\]]+\] /;

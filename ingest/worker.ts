@@ -83,7 +83,9 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
       }
       return { id: config.id, frames: published.get(config.id) ?? 0 };
     } catch (err) {
-      sourceLogger.error({ err }, 'source failed');
+      // One line for operators; the whole error (ffmpeg's stderr, stack) at debug level.
+      sourceLogger.error({ code: (err as { code?: string }).code }, `source failed: ${describeError(err).split('\n')[0]}`);
+      sourceLogger.debug({ err }, 'source failure details');
       return { id: config.id, frames: published.get(config.id) ?? 0, error: describeError(err) };
     }
   };

@@ -23,7 +23,8 @@ export const DROPS_TABLE: TableSpec = {
     { name: 'at', type: 'DateTime64(3)' },
     { name: 'detail', type: 'String' },
   ],
-  orderBy: ['source', 'at'],
+  // Not `at`: the sort key is what deduplicates, and a drop seen twice may carry two times.
+  orderBy: ['source', 'stage'],
 };
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;

@@ -20,7 +20,7 @@ export interface SinkWorkerOptions {
   bus: Bus;
   sink: ResultSink;
   tables: readonly TableSpec[];
-  /** Rows per insert, summed over tables. */
+  /** Rows per insert round, summed over tables; also the most messages handed over at once. */
   batchRows: number;
   /** Longest a row waits for its insert, ms. */
   flushMs: number;
@@ -122,7 +122,10 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
       try {
         if (batch.topic === Topics.drops) {
           const drop = dropContract.decode(message.value);
-          rows.push(dropRow(drop, `${drop.what}:${drop.source ?? message.key}:${drop.frameSeq ?? -1}:${drop.atMs}`, message.key));
+          // A frame dropped again on redelivery is the same drop: its identity leaves out the time.
+          const when = drop.frameSeq === undefined ? String(drop.atMs) : String(drop.frameSeq);
+          const detail = createHash('sha1').update(drop.detail ?? '').digest('hex').slice(0, 12);
+          rows.push(dropRow(drop, `${drop.what}:${drop.source ?? message.key}:${when}:${detail}`, message.key));
           continue;
         }
         const row = resultRowContract.decode(message.value);
@@ -150,6 +153,7 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
     },
     async drain() {
       status.state = 'draining';
+      consumer?.pause([Topics.results, Topics.drops]);
       await flush();
     },
     async close() {

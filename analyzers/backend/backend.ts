@@ -53,6 +53,8 @@ export interface BackendStatus {
   frames: number;
   tasks: number;
   rows: number;
+  /** Rows published per table. */
+  rowsByTable: Record<string, number>;
   drops: number;
   batches: number;
   imagesRun: number;
@@ -99,7 +101,7 @@ export function taskTopics(apps: readonly AppLogic[]): string[] {
  */
 export function createBackend(options: BackendOptions): Lifecycle<BackendStatus> {
   const logger = options.logger.child({ module: 'analyzers.backend', backend: options.id });
-  const status: BackendStatus = { state: 'idle', frames: 0, tasks: 0, rows: 0, drops: 0, batches: 0, imagesRun: 0 };
+  const status: BackendStatus = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, batches: 0, imagesRun: 0 };
   const producer = options.bus.producer();
   const runners = new Map<string, { runner: ModelRunner; batcher: Batcher<Request, NodeOutput> }>();
   const nodes = new Map<string, PlannedNode>(); // key: app/node
@@ -135,6 +137,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         : { kind: 'texts', texts: output.texts.map((t) => ({ ...t, box: shiftBox(t.box, offset.x, offset.y) })) };
     }
     for (const row of app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 })) {
+      status.rowsByTable[row.table] = (status.rowsByTable[row.table] ?? 0) + 1;
       out.records.push({ topic: Topics.results, record: { key: frame.source, value: resultRowContract.encode(row) } });
     }
     if (output.kind !== 'detections') return;
@@ -235,7 +238,13 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const handle = async (batch: Batch): Promise<void> => {
     const out: Produced = { records: [] };
     const handler = batch.topic === Topics.frames ? handleFrame : handleTask;
-    await Promise.all(batch.messages.map((m) => handler(m.value, m.key, out)));
+    // A message that fails in a way nobody foresaw becomes a drop: retrying it would fail again
+    // and hold up its partition forever.
+    await Promise.all(
+      batch.messages.map((m) =>
+        handler(m.value, m.key, out).catch((err: unknown) => drop(out, 'message', 'internal-error', describeError(err), { source: m.key })),
+      ),
+    );
     const byTopic = new Map<string, ProducerRecord[]>();
     for (const { topic, record } of out.records) byTopic.set(topic, [...(byTopic.get(topic) ?? []), record]);
     for (const [topic, records] of byTopic) await producer.send(topic, records);
@@ -284,6 +293,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     },
     async drain() {
       status.state = 'draining';
+      consumer?.pause([Topics.frames, ...taskTopics(options.apps)]);
       await Promise.all([...runners.values()].map((r) => r.batcher.flush()));
     },
     async close() {
@@ -292,6 +302,6 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await Promise.all([...runners.values()].map((r) => r.runner.dispose()));
       status.state = 'closed';
     },
-    status: () => ({ ...status }),
+    status: () => ({ ...status, rowsByTable: { ...status.rowsByTable } }),
   };
 }

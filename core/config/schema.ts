@@ -133,7 +133,7 @@ export const deploymentSchema = z.strictObject({
   sink: z
     .strictObject({
       kind: z.literal('chdb').default('chdb'),
-      /** Rows per insert, per table. */
+      /** Rows per insert round (summed over tables). */
       batchRows: z.number().int().positive().default(5000),
       /** Longest a row waits before its batch is inserted, ms. */
       flushMs: z.number().int().positive().default(1000),
