@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
+  appSpecSchema,
   compileDeployment,
   configJsonSchema,
   createLogger,
@@ -11,6 +12,7 @@ import {
   describeError,
   ErrorCode,
   loadDeployment,
+  loadConfigFile,
   loadModelZoo,
   PanoptesError,
   projectRoot,
@@ -66,6 +68,19 @@ async function runPipeline(config: CompiledConfig, logger: Logger): Promise<void
   if (failed.length === summary.sources.length && failed.length > 0) {
     throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);
   }
+}
+
+/** The SQL of `<app>.<query>` from the app's file in configs/apps. */
+function savedQuery(name: string): string {
+  const [app = '', query = ''] = name.split('.');
+  const file = join(projectRoot(), 'configs/apps', `${app}.yaml`);
+  if (!existsSync(file)) throw new PanoptesError(ErrorCode.AppNotFound, `--saved ${name}: no app named "${app}" (looked for ${file})`);
+  const queries = loadConfigFile(appSpecSchema, file).queries;
+  const sql = queries[query];
+  if (!sql) {
+    throw new PanoptesError(ErrorCode.QueryFailed, `--saved ${name}: app ${app} has no query "${query}"; saved queries: ${Object.keys(queries).map((q) => `${app}.${q}`).join(', ') || 'none'}`);
+  }
+  return sql;
 }
 
 const firstLine = (text = ''): string => text.split('\n')[0] ?? '';
@@ -136,11 +151,16 @@ export function buildProgram(): Command {
 
   program
     .command('query')
-    .description('run a read-only SQL query on the results')
-    .argument('<sql>', 'a SELECT (or SHOW, DESCRIBE, EXPLAIN) statement')
+    .description('run a read-only SQL query on the results, or an app\'s saved query')
+    .argument('[sql]', 'a SELECT (or SHOW, DESCRIBE, EXPLAIN) statement')
+    .option('--saved <app.query>', 'run a saved query of an app in configs/apps, e.g. traffic.objects_per_class')
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv']).default('table'))
     .addOption(dataDirOption())
-    .action(async (sql: string, opts: { format: OutputFormat; dataDir: string }) => {
+    .action(async (text: string | undefined, opts: { saved?: string; format: OutputFormat; dataDir: string }) => {
+      const sql = opts.saved ? savedQuery(opts.saved) : text;
+      if (!sql || (opts.saved && text)) {
+        throw new PanoptesError(ErrorCode.QueryFailed, 'give either a SQL statement or --saved <app.query>');
+      }
       const path = join(resolve(opts.dataDir), 'clickhouse');
       if (!existsSync(path)) {
         throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);

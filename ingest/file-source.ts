@@ -75,6 +75,8 @@ export interface FileSourceStatus {
   pid: number | undefined;
   /** The input's duration as ffmpeg reported it, once known (not for live streams). */
   durationMs: number | undefined;
+  /** The video stream's own frame rate as ffmpeg reported it, once known. */
+  nativeFps: number | undefined;
 }
 
 export interface FileSource {
@@ -101,6 +103,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   let state: FileSourceState = 'idle';
   let framesEmitted = 0;
   let durationMs: number | undefined;
+  let nativeFps: number | undefined;
   let run: FfmpegRun | undefined;
   let iterated = false;
 
@@ -140,6 +143,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       ],
       onStderrLine: (line) => {
         durationMs ??= parseDurationMs(line);
+        nativeFps ??= parseVideoFps(line);
         return timestamps.onLine(line);
       },
       logger,
@@ -221,7 +225,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       await run.exited;
       if (state === 'running') state = 'stopped';
     },
-    status: () => ({ state, framesEmitted, durationMs, pid: state === 'running' ? run?.pid() : undefined }),
+    status: () => ({ state, framesEmitted, durationMs, nativeFps, pid: state === 'running' ? run?.pid() : undefined }),
   };
 }
 
@@ -238,6 +242,12 @@ function filterChain(options: FileSourceOptions): string {
 function parseDurationMs(line: string): number | undefined {
   const m = /Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)/.exec(line);
   return m ? ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 : undefined;
+}
+
+/** `Stream #0:0(und): Video: h264 ..., 768x432, ..., 12.50 fps, 12.50 tbr, ...` */
+function parseVideoFps(line: string): number | undefined {
+  const m = /Stream #.*Video:.* ([\d.]+) fps/.exec(line);
+  return m ? Number(m[1]) : undefined;
 }
 
 function isUrl(path: string): boolean {

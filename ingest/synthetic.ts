@@ -1,5 +1,6 @@
+import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
-import { mkdir, rename } from 'node:fs/promises';
+import { mkdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
@@ -13,10 +14,12 @@ export interface SyntheticClip {
 
 /**
  * Renders synthetic footage from ffmpeg's lavfi sources into `dir` once and returns its path;
- * later runs reuse the file. Matroska, because it can be written to a pipe.
+ * later runs with the same graph and duration reuse the file. Matroska, because it can be
+ * written to a pipe.
  */
 export async function ensureSyntheticClip(id: string, clip: SyntheticClip, dir: string, logger: Logger): Promise<string> {
-  const path = join(dir, `${id}.mkv`);
+  const fingerprint = createHash('sha1').update(`${clip.lavfi}\n${clip.durationS}`).digest('hex').slice(0, 10);
+  const path = join(dir, `${id}-${fingerprint}.mkv`);
   if (existsSync(path)) return path;
   await mkdir(dir, { recursive: true });
   const partial = `${path}.partial`;
@@ -27,9 +30,16 @@ export async function ensureSyntheticClip(id: string, clip: SyntheticClip, dir: 
     outputOptions: ['-t', String(clip.durationS), '-c:v', 'libx264', '-preset', 'veryfast', '-pix_fmt', 'yuv420p', '-f', 'matroska'],
     logger,
   });
-  await pipeline(run.stdout, createWriteStream(partial));
+  try {
+    await pipeline(run.stdout, createWriteStream(partial));
+  } catch (err) {
+    run.kill();
+    await rm(partial, { force: true });
+    throw new PanoptesError(ErrorCode.SourceDecode, `source ${id}: cannot write synthetic footage to ${partial}`, { cause: err, details: { source: id } });
+  }
   const exit = await run.exited;
   if (exit.code !== 0) {
+    await rm(partial, { force: true });
     throw new PanoptesError(ErrorCode.SourceDecode, `source ${id}: cannot render synthetic footage from "${clip.lavfi}":\n${run.stderrTail()}`, {
       details: { source: id, lavfi: clip.lavfi, code: exit.code },
     });

@@ -47,10 +47,11 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
     let total: number | undefined = 0;
     for (const [id, source] of running) {
       frames += published.get(id) ?? 0;
-      const { durationMs } = source.status();
+      const { durationMs, nativeFps } = source.status();
       const config = options.sources.find((s) => s.id === id);
-      if (total === undefined || durationMs === undefined || config?.loop || !config?.fps) total = undefined;
-      else total += Math.ceil((durationMs / 1000) * config.fps);
+      const fps = config?.fps ?? nativeFps;
+      if (total === undefined || durationMs === undefined || config?.loop || !fps) total = undefined;
+      else total += Math.ceil((durationMs / 1000) * fps);
     }
     options.onProgress(frames, total);
   };

@@ -41,6 +41,13 @@ describe('panoptes command', () => {
     expect(rows.map((r) => r.class)).toContain('person');
     expect(rows.every((r) => r.n > 0)).toBe(true);
 
+    const saved = await panoptes('query', '--saved', 'traffic.objects_per_class', '--format', 'json', '--data-dir', dataDir);
+    const byClass = (list: { class: string; n: number }[]): { class: string; n: number }[] => [...list].sort((a, b) => a.class.localeCompare(b.class));
+    expect(byClass(JSON.parse(saved.stdout) as { class: string; n: number }[])).toEqual(byClass(rows)); // the same counts, by a saved name
+    const unknown = await panoptes('query', '--saved', 'traffic.nope', '--data-dir', dataDir);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('traffic.objects_per_class');
+
     const csv = await panoptes('query', "SELECT 'a,b' AS x, 1 AS y", '--format', 'csv', '--data-dir', dataDir);
     expect(csv.stdout).toBe('x,y\n"a,b",1\n');
 
