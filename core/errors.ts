@@ -20,6 +20,7 @@ export const ErrorCode = {
   ImageDecode: 'PANOPTES_IMAGE_DECODE',
   AppNotFound: 'PANOPTES_APP_NOT_FOUND',
   AppInvalid: 'PANOPTES_APP_INVALID',
+  SinkUnavailable: 'PANOPTES_SINK_UNAVAILABLE',
   SinkInsert: 'PANOPTES_SINK_INSERT',
   QueryReadOnly: 'PANOPTES_QUERY_READ_ONLY',
   QueryFailed: 'PANOPTES_QUERY_FAILED',

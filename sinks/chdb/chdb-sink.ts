@@ -17,7 +17,17 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
   mkdirSync(options.path, { recursive: true });
   const args = ['--output_format_json_quote_64bit_integers=0'];
   if (options.readOnly) args.push('--readonly=1');
-  const session = new Session(options.path, { connectionArgs: args });
+  let session: Session;
+  try {
+    session = new Session(options.path, { connectionArgs: args });
+  } catch (err) {
+    // chDB opens a data folder in one process at a time; the lock is the usual reason.
+    throw new PanoptesError(
+      ErrorCode.SinkUnavailable,
+      `cannot open the results in ${options.path} (${describeError(err)}); is a run or replay using them? Query them when it ends`,
+      { cause: err, retriable: true, details: { path: options.path } },
+    );
+  }
   const logger = options.logger.child({ module: 'sinks.chdb' });
 
   return {
