@@ -2,6 +2,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import type {
+  PanoptesError} from '../../core/index.js';
 import {
   appSpecSchema,
   CONFIG_KINDS,
@@ -12,12 +14,12 @@ import {
   loadDeployment,
   loadModelZoo,
   modelZooSchema,
-  PanoptesError,
   parseConfig,
   projectRoot,
   type ConfigIssue,
   type ConfigKind,
 } from '../../core/index.js';
+import { thrown } from '../helpers.js';
 
 const root = projectRoot();
 const CENTERNET = join(root, 'models/centernet.onnx');
@@ -69,16 +71,6 @@ const GOOD_SOURCE = `  - id: cam-1
     fps: 2
 `;
 
-/** Runs `fn`, expecting a PanoptesError, and returns it. */
-function thrown(fn: () => unknown): PanoptesError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(PanoptesError);
-    return err as PanoptesError;
-  }
-  throw new Error('expected an error, none was thrown');
-}
 
 function invalid(fn: () => unknown): { err: PanoptesError; issues: ConfigIssue[] } {
   const err = thrown(fn);

@@ -7,7 +7,6 @@ import {
   dropContract,
   ErrorCode,
   frameContract,
-  PanoptesError,
   planContract,
   projectRoot,
   resultRowContract,
@@ -17,6 +16,7 @@ import {
   type Frame,
 } from '../../core/index.js';
 import * as samples from '../fixtures/contracts/samples.js';
+import { thrown } from '../helpers.js';
 
 const FIXTURES = join(projectRoot(), 'test/fixtures/contracts');
 
@@ -41,16 +41,6 @@ function comparable(message: unknown): unknown {
   return message;
 }
 
-/** Runs `fn`, expecting a PanoptesError, and returns it. */
-function thrown(fn: () => unknown): PanoptesError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(PanoptesError);
-    return err as PanoptesError;
-  }
-  throw new Error('expected an error, none was thrown');
-}
 
 /** A message of `kind` with a hand-written header (the codec's wire envelope). */
 function envelope(kind: ContractKind, version: number, header: string | Buffer, blob = Buffer.alloc(0)): Uint8Array {

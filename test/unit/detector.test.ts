@@ -20,6 +20,7 @@ import {
   sourceSize,
 } from '../../analyzers/models/detector/index.js';
 import type { Box, Detection, Letterbox, RgbImage, TensorData } from '../../analyzers/models/types.js';
+import { f32, solid } from '../helpers.js';
 
 const MODEL = fileURLToPath(new URL('../../models/centernet.onnx', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../fixtures/images/', import.meta.url));
@@ -28,16 +29,6 @@ function det(classId: number, score: number, x1: number, y1: number, x2: number,
   return { box: { x1, y1, x2, y2 }, classId, className: cocoClassName(classId), score };
 }
 
-function solid(width: number, height: number, rgb: [number, number, number]): RgbImage {
-  const data = new Uint8Array(width * height * 3);
-  for (let i = 0; i < width * height; i++) data.set(rgb, i * 3);
-  return { width, height, data };
-}
-
-function f32(t: TensorData): Float32Array {
-  if (!(t.data instanceof Float32Array)) throw new Error('expected float32');
-  return t.data;
-}
 
 function expectBoxClose(actual: Box, expected: Box, tol: number): void {
   for (const k of ['x1', 'y1', 'x2', 'y2'] as const) expect(Math.abs(actual[k] - expected[k])).toBeLessThanOrEqual(tol);

