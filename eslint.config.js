@@ -75,14 +75,15 @@ export default tseslint.config(
     },
   },
   {
-    // A folder is entered through its index.ts: from outside a top-level layer, import `<layer>/index.js`.
+    // A folder is entered through its index.ts: an import that reaches into another folder
+    // (a sibling, a child, another layer) names that folder's index.js.
     files: LAYERS.map((l) => `${l}/**/*.ts`),
     rules: {
       'no-restricted-imports': ['error', {
-        patterns: LAYERS.map((l) => ({
-          regex: `^(\\.\\./)+${l}/(?!index\\.js$).+`,
-          message: `enter ${l}/ through ${l}/index.js (DESIGN.md §3)`,
-        })),
+        patterns: [{
+          regex: '^(\\./|(\\.\\./)+)[^./][^/]*/(?!index\\.js$).+$',
+          message: 'enter a folder through its index.js (DESIGN.md §3)',
+        }],
       }],
     },
   },

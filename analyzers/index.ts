@@ -1,6 +1,5 @@
 export type * from './runtime/index.js';
-export type * from './models/types.js';
 export { createOnnxRuntime, type OnnxRuntimeOptions } from './onnx/index.js';
-export { decodeJpeg, encodeJpeg } from './image/index.js';
-export { loadModelRunner, type ModelRunner } from './models/zoo.js';
+export { decodeJpeg, encodeJpeg, type RgbImage } from './image/index.js';
+export { loadModelRunner, type Letterbox, type ModelRunner } from './models/index.js';
 export { createBackend, taskTopics, type BackendOptions, type BackendStatus } from './backend/index.js';

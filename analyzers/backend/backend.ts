@@ -24,10 +24,8 @@ import {
   type ResolvedModel,
   type Task,
 } from '../../core/index.js';
-import { decodeJpeg, encodeJpeg } from '../image/index.js';
-import { cropImage } from '../models/ocr/index.js';
-import type { RgbImage } from '../models/types.js';
-import { loadModelRunner, type ModelRunner } from '../models/zoo.js';
+import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
+import { cropImage, loadModelRunner, type ModelRunner } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { createBatcher, type Batcher } from './batcher.js';
 import { cropRegion, passesFilter, shiftBox } from './edges.js';

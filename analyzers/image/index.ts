@@ -1,1 +1,1 @@
-export { decodeJpeg, encodeJpeg } from './jpeg.js';
+export { decodeJpeg, encodeJpeg, type RgbImage } from './jpeg.js';

@@ -1,6 +1,12 @@
 import sharp from 'sharp';
 import { ErrorCode, PanoptesError } from '../../core/index.js';
-import type { RgbImage } from '../models/types.js';
+
+/** A decoded image: interleaved RGB, 3 bytes per pixel, row-major. */
+export interface RgbImage {
+  width: number;
+  height: number;
+  data: Uint8Array;
+}
 
 
 export async function decodeJpeg(jpeg: Uint8Array): Promise<RgbImage> {

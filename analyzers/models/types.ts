@@ -1,20 +1,7 @@
+/** The vocabulary of pre- and post-processing, in one place for the files of this folder. */
 export type { Box, Detection, TextLine } from '../../core/index.js';
-
-/** A decoded image: interleaved RGB, 3 bytes per pixel, row-major. */
-export interface RgbImage {
-  width: number;
-  height: number;
-  data: Uint8Array;
-}
-
-/** A tensor handed to or returned by a model: data plus dims, no runtime types. */
-export interface TensorData {
-  data: Float32Array | Int32Array | BigInt64Array | Uint8Array;
-  dims: number[];
-  type: 'float32' | 'int32' | 'int64' | 'uint8';
-}
-
-export type NamedTensors = Record<string, TensorData>;
+export type { RgbImage } from '../image/index.js';
+export type { NamedTensors, TensorData } from '../runtime/index.js';
 
 /**
  * How an input image was placed into the model's input: scale then pad. Used to map boxes back.

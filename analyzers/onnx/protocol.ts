@@ -1,5 +1,5 @@
 import type { SerializedError } from '../../core/index.js';
-import type { NamedTensors } from '../models/types.js';
+import type { NamedTensors } from '../runtime/index.js';
 
 /** Messages between the runtime and its worker threads. */
 export type WorkerRequest =

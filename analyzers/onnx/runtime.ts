@@ -1,8 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { deserializeError, ErrorCode, PanoptesError, type Logger } from '../../core/index.js';
-import type { NamedTensors } from '../models/types.js';
-import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
+import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
 import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
 
 export interface OnnxRuntimeOptions {

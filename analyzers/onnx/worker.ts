@@ -1,7 +1,7 @@
 import { parentPort } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import { ErrorCode, PanoptesError, serializeError } from '../../core/index.js';
-import type { NamedTensors } from '../models/types.js';
+import type { NamedTensors } from '../runtime/index.js';
 import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
 
 /** Hosts ONNX sessions off the main thread; one request at a time, in arrival order. */

@@ -1,4 +1,11 @@
-import type { NamedTensors } from '../models/types.js';
+/** A tensor handed to or returned by a model: data plus dims, no runtime types. */
+export interface TensorData {
+  data: Float32Array | Int32Array | BigInt64Array | Uint8Array;
+  dims: number[];
+  type: 'float32' | 'int32' | 'int64' | 'uint8';
+}
+
+export type NamedTensors = Record<string, TensorData>;
 
 /**
  * The model-runtime port: load a model file, run it on named tensors. The onnxruntime-node
