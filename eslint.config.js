@@ -63,9 +63,10 @@ const vendorRules = [
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**', 'tools/convert-models/.venv/**', 'eslint.config.js'] },
   ...tseslint.configs.recommended,
+  // Teaches import-x to parse and resolve TypeScript; without it no-cycle sees no imports.
+  importX.flatConfigs.typescript,
   {
     files: ['**/*.ts'],
-    plugins: { 'import-x': importX },
     settings: { 'import-x/resolver-next': [createTypeScriptImportResolver()] },
     rules: {
       'import-x/no-cycle': 'error',
