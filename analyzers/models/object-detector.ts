@@ -6,6 +6,8 @@ import { parseWith, type ModelRunner } from './runner.js';
 
 const detectorParams = z.strictObject({
   minScore: z.number().min(0).max(1).default(0.3),
+  /** Per-class thresholds that override `minScore`, e.g. `{ person: 0.3 }`. */
+  minScores: z.record(z.string(), z.number().min(0).max(1)).default({}),
   classes: z.array(z.string()).optional(),
   maxDetections: z.number().int().positive().default(100),
   iouThreshold: z.number().min(0).max(1).default(0.5),
@@ -22,9 +24,9 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
     spec,
     parseParams(params) {
       const parsed = parseWith(detectorParams, spec, params);
-      const unknown = parsed.classes?.filter((c) => !cocoLabels.includes(c)) ?? [];
+      const unknown = [...(parsed.classes ?? []), ...Object.keys(parsed.minScores)].filter((c) => !cocoLabels.includes(c));
       if (unknown.length > 0) {
-        throw new PanoptesError(ErrorCode.AppInvalid, `params.classes: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
+        throw new PanoptesError(ErrorCode.AppInvalid, `params: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
       }
       return parsed;
     },
@@ -33,14 +35,14 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
       // Decode once with the loosest settings of the batch, then apply each request's own.
       const perImage = decodeCenternet(outputs, letterboxes, {
-        minScore: Math.min(...params.map((p) => p.minScore)),
+        minScore: Math.min(...params.flatMap((p) => [p.minScore, ...Object.values(p.minScores)])),
         maxDetections: Math.max(...params.map((p) => p.maxDetections)),
         iouThreshold: Math.max(...params.map((p) => p.iouThreshold)),
       });
       return perImage.map((detections, i) => {
         const p = params[i]!;
         const wanted = p.classes ? new Set(p.classes) : undefined;
-        const kept = detections.filter((d) => d.score >= p.minScore && (!wanted || wanted.has(d.className)));
+        const kept = detections.filter((d) => d.score >= (p.minScores[d.className] ?? p.minScore) && (!wanted || wanted.has(d.className)));
         return {
           kind: 'detections' as const,
           detections: nms(kept, { iouThreshold: p.iouThreshold, maxDetections: p.maxDetections, classAgnostic: p.classAgnostic }),
