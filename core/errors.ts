@@ -78,10 +78,6 @@ export function deserializeError(data: SerializedError): PanoptesError | Error {
   return err;
 }
 
-export function isRetriable(err: unknown): boolean {
-  return err instanceof PanoptesError && err.retriable;
-}
-
 /** A one-line reason for humans: the message, plus the cause's when it adds something. */
 export function describeError(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
