@@ -77,8 +77,13 @@ interface Work {
   deadlineMs: number;
 }
 
-interface Produced {
-  records: { topic: string; record: ProducerRecord }[];
+/** What handling one batch publishes, by topic; sent once the whole batch is handled. */
+type Outbox = Map<string, ProducerRecord[]>;
+
+function post(out: Outbox, topic: string, record: ProducerRecord): void {
+  const records = out.get(topic);
+  if (records) records.push(record);
+  else out.set(topic, [record]);
 }
 
 type Request = { image: RgbImage; params: unknown };
@@ -104,6 +109,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const runners = new Map<string, { runner: ModelRunner; batcher: Batcher<Request, NodeOutput> }>();
   const nodes = new Map<string, PlannedNode>(); // key: app/node
   const roots = new Map<string, PlannedNode[]>(); // key: app; the nodes fed by frames
+  const topics = [Topics.frames, ...taskTopics(options.apps)];
   let consumer: Consumer | undefined;
 
   const dropRecord = (what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): ProducerRecord => {
@@ -114,11 +120,11 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     if (at.seq !== undefined) message.frameSeq = at.seq;
     return { key: at.source ?? 'unknown', value: dropContract.encode(message) };
   };
-  const drop = (out: Produced, ...args: Parameters<typeof dropRecord>): void => {
-    out.records.push({ topic: Topics.drops, record: dropRecord(...args) });
+  const drop = (out: Outbox, ...args: Parameters<typeof dropRecord>): void => {
+    post(out, Topics.drops, dropRecord(...args));
   };
 
-  const runNode = async (work: Work, out: Produced): Promise<void> => {
+  const runNode = async (work: Work, out: Outbox): Promise<void> => {
     const { planned, frame, image, offset } = work;
     const { app, node } = planned;
     let output: NodeOutput;
@@ -136,7 +142,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
     for (const row of app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 })) {
       status.rowsByTable[row.table] = (status.rowsByTable[row.table] ?? 0) + 1;
-      out.records.push({ topic: Topics.results, record: { key: frame.source, value: resultRowContract.encode(row) } });
+      post(out, Topics.results, { key: frame.source, value: resultRowContract.encode(row) });
     }
     if (output.kind !== 'detections') return;
     const bounds = { x1: offset.x, y1: offset.y, x2: offset.x + image.width, y2: offset.y + image.height };
@@ -160,12 +166,12 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           lineage: [...work.lineage, outputId(work.inputId, node.id, i)],
           jpeg: await encodeJpeg(crop),
         };
-        out.records.push({ topic: Topics.tasks(child.node.model), record: { key: frame.source, value: taskContract.encode(task) } });
+        post(out, Topics.tasks(child.node.model), { key: frame.source, value: taskContract.encode(task) });
       }
     }
   };
 
-  const handleFrame = async (value: Uint8Array, key: string, out: Produced): Promise<void> => {
+  const handleFrame = async (value: Uint8Array, key: string, out: Outbox): Promise<void> => {
     let frame;
     try {
       frame = frameContract.decode(value);
@@ -197,7 +203,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     );
   };
 
-  const handleTask = async (value: Uint8Array, key: string, out: Produced): Promise<void> => {
+  const handleTask = async (value: Uint8Array, key: string, out: Outbox): Promise<void> => {
     let task: Task;
     try {
       task = taskContract.decode(value);
@@ -234,7 +240,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   };
 
   const handle = async (batch: Batch): Promise<void> => {
-    const out: Produced = { records: [] };
+    const out: Outbox = new Map();
     const handler = batch.topic === Topics.frames ? handleFrame : handleTask;
     // A message that fails in a way nobody foresaw becomes a drop: retrying it would fail again
     // and hold up its partition forever.
@@ -243,10 +249,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         handler(m.value, m.key, out).catch((err: unknown) => drop(out, 'message', 'internal-error', describeError(err), { source: m.key })),
       ),
     );
-    const byTopic = new Map<string, ProducerRecord[]>();
-    for (const { topic, record } of out.records) byTopic.set(topic, [...(byTopic.get(topic) ?? []), record]);
-    for (const [topic, records] of byTopic) await producer.send(topic, records);
-    status.rows += byTopic.get(Topics.results)?.length ?? 0;
+    for (const [topic, records] of out) await producer.send(topic, records);
+    status.rows += out.get(Topics.results)?.length ?? 0;
   };
 
   const load = async (model: string): Promise<void> => {
@@ -282,7 +286,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       }
       consumer = options.bus.consumer({
         groupId: options.groupId ?? 'panoptes.backend',
-        topics: [Topics.frames, ...taskTopics(options.apps)],
+        topics,
         maxBatchSize: options.batch,
         metadata: { backend: options.id },
       });
@@ -291,7 +295,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     },
     async drain() {
       status.state = 'draining';
-      consumer?.pause([Topics.frames, ...taskTopics(options.apps)]);
+      consumer?.pause(topics);
       await Promise.all([...runners.values()].map((r) => r.batcher.flush()));
     },
     async close() {
