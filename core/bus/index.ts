@@ -2,3 +2,5 @@ export type * from './types.js';
 export { roundRobinAssigner } from './assigners.js';
 export { createMemoryBus } from './memory/index.js';
 export type { MemoryBus, MemoryBusOptions, MemoryBusStatus } from './memory/index.js';
+export { createKafkaBus } from './kafka/index.js';
+export type { KafkaBus, KafkaBusOptions } from './kafka/index.js';

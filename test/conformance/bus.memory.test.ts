@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createMemoryBus, roundRobinAssigner, type Batch, type BusMessage, type Consumer, type MemoryBus, type MemoryBusOptions } from '../../core/bus/index.js';
-import { murmur2, partitionForKey } from '../../core/bus/memory/partitioner.js';
+import { murmur2, partitionForKey } from '../../core/bus/partitioner.js';
 import { ErrorCode } from '../../core/errors.js';
 import { describeBusConformance, makeRecords, text, uniqueName } from './bus.suite.js';
 import { deferred, waitFor } from './wait-for.js';

@@ -5,7 +5,7 @@
 import { ErrorCode, PanoptesError } from '../../errors.js';
 import type { RecordMetadata, TopicSpec } from '../types.js';
 import { PartitionLog, recordBytes } from './partition-log.js';
-import { partitionForKey } from './partitioner.js';
+import { partitionForKey } from '../partitioner.js';
 
 /** Kafka's rule for topic names; the memory bus rejects what a broker would reject. */
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;

@@ -1,0 +1,198 @@
+/**
+ * The Bus port on Apache Kafka, through kafkajs: the distributed deployment (DESIGN.md §2).
+ *
+ * Producing: one idempotent producer per `producer()` (acks from all in-sync replicas, retried
+ * sends are written once). Each record's partition is computed here with Kafka's own key hash
+ * (`../partitioner.ts`), the same function the memory bus uses, so a source id lands on the same
+ * partition on both buses and every send can report each record's offset.
+ *
+ * Consuming: see `consumer.ts`. Topics are created with their partitions and retention; they are
+ * never created implicitly, so a typo in a topic name fails instead of making a new topic.
+ *
+ * kafkajs is imported only in this folder (DESIGN.md §3).
+ */
+import { CompressionTypes, Kafka, logLevel, type LogEntry, type Producer as KafkaProducer } from 'kafkajs';
+import { ErrorCode, PanoptesError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import { partitionForKey } from '../partitioner.js';
+import type { Bus, Consumer, ConsumerOptions, Producer, ProducerRecord, RecordMetadata, TopicPartitionOffset, TopicSpec } from '../types.js';
+import { createKafkaConsumer } from './consumer.js';
+
+export interface KafkaBusOptions {
+  /** Bootstrap brokers, `host:port`. */
+  brokers: readonly string[];
+  clientId?: string;
+  logger: Logger;
+  /** Compression of produced batches. @defaultValue 'gzip' */
+  compression?: 'none' | 'gzip';
+  /** Replication factor of topics this bus creates. @defaultValue the broker's default */
+  replicationFactor?: number;
+  /** Partitions one consumer handles at the same time. @defaultValue 8 */
+  partitionsConsumedConcurrently?: number;
+  /** Delay before a failed handler batch is delivered again, doubling per failure. @defaultValue 100 */
+  retryInitialMs?: number;
+  /** @defaultValue 5000 */
+  retryMaxMs?: number;
+  /** How long a request to an unreachable broker is retried before the call fails, in ms. @defaultValue 60000 */
+  connectionRetryMs?: number;
+  /** A consumer that has not heartbeated for this long leaves its group. @defaultValue 10000 */
+  sessionTimeoutMs?: number;
+}
+
+export interface KafkaBus extends Bus {
+  readonly kind: 'kafka';
+}
+
+export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus> {
+  const { logger } = options;
+  if (options.brokers.length === 0) throw new PanoptesError(ErrorCode.BusInvalidArgument, 'no Kafka brokers given');
+  const retryMaxMs = options.connectionRetryMs ?? 60_000;
+  const kafka = new Kafka({
+    clientId: options.clientId ?? 'panoptes',
+    brokers: [...options.brokers],
+    logLevel: logLevel.WARN,
+    logCreator: () => (entry) => logKafka(logger, entry),
+    // Rides out a broker restart: ~10 retries, at most 5 s apart, within connectionRetryMs.
+    retry: { initialRetryTime: 300, maxRetryTime: 5_000, retries: Math.max(5, Math.ceil(retryMaxMs / 5_000)) },
+  });
+  const admin = kafka.admin();
+  await admin.connect();
+
+  const compression = options.compression === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
+  const producers = new Set<Producer>();
+  const consumers = new Set<Consumer>();
+  const partitionCounts = new Map<string, number>();
+  let closed = false;
+
+  const checkOpen = (): void => {
+    if (closed) throw new PanoptesError(ErrorCode.BusClosed, 'the Kafka bus is closed');
+  };
+
+  async function partitionCount(topic: string): Promise<number> {
+    const known = partitionCounts.get(topic);
+    if (known !== undefined) return known;
+    const metadata = await admin.fetchTopicMetadata({ topics: [topic] }).catch((err: unknown) => {
+      throw new PanoptesError(ErrorCode.BusUnknownTopic, `topic "${topic}" does not exist on Kafka`, { cause: err, details: { topic } });
+    });
+    const count = metadata.topics[0]?.partitions.length ?? 0;
+    if (count === 0) throw new PanoptesError(ErrorCode.BusUnknownTopic, `topic "${topic}" has no partitions`, { details: { topic } });
+    partitionCounts.set(topic, count);
+    return count;
+  }
+
+  function producer(): Producer {
+    checkOpen();
+    const kafkaProducer: KafkaProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    let connected: Promise<void> | undefined;
+    const self: Producer = {
+      async send(topic: string, records: readonly ProducerRecord[]): Promise<RecordMetadata[]> {
+        checkOpen();
+        if (records.length === 0) return [];
+        connected ??= kafkaProducer.connect();
+        await connected;
+        const partitions = await partitionCount(topic);
+        const placed = records.map((record) => partitionForKey(record.key, partitions));
+        const written = await kafkaProducer.send({
+          topic,
+          acks: -1,
+          compression,
+          messages: records.map((record, i) => ({
+            key: record.key,
+            value: Buffer.from(record.value.buffer, record.value.byteOffset, record.value.byteLength),
+            partition: placed[i],
+            ...(record.headers ? { headers: record.headers } : {}),
+          })),
+        });
+        // Kafka reports the first offset per partition; records of a partition follow in order.
+        const next = new Map(written.map((w) => [w.partition, Number(w.baseOffset)]));
+        return placed.map((partition) => {
+          const offset = next.get(partition) ?? 0;
+          next.set(partition, offset + 1);
+          return { topic, partition, offset };
+        });
+      },
+      async close() {
+        producers.delete(self);
+        if (connected) await kafkaProducer.disconnect();
+      },
+    };
+    producers.add(self);
+    return self;
+  }
+
+  function consumer(consumerOptions: ConsumerOptions): Consumer {
+    checkOpen();
+    const created = createKafkaConsumer(kafka, consumerOptions, {
+      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 8,
+      retryInitialMs: options.retryInitialMs ?? 100,
+      retryMaxMs: options.retryMaxMs ?? 5_000,
+      sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
+      heartbeatIntervalMs: Math.max(100, Math.floor((options.sessionTimeoutMs ?? 10_000) / 10)),
+      onClose: (c) => consumers.delete(c),
+    });
+    consumers.add(created);
+    return created;
+  }
+
+  return {
+    kind: 'kafka',
+
+    async createTopics(specs: readonly TopicSpec[]) {
+      checkOpen();
+      const existing = new Set(await admin.listTopics());
+      const missing = specs.filter((spec) => !existing.has(spec.name));
+      if (missing.length > 0) {
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: missing.map((spec) => ({
+            topic: spec.name,
+            numPartitions: spec.partitions,
+            ...(options.replicationFactor ? { replicationFactor: options.replicationFactor } : {}),
+            configEntries: spec.retentionMs === undefined ? [] : [{ name: 'retention.ms', value: String(spec.retentionMs) }],
+          })),
+        });
+      }
+      for (const spec of specs.filter((s) => existing.has(s.name))) {
+        const partitions = await partitionCount(spec.name);
+        if (partitions !== spec.partitions) {
+          logger.warn({ topic: spec.name, partitions, configured: spec.partitions }, 'topic exists with another partition count; using it as it is');
+        }
+      }
+    },
+
+    producer,
+    consumer,
+
+    async committed(groupId: string, topic: string): Promise<TopicPartitionOffset[]> {
+      checkOpen();
+      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      return (offsets?.partitions ?? []).map(({ partition, offset }) => ({ topic, partition, offset: Number(offset) }));
+    },
+
+    async endOffsets(topic: string): Promise<TopicPartitionOffset[]> {
+      checkOpen();
+      const offsets = await admin.fetchTopicOffsets(topic);
+      return offsets.map(({ partition, high }) => ({ topic, partition, offset: Number(high) }));
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.allSettled([...consumers].map((c) => c.close()));
+      await Promise.allSettled([...producers].map((p) => p.close()));
+      await admin.disconnect();
+    },
+  };
+}
+
+const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+function logKafka(logger: Logger, { level, log }: LogEntry): void {
+  const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
+  logger[LEVELS[level] ?? 'info']({ kafka: fields }, `kafka: ${message}`);
+}
