@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
-import { runEmbedded } from '../cli/index.js';
+import { runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 
@@ -44,7 +44,7 @@ async function pipeline(): Promise<void> {
 
     // Detector alone before and after the pipeline, so a change in machine load shows in both.
     const before = await detectorAlone();
-    const summary = await runEmbedded(config, { logger });
+    const summary = await runDeployment(config, { logger });
     const after = await detectorAlone();
     await runner.dispose();
     await runtime.close();

@@ -1,3 +1,3 @@
 /** The composition roots, for benchmarks and tests; `main.ts` is the `panoptes` command. */
-export { runEmbedded, type EmbeddedOptions, type RunSummary } from './embedded.js';
+export { openBus, parseRoles, runDeployment, waitUntilConsumed, Groups, ROLES, type Role, type RunOptions, type RunSummary } from './deployment.js';
 export { formatTable, type OutputFormat } from './output.js';

@@ -21,7 +21,7 @@ import {
   type Logger,
 } from '../core/index.js';
 import { createChdbSink } from '../sinks/index.js';
-import { runEmbedded, type RunSummary } from './embedded.js';
+import { parseRoles, runDeployment, type Role, type RunSummary } from './deployment.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { createProgress } from './progress.js';
 
@@ -42,8 +42,8 @@ function parsePositive(value: string): number {
 
 const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where results and generated footage are kept').default('./data');
 
-/** Runs the embedded pipeline with a progress display and SIGINT/SIGTERM for a clean stop. */
-async function runPipeline(config: CompiledConfig, logger: Logger): Promise<void> {
+/** Runs a deployment's roles with a progress display and SIGINT/SIGTERM for a clean stop. */
+async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => {
     process.stderr.write('stopping: finishing the frames in flight (press Ctrl-C again to quit at once)\n');
@@ -52,9 +52,10 @@ async function runPipeline(config: CompiledConfig, logger: Logger): Promise<void
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  const summary = await runEmbedded(config, {
+  const summary = await runDeployment(config, {
     logger,
-    progress: createProgress(),
+    roles,
+    ...(roles.has('ingest') ? { progress: createProgress() } : {}),
     signal: abort.signal,
     beforeClose: async (sink, done) => {
       printSummary(done, config);
@@ -64,6 +65,9 @@ async function runPipeline(config: CompiledConfig, logger: Logger): Promise<void
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" --data-dir ${config.dataDir}\n`);
     },
   });
+  if (!roles.has('sink')) {
+    process.stdout.write(`stopped ${summary.roles.join(', ')}: ${summary.frames} frames analyzed, ${summary.drops} drops, ${(summary.wallMs / 1000).toFixed(1)} s\n`);
+  }
   const failed = summary.sources.filter((s) => s.error);
   if (failed.length === summary.sources.length && failed.length > 0) {
     throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);
@@ -106,15 +110,13 @@ export function buildProgram(): Command {
 
   program
     .command('run')
-    .description('run a deployment: every role in one process on the embedded bus and store')
+    .description('run a deployment: every role in one process, or some of them against Kafka')
     .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
     .addOption(dataDirOption().default(undefined, "the deployment's dataDir (./data)"))
-    .option('--roles <roles>', 'roles to run in this process (only "all" on the embedded bus)', 'all')
+    .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink (split roles need bus.kind: kafka)', 'all')
     .action(async (file: string, opts: { dataDir?: string; roles: string }) => {
-      if (opts.roles !== 'all') {
-        throw new PanoptesError(ErrorCode.ConfigInvalid, `--roles ${opts.roles}: the embedded bus runs every role in one process; expected "all"`);
-      }
-      await runPipeline(loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {}), logger());
+      const roles = parseRoles(opts.roles);
+      await runPipeline(loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {}), roles, logger());
     });
 
   program
@@ -146,7 +148,7 @@ export function buildProgram(): Command {
         throw new PanoptesError(ErrorCode.ConfigInvalid, problems.join('; '));
       }
       const deployment = parsed.data;
-      await runPipeline(compileDeployment(deployment, join(configsDir, 'replay.yaml'), { dataDir: opts.dataDir }), logger());
+      await runPipeline(compileDeployment(deployment, join(configsDir, 'replay.yaml'), { dataDir: opts.dataDir }), parseRoles('all'), logger());
     });
 
   program

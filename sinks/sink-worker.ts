@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import {
+  deadLetter,
   describeError,
   dropContract,
   resultRowContract,
@@ -7,6 +8,7 @@ import {
   type Batch,
   type Bus,
   type Consumer,
+  type ProducerRecord,
   type Drop,
   type Lifecycle,
   type Logger,
@@ -53,6 +55,7 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
   let timer: NodeJS.Timeout | undefined;
   let flushing = Promise.resolve();
   let consumer: Consumer | undefined;
+  const producer = options.bus.producer();
 
   const add = (rows: ResultRow[]): Promise<void> => {
     for (const row of rows) {
@@ -94,11 +97,15 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
     return flushing;
   };
 
-  /** `identity` makes the row id: the same dropped thing, delivered again, gives the same id. */
+  /**
+   * `identity` makes the row id: the same dropped thing, delivered again, gives the same id. The
+   * id names the stage's kind, not its instance: a frame dropped again by the backend that took
+   * over a crashed one's partitions is still one drop.
+   */
   const dropRow = (drop: Drop, identity: string, source: string): ResultRow => ({
     app: 'panoptes',
     table: DROPS_TABLE.name,
-    rowId: `drop:${drop.where}:${drop.why}:${identity}`,
+    rowId: `drop:${drop.where.split(':')[0]}:${drop.why}:${identity}`,
     source: drop.source ?? source,
     fields: {
       what: drop.what,
@@ -112,6 +119,7 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
 
   const handle = async (batch: Batch): Promise<void> => {
     const rows: ResultRow[] = [];
+    const dead: ProducerRecord[] = [];
     for (const message of batch.messages) {
       const rejected = (why: string, detail: string, identity: string, source = message.key): void => {
         status.rowsDropped += 1;
@@ -134,9 +142,11 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
         if (problem) rejected('invalid-row', `${row.rowId}: ${problem}`, row.rowId, row.source);
         else rows.push(row);
       } catch (err) {
+        dead.push(deadLetter(message, 'sink', describeError(err)));
         rejected('decode', describeError(err), createHash('sha1').update(message.value).digest('hex'));
       }
     }
+    if (dead.length > 0) await producer.send(Topics.dead, dead);
     if (rows.length > 0) await add(rows);
   };
 
@@ -159,6 +169,7 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
     async close() {
       await consumer?.close();
       await flush();
+      await producer.close();
       status.state = 'closed';
     },
     status: () => ({ ...status }),

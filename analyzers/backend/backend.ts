@@ -1,4 +1,5 @@
 import {
+  deadLetter,
   describeError,
   dropContract,
   ErrorCode,
@@ -14,6 +15,7 @@ import {
   type AppNode,
   type Batch,
   type Bus,
+  type BusMessage,
   type Consumer,
   type Drop,
   type FrameRef,
@@ -171,12 +173,18 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
   };
 
-  const handleFrame = async (value: Uint8Array, key: string, out: Outbox): Promise<void> => {
+  /** An undecodable message: its bytes to the dead-letter topic, a drop for the drops table. */
+  const undecodable = (out: Outbox, message: BusMessage, err: unknown): void => {
+    post(out, Topics.dead, deadLetter(message, `backend:${options.id}`, describeError(err)));
+    drop(out, 'message', 'decode', describeError(err), { source: message.key });
+  };
+
+  const handleFrame = async (message: BusMessage, out: Outbox): Promise<void> => {
     let frame;
     try {
-      frame = frameContract.decode(value);
+      frame = frameContract.decode(message.value);
     } catch (err) {
-      return drop(out, 'message', 'decode', describeError(err), { source: key });
+      return undecodable(out, message, err);
     }
     status.frames += 1;
     const at = { source: frame.source, seq: frame.seq };
@@ -203,12 +211,12 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     );
   };
 
-  const handleTask = async (value: Uint8Array, key: string, out: Outbox): Promise<void> => {
+  const handleTask = async (message: BusMessage, out: Outbox): Promise<void> => {
     let task: Task;
     try {
-      task = taskContract.decode(value);
+      task = taskContract.decode(message.value);
     } catch (err) {
-      return drop(out, 'message', 'decode', describeError(err), { source: key });
+      return undecodable(out, message, err);
     }
     status.tasks += 1;
     const at = { source: task.source, seq: task.frameSeq };
@@ -246,7 +254,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     // and hold up its partition forever.
     await Promise.all(
       batch.messages.map((m) =>
-        handler(m.value, m.key, out).catch((err: unknown) => drop(out, 'message', 'internal-error', describeError(err), { source: m.key })),
+        handler(m, out).catch((err: unknown) => drop(out, 'message', 'internal-error', describeError(err), { source: m.key })),
       ),
     );
     for (const [topic, records] of out) await producer.send(topic, records);

@@ -115,6 +115,9 @@ export const sourceSchema = z
   });
 export type SourceConfig = z.infer<typeof sourceSchema>;
 
+/** Partitions per topic; a source's frames stay in order on one partition. */
+const partitionsSchema = z.number().int().positive().max(1024).default(4);
+
 export const deploymentSchema = z.strictObject({
   /** Folder for data (ClickHouse files, generated footage); `--data-dir` overrides. */
   dataDir: z.string().default('./data'),
@@ -124,11 +127,27 @@ export const deploymentSchema = z.strictObject({
   apps: z.array(z.string().min(1)).min(1),
   sources: z.array(sourceSchema).min(1),
   bus: z
-    .strictObject({
-      kind: z.literal('memory').default('memory'),
-      partitions: z.number().int().positive().max(1024).default(4),
-      maxBytes: z.number().int().positive().default(256 * 1024 * 1024),
-    })
+    .union([
+      z.strictObject({
+        /** The in-process bus: every role in one process. */
+        kind: z.literal('memory').default('memory'),
+        partitions: partitionsSchema,
+        /** Unconsumed bytes held before producers wait (backpressure). */
+        maxBytes: z.number().int().positive().default(256 * 1024 * 1024),
+      }),
+      z.strictObject({
+        /** Apache Kafka: roles may run as separate processes on many machines. */
+        kind: z.literal('kafka'),
+        /** Bootstrap brokers, `host:port`; the PANOPTES_KAFKA_BROKERS environment variable overrides. */
+        brokers: z.array(z.string().regex(/^[^\s:]+:\d+$/, 'host:port')).min(1).default(['127.0.0.1:9092']),
+        partitions: partitionsSchema,
+        clientId: z.string().min(1).default('panoptes'),
+        /** Compression of JSON topics; frames and crops are JPEG and are never compressed again. */
+        compression: z.enum(['gzip', 'none']).default('gzip'),
+        /** How long topics this deployment creates keep records, ms. */
+        retentionMs: z.number().int().positive().default(24 * 3600 * 1000),
+      }),
+    ], { error: 'kind: memory (the default) or kind: kafka, with their settings' })
     .default({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 }),
   sink: z
     .strictObject({

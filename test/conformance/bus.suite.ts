@@ -23,6 +23,7 @@ import type {
   ProducerRecord,
   TopicPartition,
 } from '../../core/bus/index.js';
+import { deadLetter, DeadLetterHeaders } from '../../core/bus/index.js';
 import { ErrorCode } from '../../core/errors.js';
 import { deferred, sleep, waitFor } from './wait-for.js';
 
@@ -420,6 +421,47 @@ export function describeBusConformance(name: string, makeBus: () => Promise<Bus>
       expect(events).toEqual(['handler started', 'handler finished', 'closed']);
       const last = inFlight.at(-1);
       expect((await committedOffsets(groupId, topic)).get(0)).toBe((last?.offset ?? -1) + 1);
+    });
+
+    it('sends an undecodable message to the dead-letter topic with the reason, and goes on', async () => {
+      const topic = await createTopic('input', 1);
+      const deadTopic = await createTopic('dead', 1);
+      const good = (n: number): ProducerRecord => ({ key: 'source-0', value: encoder.encode(JSON.stringify({ n })) });
+      const bad: ProducerRecord = { key: 'source-0', value: encoder.encode('{not json'), headers: { origin: 'camera' } };
+      await send(topic, [good(1), bad, good(2)]);
+
+      const decoded: unknown[] = [];
+      const producer = bus.producer();
+      try {
+        await start({ groupId: uniqueName('dead'), topics: [topic] }, async (batch) => {
+          const dead: ProducerRecord[] = [];
+          for (const message of batch.messages) {
+            try {
+              decoded.push(JSON.parse(text(message)));
+            } catch (err) {
+              dead.push(deadLetter(message, 'test-stage', (err as Error).message));
+            }
+          }
+          if (dead.length > 0) await producer.send(deadTopic, dead);
+        });
+        const letters = await start({ groupId: uniqueName('dead-reader'), topics: [deadTopic] });
+        await waitFor(() => decoded.length === 2 && letters.handled.length > 0, 'the good messages and the dead letter');
+
+        expect(decoded).toEqual([{ n: 1 }, { n: 2 }]);
+        const [letter] = distinct(letters.handled);
+        expect(text(letter!)).toBe('{not json');
+        expect(letter!.key).toBe('source-0');
+        expect(letter!.headers).toMatchObject({
+          origin: 'camera',
+          [DeadLetterHeaders.stage]: 'test-stage',
+          [DeadLetterHeaders.topic]: topic,
+          [DeadLetterHeaders.partition]: '0',
+          [DeadLetterHeaders.offset]: '1',
+        });
+        expect(letter!.headers[DeadLetterHeaders.reason]).toMatch(/JSON/);
+      } finally {
+        await producer.close();
+      }
     });
 
     it('rejects sends once the bus is closed', async () => {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runEmbedded } from '../../cli/embedded.js';
+import { runDeployment } from '../../cli/deployment.js';
 import { compileDeployment, deploymentSchema, projectRoot, silentLogger } from '../../core/index.js';
 
 const root = projectRoot();
@@ -25,7 +25,7 @@ describe('a two-stage app: text regions, then each region read through the tasks
 
     let texts: Record<string, unknown>[] = [];
     let regions: Record<string, unknown>[] = [];
-    const summary = await runEmbedded(config, {
+    const summary = await runDeployment(config, {
       logger: silentLogger(),
       beforeClose: async (sink) => {
         texts = (await sink.query('SELECT source, frame_seq, node, text, x1, y1, x2, y2 FROM texts FINAL ORDER BY source, x1')).rows;

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runEmbedded, type RunSummary } from '../../cli/embedded.js';
+import { runDeployment, type RunSummary } from '../../cli/deployment.js';
 import { compileDeployment, deploymentSchema, projectRoot, silentLogger } from '../../core/index.js';
 
 const footage = join(projectRoot(), '../shared/footage');
@@ -33,7 +33,7 @@ describe.skipIf(!existsSync(clip))('embedded pipeline on car-detection.mp4 at it
 
     let carFrames: number[] = [];
     let frameRows = 0;
-    const summary: RunSummary = await runEmbedded(config, {
+    const summary: RunSummary = await runDeployment(config, {
       logger: silentLogger(),
       beforeClose: async (sink) => {
         const cars = await sink.query("SELECT DISTINCT frame_seq FROM detections FINAL WHERE source = 'road' AND class = 'car' ORDER BY frame_seq");

@@ -5,6 +5,7 @@ import { createBackend, createOnnxRuntime } from '../../analyzers/index.js';
 import { createAppLogic } from '../../apps/index.js';
 import {
   createMemoryBus,
+  DeadLetterHeaders,
   dropContract,
   frameContract,
   loadApp,
@@ -13,6 +14,7 @@ import {
   resultRowContract,
   silentLogger,
   Topics,
+  type BusMessage,
   type Drop,
   type ResultRow,
 } from '../../core/index.js';
@@ -38,10 +40,14 @@ describe('backend', () => {
   });
   const rows: ResultRow[] = [];
   const drops: Drop[] = [];
+  const deadLetters: BusMessage[] = [];
 
   beforeAll(async () => {
-    await bus.createTopics([Topics.frames, Topics.results, Topics.drops].map((name) => ({ name, partitions: 2 })));
+    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: 2 })));
     await backend.start();
+    await bus.consumer({ groupId: 'dead-reader', topics: [Topics.dead] }).run(async (batch) => {
+      deadLetters.push(...batch.messages);
+    });
     await bus.consumer({ groupId: 'observer', topics: [Topics.results, Topics.drops] }).run(async (batch) => {
       for (const m of batch.messages) {
         if (batch.topic === Topics.results) rows.push(resultRowContract.decode(m.value));
@@ -69,6 +75,10 @@ describe('backend', () => {
 
     expect(drops.map((d) => d.why).sort()).toEqual(['decode', 'image-decode', 'no-app']);
     expect(drops.find((d) => d.why === 'image-decode')).toMatchObject({ what: 'frame', source: 'room', frameSeq: 1 });
+    // The undecodable message itself is kept, bytes untouched, on the dead-letter topic.
+    await waitFor(() => deadLetters.length === 1, 'the dead letter');
+    expect([...deadLetters[0]!.value]).toEqual([1, 2, 3]);
+    expect(deadLetters[0]!.headers).toMatchObject({ [DeadLetterHeaders.stage]: 'backend:test-0', [DeadLetterHeaders.topic]: Topics.frames });
     const people = rows.filter((r) => r.table === 'detections' && r.fields.class === 'person');
     expect(people.map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
     expect(rows.filter((r) => r.table === 'frames').map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);

@@ -206,7 +206,7 @@ describe('sink worker', () => {
 
   async function startWorker(t: TableSpec, resultSink: ResultSink = sink): Promise<MemoryBus> {
     bus = createMemoryBus({ retryInitialMs: 5, retryMaxMs: 20 });
-    await bus.createTopics([Topics.results, Topics.drops].map((name) => ({ name, partitions: 3 })));
+    await bus.createTopics([Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: 3 })));
     worker = createSinkWorker({ bus, sink: resultSink, tables: [t], batchRows: 40, flushMs: 10, logger: silentLogger() });
     await worker.start();
     return bus;
@@ -272,6 +272,8 @@ describe('sink worker', () => {
     expect(deadline).toMatchObject({ what: 'frame', stage: 'backend:test', source: 'w-dropped', frame_seq: 12 });
     expect(decode).toMatchObject({ what: 'row', stage: 'sink' });
     expect(decode?.source).toBe('w-garbage');
+    const [deadLetter] = (await b.endOffsets(Topics.dead)).filter((p) => p.offset > 0);
+    expect(deadLetter?.offset).toBe(1);
     expect(invalidRow).toMatchObject({ what: 'row', stage: 'sink' });
     expect(invalidRow?.source).toBe('w-bad');
     expect(String(invalidRow?.detail)).toContain('colour');

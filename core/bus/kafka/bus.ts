@@ -23,8 +23,8 @@ export interface KafkaBusOptions {
   brokers: readonly string[];
   clientId?: string;
   logger: Logger;
-  /** Compression of produced batches. @defaultValue 'gzip' */
-  compression?: 'none' | 'gzip';
+  /** Compression of produced batches, for every topic or per topic. @defaultValue 'gzip' */
+  compression?: Compression | ((topic: string) => Compression);
   /** Replication factor of topics this bus creates. @defaultValue the broker's default */
   replicationFactor?: number;
   /** Partitions one consumer handles at the same time. @defaultValue 8 */
@@ -38,6 +38,8 @@ export interface KafkaBusOptions {
   /** A consumer that has not heartbeated for this long leaves its group. @defaultValue 10000 */
   sessionTimeoutMs?: number;
 }
+
+type Compression = 'none' | 'gzip';
 
 export interface KafkaBus extends Bus {
   readonly kind: 'kafka';
@@ -58,7 +60,10 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
   const admin = kafka.admin();
   await admin.connect();
 
-  const compression = options.compression === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
+  const compressionFor = (topic: string): CompressionTypes => {
+    const chosen = typeof options.compression === 'function' ? options.compression(topic) : options.compression;
+    return chosen === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
+  };
   const producers = new Set<Producer>();
   const consumers = new Set<Consumer>();
   const partitionCounts = new Map<string, number>();
@@ -95,7 +100,7 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
         const written = await kafkaProducer.send({
           topic,
           acks: -1,
-          compression,
+          compression: compressionFor(topic),
           messages: records.map((record, i) => ({
             key: record.key,
             value: Buffer.from(record.value.buffer, record.value.byteOffset, record.value.byteLength),

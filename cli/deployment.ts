@@ -1,0 +1,202 @@
+import { join } from 'node:path';
+import { createBackend, createOnnxRuntime, taskTopics } from '../analyzers/index.js';
+import { createAppLogic } from '../apps/index.js';
+import {
+  createKafkaBus,
+  createMemoryBus,
+  ErrorCode,
+  PanoptesError,
+  Topics,
+  type Bus,
+  type CompiledConfig,
+  type Lifecycle,
+  type Logger,
+  type TableSpec,
+} from '../core/index.js';
+import { runIngest, type SourceResult } from '../ingest/index.js';
+import { createChdbSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
+import type { Progress } from './progress.js';
+
+export const ROLES = ['ingest', 'backend', 'sink', 'scheduler'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Consumer groups, shared by every process that runs the role. */
+export const Groups = { backend: 'panoptes.backend', sink: 'panoptes.sink' } as const;
+
+/** `all` or a comma-separated list of roles. */
+export function parseRoles(text: string): Set<Role> {
+  if (text.trim() === 'all') return new Set(['ingest', 'backend', 'sink']);
+  const roles = new Set<Role>();
+  for (const name of text.split(',').map((r) => r.trim())) {
+    if (!(ROLES as readonly string[]).includes(name)) {
+      throw new PanoptesError(ErrorCode.ConfigInvalid, `--roles: unknown role "${name}"; expected "all" or a comma-separated list of ${ROLES.join(', ')}`);
+    }
+    roles.add(name as Role);
+  }
+  return roles;
+}
+
+/** What this run did (the tables may hold earlier runs too). */
+export interface RunSummary {
+  wallMs: number;
+  /** From the first source starting to the last row stored: the wall time without setup. */
+  processingMs: number;
+  roles: Role[];
+  frames: number;
+  rows: number;
+  drops: number;
+  detections: number;
+  sources: SourceResult[];
+}
+
+export interface RunOptions {
+  logger: Logger;
+  /** Defaults to every role. */
+  roles?: ReadonlySet<Role>;
+  progress?: Progress;
+  /** Aborting stops the sources; a process without ingest runs until it is aborted. */
+  signal?: AbortSignal;
+  /** Called with the open result store before it closes, e.g. to print an example query. */
+  beforeClose?: (sink: ResultSink, summary: RunSummary) => Promise<void>;
+}
+
+/** The bus the deployment names; PANOPTES_KAFKA_BROKERS overrides the configured brokers. */
+export async function openBus(config: CompiledConfig, logger: Logger): Promise<Bus> {
+  const bus = config.deployment.bus;
+  if (bus.kind === 'memory') return createMemoryBus({ maxBytes: bus.maxBytes });
+  const brokers = process.env.PANOPTES_KAFKA_BROKERS?.split(',').filter(Boolean) ?? bus.brokers;
+  return createKafkaBus({
+    brokers,
+    clientId: bus.clientId,
+    logger,
+    compression: (topic) => (bus.compression === 'gzip' && !carriesJpeg(topic) ? 'gzip' : 'none'),
+  });
+}
+
+/** JPEG does not shrink under gzip; compressing it again only costs CPU on both ends. */
+const carriesJpeg = (topic: string): boolean => topic === Topics.frames || topic.startsWith('panoptes.tasks.');
+
+/**
+ * Runs the given roles of a deployment in this process: ingest → bus → backend → bus → sink →
+ * chDB. On the memory bus every role must run here. With ingest, returns once every source has
+ * ended and, for the roles also run here, every frame's rows (or drops) are stored; without
+ * ingest, serves until `signal` aborts, then finishes what it holds.
+ */
+export async function runDeployment(config: CompiledConfig, options: RunOptions): Promise<RunSummary> {
+  const { logger } = options;
+  const roles = options.roles ?? parseRoles('all');
+  const started = Date.now();
+  const { bus: busConfig, sink: sinkConfig, backend: backendConfig } = config.deployment;
+  if (roles.has('scheduler')) {
+    throw new PanoptesError(ErrorCode.ConfigInvalid, '--roles: the scheduler role is not available yet; backends consume round-robin until it is');
+  }
+  if (busConfig.kind === 'memory' && !['ingest', 'backend', 'sink'].every((r) => roles.has(r as Role))) {
+    throw new PanoptesError(ErrorCode.ConfigInvalid, `--roles ${[...roles].join(',')}: the memory bus runs every role in one process; use a deployment with bus.kind: kafka to split them`);
+  }
+
+  const apps = Object.values(config.apps).map(createAppLogic);
+  const tasks = taskTopics(apps);
+  const bus = await openBus(config, logger);
+  const retentionMs = busConfig.kind === 'kafka' ? busConfig.retentionMs : undefined;
+  await bus.createTopics(
+    [Topics.frames, ...tasks, Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })),
+  );
+
+  const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
+  const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
+  const sink = roles.has('sink') ? createChdbSink({ path: join(config.dataDir, 'clickhouse'), logger }) : undefined;
+  const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
+  const runtime = roles.has('backend') ? createOnnxRuntime({ workers: backendConfig.threads, logger }) : undefined;
+  const backend = runtime && createBackend({
+    id: `${process.pid}-0`,
+    bus,
+    runtime,
+    models: config.models,
+    apps,
+    appsForSource: (source) => appsBySource.get(source) ?? [],
+    batch: backendConfig.batch,
+    groupId: Groups.backend,
+    logger,
+  });
+  const stages: Lifecycle<unknown>[] = [sinkWorker, backend].filter((s) => s !== undefined);
+
+  try {
+    for (const stage of stages) await stage.start();
+    const processingStarted = Date.now();
+    let sources: SourceResult[] = [];
+    // Progress counts frames the models have seen; ingest runs ahead by what the bus holds.
+    let expected: number | undefined;
+    const showProgress = (): void => options.progress?.update(backend?.status().frames ?? 0, expected);
+    const ticker = setInterval(showProgress, 200);
+    try {
+      if (roles.has('ingest')) {
+        for (const skipped of config.skipped) logger.info(skipped, 'source skipped');
+        sources = await runIngest({
+          bus,
+          sources: config.sources,
+          dataDir: config.dataDir,
+          logger,
+          ...(options.signal ? { signal: options.signal } : {}),
+          onProgress: (_published, total) => (expected = total),
+        });
+      } else {
+        await aborted(options.signal);
+      }
+      if (backend) {
+        if (roles.has('ingest')) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks]);
+        await backend.drain();
+      }
+      if (sinkWorker) {
+        if (roles.has('ingest')) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops]);
+        await sinkWorker.drain();
+      }
+    } finally {
+      clearInterval(ticker);
+    }
+    showProgress();
+    options.progress?.stop();
+
+    const summary: RunSummary = {
+      wallMs: Date.now() - started,
+      processingMs: Date.now() - processingStarted,
+      roles: [...roles],
+      frames: backend?.status().frames ?? 0,
+      rows: sinkWorker?.status().rowsInserted ?? 0,
+      drops: (backend?.status().drops ?? 0) + (sinkWorker?.status().rowsDropped ?? 0),
+      detections: backend?.status().rowsByTable.detections ?? 0,
+      sources,
+    };
+    if (sink) await options.beforeClose?.(sink, summary);
+    return summary;
+  } finally {
+    options.progress?.stop();
+    for (const stage of [...stages].reverse()) await stage.close().catch((err: unknown) => logger.error({ err }, 'stage close failed'));
+    await runtime?.close();
+    await bus.close();
+    await sink?.close();
+  }
+}
+
+function aborted(signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) throw new PanoptesError(ErrorCode.ConfigInvalid, 'a process without the ingest role needs a stop signal');
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}
+
+/**
+ * Waits until a group has committed everything produced on the topics. Commits are read
+ * before end offsets: a message is committed only after the tasks it fans out to are sent,
+ * so those tasks are already counted in the ends read next. Kafka reports a partition without
+ * a commit as offset -1.
+ */
+export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[]): Promise<void> {
+  for (;;) {
+    const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
+    const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
+    const behind = ends.some((partitions, i) =>
+      partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)),
+    );
+    if (!behind) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
