@@ -1,14 +1,13 @@
 /**
- * The Kafka bus against a real broker: the shared Bus conformance suite, then what only the
- * Kafka adapter does.
+ * The Kafka bus against a real broker (the one test/kafka-setup.ts started): the shared Bus
+ * conformance suite.
  */
 import { describe } from 'vitest';
 import { createKafkaBus } from '../../core/bus/index.js';
 import { silentLogger } from '../../core/logger.js';
+import { kafkaBrokers, kafkaSkipReason } from '../kafka.js';
 import { describeBusConformance } from './bus.suite.js';
 
-const brokers = process.env.PANOPTES_KAFKA_BROKERS;
-
-describe.skipIf(!brokers)('kafka', () => {
-  describeBusConformance('kafka', async () => createKafkaBus({ brokers: [brokers ?? ''], logger: silentLogger() }));
+describe.skipIf(kafkaSkipReason() !== undefined)('kafka', () => {
+  describeBusConformance('kafka', async () => createKafkaBus({ brokers: [kafkaBrokers() ?? ''], logger: silentLogger() }));
 });
