@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import {
-  CONTRACT_HEADER,
   describeError,
   frameContract,
   Topics,
@@ -29,8 +28,6 @@ export interface SourceResult {
   /** Why the source stopped early; the other sources keep running. */
   error?: string;
 }
-
-const FRAME_HEADERS = { [CONTRACT_HEADER]: `frame/${frameContract.version}` };
 
 /**
  * Runs each source until it ends and publishes its frames on `panoptes.frames`, keyed by
@@ -78,7 +75,7 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
       });
       running.set(config.id, source);
       for await (const frame of source.frames()) {
-        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode(frame), headers: FRAME_HEADERS }]);
+        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode(frame), headers: frameContract.headers }]);
         published.set(config.id, frame.seq + 1);
         report();
       }

@@ -7,7 +7,9 @@ import {
   frameContract,
   frameId,
   outputId,
+  planWeights,
   resultRowContract,
+  routingAssigner,
   taskContract,
   Topics,
   type AppEdge,
@@ -22,6 +24,7 @@ import {
   type Lifecycle,
   type Logger,
   type NodeOutput,
+  type Plan,
   type ProducerRecord,
   type ResolvedModel,
   type Task,
@@ -46,6 +49,11 @@ export interface BackendOptions {
   batchWaitMs?: number;
   logger: Logger;
   groupId?: string;
+  /**
+   * The scheduler's current plan: the group leader splits partitions by its routing weights
+   * (round-robin while there is none). Read at each rebalance.
+   */
+  plan?: () => Plan | undefined;
 }
 
 export interface BackendStatus {
@@ -120,7 +128,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     const message: Drop = { what, where: `backend:${options.id}`, why, detail, atMs: Date.now() };
     if (at.source !== undefined) message.source = at.source;
     if (at.seq !== undefined) message.frameSeq = at.seq;
-    return { key: at.source ?? 'unknown', value: dropContract.encode(message) };
+    return { key: at.source ?? 'unknown', value: dropContract.encode(message), headers: dropContract.headers };
   };
   const drop = (out: Outbox, ...args: Parameters<typeof dropRecord>): void => {
     post(out, Topics.drops, dropRecord(...args));
@@ -144,7 +152,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
     for (const row of app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 })) {
       status.rowsByTable[row.table] = (status.rowsByTable[row.table] ?? 0) + 1;
-      post(out, Topics.results, { key: frame.source, value: resultRowContract.encode(row) });
+      post(out, Topics.results, { key: frame.source, value: resultRowContract.encode(row), headers: resultRowContract.headers });
     }
     if (output.kind !== 'detections') return;
     const bounds = { x1: offset.x, y1: offset.y, x2: offset.x + image.width, y2: offset.y + image.height };
@@ -168,7 +176,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           lineage: [...work.lineage, outputId(work.inputId, node.id, i)],
           jpeg: await encodeJpeg(crop),
         };
-        post(out, Topics.tasks(child.node.model), { key: frame.source, value: taskContract.encode(task) });
+        post(out, Topics.tasks(child.node.model), { key: frame.source, value: taskContract.encode(task), headers: taskContract.headers });
       }
     }
   };
@@ -297,6 +305,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         topics,
         maxBatchSize: options.batch,
         metadata: { backend: options.id },
+        assigner: routingAssigner((topic) => planWeights(options.plan?.())(topic)),
       });
       await consumer.run(handle);
       status.state = 'running';

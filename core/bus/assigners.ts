@@ -67,3 +67,58 @@ export function checkAssignment(
 export function topicPartitionKey(tp: TopicPartition): string {
   return `${tp.topic}:${tp.partition}`;
 }
+
+/** Per member key (e.g. a backend id), the share of a topic's partitions it should consume. */
+export type RoutingWeights = Readonly<Record<string, number>>;
+
+/**
+ * Follows the scheduler's routing table (DESIGN.md "Routing on Kafka"): each topic's partitions
+ * go to the members in proportion to the weight the plan gives the key a member announces in its
+ * metadata (`metadata[memberKey]`, the backend id by default). Shares are rounded by largest
+ * remainder, ties to the smaller member id, so the split is as close to the weights as whole
+ * partitions allow and the same on every run. A member the plan does not weigh gets nothing;
+ * a topic without weights, or whose weighted backends are all absent (a backend died, the plan
+ * has not caught up yet), is dealt round-robin, so no partition is ever left without a consumer.
+ */
+export function routingAssigner(weightsFor: (topic: string) => RoutingWeights | undefined, memberKey = 'backend'): PartitionAssigner {
+  return {
+    name: 'panoptes-routing',
+    assign({ members, partitions }) {
+      const assignment = new Map<string, TopicPartition[]>(members.map((m) => [m.memberId, []]));
+      const byTopic = new Map<string, TopicPartition[]>();
+      for (const tp of [...partitions].sort(compareTopicPartitions)) byTopic.set(tp.topic, [...(byTopic.get(tp.topic) ?? []), tp]);
+
+      for (const [topic, topicPartitions] of byTopic) {
+        const weights = weightsFor(topic) ?? {};
+        const weighted = members
+          .map((m) => ({ memberId: m.memberId, weight: Math.max(0, weights[m.metadata[memberKey] ?? ''] ?? 0) }))
+          .filter((m) => m.weight > 0)
+          .sort((a, b) => (a.memberId < b.memberId ? -1 : 1));
+        const shares = weighted.length > 0 ? largestRemainder(weighted, topicPartitions.length) : undefined;
+        if (!shares) {
+          for (const [memberId, dealt] of roundRobinAssigner.assign({ members, partitions: topicPartitions })) assignment.get(memberId)?.push(...dealt);
+          continue;
+        }
+        let next = 0;
+        for (const { memberId, count } of shares) {
+          assignment.get(memberId)?.push(...topicPartitions.slice(next, next + count));
+          next += count;
+        }
+      }
+      return assignment;
+    },
+  };
+}
+
+/** Splits `total` whole items in proportion to the weights (Hamilton's method). */
+function largestRemainder(members: { memberId: string; weight: number }[], total: number): { memberId: string; count: number }[] {
+  const sum = members.reduce((s, m) => s + m.weight, 0);
+  const exact = members.map((m) => ({ memberId: m.memberId, quota: (m.weight / sum) * total }));
+  const shares = exact.map((e) => ({ memberId: e.memberId, count: Math.floor(e.quota), remainder: e.quota - Math.floor(e.quota) }));
+  let left = total - shares.reduce((s, m) => s + m.count, 0);
+  for (const share of [...shares].sort((a, b) => b.remainder - a.remainder || (a.memberId < b.memberId ? -1 : 1))) {
+    if (left-- <= 0) break;
+    share.count += 1;
+  }
+  return shares.map(({ memberId, count }) => ({ memberId, count }));
+}

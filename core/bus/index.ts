@@ -1,5 +1,5 @@
 export type * from './types.js';
-export { roundRobinAssigner } from './assigners.js';
+export { roundRobinAssigner, routingAssigner, type RoutingWeights } from './assigners.js';
 export { createMemoryBus } from './memory/index.js';
 export type { MemoryBus, MemoryBusOptions, MemoryBusStatus } from './memory/index.js';
 export { createKafkaBus } from './kafka/index.js';

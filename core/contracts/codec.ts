@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { ErrorCode, PanoptesError } from '../errors.js';
+import { CONTRACT_HEADER } from './topics.js';
 
 /**
  * The wire envelope shared by every message on the bus:
@@ -23,6 +24,8 @@ const PREFIX_BYTES = 7;
 export interface Contract<T> {
   readonly kind: ContractKind;
   readonly version: number;
+  /** Headers for a record carrying this contract: `panoptes-contract: <kind>/<version>`. */
+  readonly headers: Readonly<Record<string, string>>;
   encode(message: T): Uint8Array;
   decode(bytes: Uint8Array): T;
 }
@@ -49,6 +52,7 @@ export function defineContract<T, H>(definition: ContractDefinition<T, H>): Cont
   return {
     kind,
     version,
+    headers: Object.freeze({ [CONTRACT_HEADER]: `${kind}/${version}` }),
     encode(message) {
       const { header, blob } = definition.split(message);
       const json = Buffer.from(JSON.stringify(header), 'utf8');

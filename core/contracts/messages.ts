@@ -151,3 +151,18 @@ const plan = z.object({
 export type Plan = z.infer<typeof plan>;
 
 export const planContract = defineJsonContract<Plan>('plan', 1, plan);
+
+/**
+ * The plan's routing table as weights per topic: for each topic, the share of its partitions each
+ * backend consumes, summed over the sessions the topic feeds. Undefined without a plan, or for a
+ * topic the plan does not route, so consumers fall back to round-robin.
+ */
+export function planWeights(plan: Plan | undefined): (topic: string) => Record<string, number> | undefined {
+  const byTopic = new Map<string, Record<string, number>>();
+  for (const { topic, weights } of plan?.routing ?? []) {
+    const sum = byTopic.get(topic) ?? {};
+    for (const [backend, weight] of Object.entries(weights)) sum[backend] = (sum[backend] ?? 0) + weight;
+    byTopic.set(topic, sum);
+  }
+  return (topic) => byTopic.get(topic);
+}

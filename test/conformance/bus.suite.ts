@@ -23,7 +23,7 @@ import type {
   ProducerRecord,
   TopicPartition,
 } from '../../core/bus/index.js';
-import { deadLetter, DeadLetterHeaders } from '../../core/bus/index.js';
+import { deadLetter, DeadLetterHeaders, routingAssigner } from '../../core/bus/index.js';
 import { ErrorCode } from '../../core/errors.js';
 import { deferred, sleep, waitFor } from './wait-for.js';
 
@@ -395,6 +395,18 @@ export function describeBusConformance(name: string, makeBus: () => Promise<Bus>
       await send(topic, records);
       await waitFor(() => texts(primary.handled).size === records.length, 'the primary to get every record');
       expect(secondary.handled).toEqual([]);
+    });
+
+    it('splits partitions by the routing weights its members announce', async () => {
+      const topic = await createTopic('routing', 8);
+      const groupId = uniqueName('routing');
+      const options = { groupId, topics: [topic], assigner: routingAssigner(() => ({ big: 3, small: 1 })) };
+      const big = await start({ ...options, metadata: { backend: 'big' } });
+      const small = await start({ ...options, metadata: { backend: 'small' } });
+      await waitFor(
+        () => big.consumer.assignment().length === 6 && small.consumer.assignment().length === 2,
+        'the partitions to be split 6:2',
+      );
     });
 
     it('finishes and commits the batch in flight before close() resolves', async () => {
