@@ -9,5 +9,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // One Kafka broker for the run (or PANOPTES_KAFKA_BROKERS); tests reach it through test/kafka.ts.
+    globalSetup: ['test/kafka-setup.ts'],
   },
 });

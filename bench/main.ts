@@ -1,6 +1,7 @@
 // Benchmarks. Each prints what it measured, ending with one JSON line of figures taken side by
 // side in the same run (the machines are shared, so only ratios within one run compare).
 //   npm run bench -- pipeline
+//   npm run bench -- bus
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +9,7 @@ import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '.
 import { runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
+import { busBench } from './bus.js';
 
 const logger = createLogger({ level: 'warn' });
 const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
@@ -63,7 +65,7 @@ async function pipeline(): Promise<void> {
 
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
-const benchmarks: Record<string, () => Promise<void>> = { pipeline };
+const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {

@@ -1,0 +1,312 @@
+// A real single-node Kafka broker (KRaft: one process is broker and controller) for tests and
+// development. Its jars come from Maven Central through `mvn` (tools/kafka/pom.xml), so a
+// machine needs only java and mvn: no Docker, no tarball download.
+import { execFile, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { accessSync, closeSync, constants, existsSync, openSync, readFileSync, statSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { basename, delimiter, dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+
+const KAFKA_VERSION = '3.9.1';
+const root = projectRoot();
+const pom = join(root, 'tools/kafka/pom.xml');
+/** Where downloads and the development broker live (git-ignored). */
+export const cacheDir = join(root, '.cache');
+const defaultJarsDir = join(cacheDir, `kafka-${KAFKA_VERSION}`, 'lib');
+const run = promisify(execFile);
+
+export interface KafkaBroker {
+  /** The bootstrap address for clients: "127.0.0.1:<port>". */
+  brokers: string;
+  port: number;
+  controllerPort: number;
+  dataDir: string;
+  pid: number;
+  /** SIGTERM (a clean shutdown), then SIGKILL if it has not exited after 15 s. */
+  stop(): Promise<void>;
+  /** SIGKILL: the broker dies as in a crash; its data stays for a restart. */
+  kill(): Promise<void>;
+}
+
+export interface KafkaBrokerOptions {
+  /** Reusing a dataDir (with the same ports) restarts that broker with its topics and offsets. */
+  dataDir?: string;
+  port?: number;
+  controllerPort?: number;
+  heapMb?: number;
+  /** A broker that outlives this process (the `npm run kafka -- start` command). */
+  detached?: boolean;
+  log?: (line: string) => void;
+}
+
+/** Why no broker can be started here, or undefined when one can. Cheap: looks at PATH only. */
+export function kafkaUnavailableReason(): string | undefined {
+  if (!onPath('java')) return 'java not found on PATH (install a JDK 17 or newer to run the Kafka tests)';
+  // Maven is needed only until the jars are in the cache.
+  if (!jarsComplete(defaultJarsDir) && !onPath('mvn')) return 'mvn not found on PATH (install Maven to fetch the Kafka jars once)';
+  return undefined;
+}
+
+/** The folder of Kafka's jars, copied there by Maven on first use. */
+export async function ensureKafkaJars(options: { cacheDir?: string; log?: (line: string) => void } = {}): Promise<string> {
+  const jarsDir = options.cacheDir ?? defaultJarsDir;
+  if (jarsComplete(jarsDir)) return jarsDir;
+  if (!onPath('java')) throw new Error('java not found on PATH: install a JDK 17 or newer to run Kafka');
+  if (!onPath('mvn')) throw new Error('mvn not found on PATH: install Maven to fetch the Kafka jars');
+  options.log?.(`fetching the Kafka ${KAFKA_VERSION} jars with Maven into ${jarsDir} (once)`);
+  // Maven copies into a private folder that is renamed into place only when complete, so a
+  // killed download is redone and two processes fetching at once do not mix their files.
+  const partial = `${jarsDir}.partial-${process.pid}`;
+  await removeAbandoned(jarsDir);
+  try {
+    await run('mvn', ['-q', '-B', '-f', pom, 'dependency:copy-dependencies', `-DoutputDirectory=${partial}`], { maxBuffer: 16 * 1024 * 1024 });
+  } catch (err) {
+    await rm(partial, { recursive: true, force: true });
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`mvn could not fetch the Kafka jars:\n${lastLines(`${e.stdout ?? ''}${e.stderr ?? e.message}`, 30)}`);
+  }
+  await writeFile(join(partial, MARKER), pomHash());
+  await rm(jarsDir, { recursive: true, force: true });
+  await rename(partial, jarsDir).catch(async (err: unknown) => {
+    await rm(partial, { recursive: true, force: true });
+    if (!jarsComplete(jarsDir)) throw err; // another process won the race; its copy is as good
+  });
+  return jarsDir;
+}
+
+/** Removes the partial copies of fetches whose process died (killed tests, Ctrl-C). */
+async function removeAbandoned(jarsDir: string): Promise<void> {
+  const prefix = `${basename(jarsDir)}.partial-`;
+  const siblings = await readdir(dirname(jarsDir)).catch(() => []);
+  for (const name of siblings) {
+    const pid = Number(name.slice(prefix.length));
+    if (name.startsWith(prefix) && (pid === process.pid || !processAlive(pid))) {
+      await rm(join(dirname(jarsDir), name), { recursive: true, force: true });
+    }
+  }
+}
+
+/** Starts a broker and resolves once it accepts clients. Ports are free ones unless given. */
+export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promise<KafkaBroker> {
+  const jars = join(await ensureKafkaJars({ log: options.log }), '*');
+  const port = options.port ?? (await freePort());
+  let controllerPort = options.controllerPort ?? (await freePort());
+  while (controllerPort === port) controllerPort = await freePort();
+  const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'panoptes-kafka-')));
+  const logDirs = join(dataDir, 'logs');
+  const props = join(dataDir, 'server.properties');
+  const log4j = join(dataDir, 'log4j.properties');
+  const logFile = join(dataDir, 'broker.log');
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(props, serverProperties(port, controllerPort, logDirs));
+  await writeFile(log4j, LOG4J);
+  const logConfig = `-Dlog4j.configuration=${pathToFileURL(log4j).href}`;
+
+  // A formatted log dir holds the cluster's metadata; formatting it again would refuse or wipe.
+  if (!existsSync(join(logDirs, 'meta.properties'))) {
+    try {
+      await run('java', [logConfig, '-cp', jars, 'kafka.tools.StorageTool', 'format', '-t', newClusterId(), '-c', props]);
+    } catch (err) {
+      const e = err as { stdout?: string; stderr?: string; message: string };
+      throw new Error(`formatting the Kafka storage in ${logDirs} failed:\n${lastLines(`${e.stdout ?? ''}${e.stderr ?? e.message}`, 30)}`);
+    }
+  }
+
+  // The broker writes into a file, never into this process's stdio (vitest's or a terminal's).
+  const logStart = existsSync(logFile) ? statSync(logFile).size : 0;
+  const logFd = openSync(logFile, 'a');
+  const child = spawn(
+    'java',
+    [`-Xmx${options.heapMb ?? 512}m`, logConfig, '-cp', jars, 'kafka.Kafka', props],
+    { cwd: dataDir, detached: options.detached ?? false, stdio: ['ignore', logFd, logFd] },
+  );
+  closeSync(logFd);
+  let spawnError: Error | undefined;
+  child.once('error', (err) => (spawnError = err));
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('could not start java for the Kafka broker (is java on PATH?)');
+  if (options.detached) {
+    child.unref();
+  } else {
+    // An attached broker must not outlive this process, even when it ends without teardown.
+    const killOnExit = (): void => void child.kill('SIGKILL');
+    process.on('exit', killOnExit);
+    child.once('exit', () => process.off('exit', killOnExit));
+  }
+
+  const brokers = `127.0.0.1:${port}`;
+  const logSince = async (): Promise<string> => (await readFile(logFile)).subarray(logStart).toString('utf8');
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (spawnError) throw new Error(`the Kafka broker's java process failed: ${spawnError.message}`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`the Kafka broker exited (${child.exitCode ?? child.signalCode}) before it was ready; ${logFile} says:\n${logExcerpt(await logSince())}`);
+    }
+    if ((await logSince()).includes('Kafka Server started') && (await canConnect(port))) break;
+    if (Date.now() > deadline) {
+      await stopKafkaProcess(pid, 0);
+      throw new Error(`the Kafka broker was not ready after 60 s; ${logFile} says:\n${logExcerpt(await logSince())}`);
+    }
+    await sleep(100);
+  }
+  return { brokers, port, controllerPort, dataDir, pid, stop: () => stopKafkaProcess(pid), kill: () => stopKafkaProcess(pid, 0) };
+}
+
+/** Ends a broker by pid (one started by another process too): SIGTERM, SIGKILL after `graceMs`. */
+export async function stopKafkaProcess(pid: number, graceMs = 15_000): Promise<void> {
+  if (graceMs > 0 && signal(pid, 'SIGTERM') && (await exited(pid, graceMs))) return;
+  if (signal(pid, 'SIGKILL')) await exited(pid, 10_000);
+}
+
+/** Whether the process is alive (a zombie, dead but not yet reaped, is not). */
+export function processAlive(pid: number): boolean {
+  if (!signal(pid, 0)) return false;
+  try {
+    // Linux: the state letter follows the command name in parentheses.
+    return !/\)\s+Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true; // no /proc (macOS): signal 0 is the best answer there
+  }
+}
+
+/** Whether a TCP connection to 127.0.0.1:port succeeds. */
+export function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(2_000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+const MARKER = '.complete';
+
+/** The checkout holding tools/kafka/pom.xml, whether this runs from source or from dist/. */
+function projectRoot(): string {
+  for (let dir = import.meta.dirname; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'tools/kafka/pom.xml'))) return dir;
+    if (dirname(dir) === dir) throw new Error(`tools/kafka/pom.xml not found above ${import.meta.dirname}`);
+  }
+}
+
+function jarsComplete(jarsDir: string): boolean {
+  try {
+    return readFileSync(join(jarsDir, MARKER), 'utf8') === pomHash();
+  } catch {
+    return false;
+  }
+}
+
+/** The marker holds the pom's hash, so editing the pom fetches the jars again. */
+function pomHash(): string {
+  return createHash('sha256').update(readFileSync(pom)).digest('hex');
+}
+
+function onPath(command: string): boolean {
+  const names = process.platform === 'win32' ? [`${command}.exe`, `${command}.cmd`] : [command];
+  return (process.env.PATH ?? '').split(delimiter).some((dir) =>
+    names.some((name) => {
+      try {
+        accessSync(join(dir, name), constants.X_OK);
+        return true;
+      } catch {
+        return false;
+      }
+    }),
+  );
+}
+
+function serverProperties(port: number, controllerPort: number, logDirs: string): string {
+  return `${[
+    'process.roles=broker,controller',
+    'node.id=1',
+    `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+    `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    'controller.listener.names=CONTROLLER',
+    'inter.broker.listener.name=PLAINTEXT',
+    `log.dirs=${logDirs}`,
+    'num.partitions=1',
+    'auto.create.topics.enable=false',
+    // One node: every internal topic has one replica, and few partitions keep the first
+    // consumer group and transaction quick to set up.
+    'offsets.topic.replication.factor=1',
+    'offsets.topic.num.partitions=1',
+    'transaction.state.log.replication.factor=1',
+    'transaction.state.log.min.isr=1',
+    'transaction.state.log.num.partitions=1',
+    'group.initial.rebalance.delay.ms=0',
+    'log.segment.bytes=16777216',
+  ].join('\n')}\n`;
+}
+
+// Into stdout, which is the broker's log file. The config dump (300 lines) is left out so the
+// end of the log, quoted in errors, shows what happened.
+const LOG4J = `log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.server.KafkaConfig=WARN
+`;
+
+/** Kafka's cluster ids are 16 random bytes in base64url; one starting with '-' reads as a flag. */
+function newClusterId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function signal(pid: number, sig: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(pid, sig);
+    return true;
+  } catch {
+    return false; // gone already
+  }
+}
+
+async function exited(pid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (processAlive(pid)) {
+    if (Date.now() > deadline) return false;
+    await sleep(100);
+  }
+  return true;
+}
+
+/** The broker's first error (its cause; a failed start ends in shutdown noise) and last lines. */
+function logExcerpt(log: string): string {
+  const lines = log.trimEnd().split('\n');
+  const error = lines.findIndex((line) => /^\[[^\]]+\] (ERROR|FATAL) /.test(line));
+  const cause = error < 0 ? '' : `${lines.slice(error, error + 3).join('\n')}\n...\n`;
+  return cause + lines.slice(-25).join('\n');
+}
+
+function lastLines(text: string, n: number): string {
+  return text.trimEnd().split('\n').slice(-n).join('\n');
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,1 @@
+export { kafkaUnavailableReason, startKafkaBroker, type KafkaBroker, type KafkaBrokerOptions } from './broker.js';
