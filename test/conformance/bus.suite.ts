@@ -175,6 +175,28 @@ export function describeBusConformance(name: string, makeBus: () => Promise<Bus>
         });
     });
 
+    it('reports the right offset to each of many concurrent sends, keeping each key in order', async () => {
+      const topic = await createTopic('concurrent', 3);
+      const keys = keysNamed(8);
+      const producer = bus.producer();
+      // Every source sends its next record once the last was stored, all at the same time.
+      const sent = await Promise.all(
+        keys.map(async (key) => {
+          const metadata = [];
+          for (let i = 0; i < 25; i++) metadata.push(...(await producer.send(topic, makeRecords([key], i, i + 1))));
+          return metadata;
+        }),
+      );
+      await producer.close();
+
+      const { handled } = await start({ groupId: uniqueName('concurrent'), topics: [topic] });
+      await waitFor(() => distinct(handled).length === keys.length * 25, 'every record');
+      const byPosition = new Map(distinct(handled).map((m) => [`${m.partition}:${m.offset}`, text(m)]));
+      keys.forEach((key, k) => {
+        expect(sent[k]!.map((m) => byPosition.get(`${m.partition}:${m.offset}`))).toEqual(Array.from({ length: 25 }, (_, i) => `${key}#${i}`));
+      });
+    });
+
     it('delivers every record to each group', async () => {
       const topic = await createTopic('groups', 3);
       const records = makeRecords(keysNamed(10), 0, 5);

@@ -1,22 +1,21 @@
 /**
  * The Bus port on Apache Kafka, through kafkajs: the distributed deployment (DESIGN.md §2).
  *
- * Producing: one idempotent producer per `producer()` (acks from all in-sync replicas, retried
- * sends are written once). Each record's partition is computed here with Kafka's own key hash
+ * Producing: see `producer.ts`. Each record's partition is computed with Kafka's own key hash
  * (`../partitioner.ts`), the same function the memory bus uses, so a source id lands on the same
- * partition on both buses and every send can report each record's offset.
+ * partition on both buses.
  *
  * Consuming: see `consumer.ts`. Topics are created with their partitions and retention; they are
  * never created implicitly, so a typo in a topic name fails instead of making a new topic.
  *
  * kafkajs is imported only in this folder (DESIGN.md §3).
  */
-import { CompressionTypes, Kafka, logLevel, type LogEntry, type Producer as KafkaProducer } from 'kafkajs';
+import { CompressionTypes, Kafka, logLevel, Partitioners, type LogEntry } from 'kafkajs';
 import { ErrorCode, PanoptesError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { partitionForKey } from '../partitioner.js';
-import type { Bus, Consumer, ConsumerOptions, Producer, ProducerRecord, RecordMetadata, TopicPartitionOffset, TopicSpec } from '../types.js';
+import type { Bus, Consumer, ConsumerOptions, Producer, TopicPartitionOffset, TopicSpec } from '../types.js';
 import { createKafkaConsumer } from './consumer.js';
+import { createCoalescingProducer } from './producer.js';
 
 export interface KafkaBusOptions {
   /** Bootstrap brokers, `host:port`. */
@@ -87,42 +86,23 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
 
   function producer(): Producer {
     checkOpen();
-    const kafkaProducer: KafkaProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-    let connected: Promise<void> | undefined;
-    const self: Producer = {
-      async send(topic: string, records: readonly ProducerRecord[]): Promise<RecordMetadata[]> {
-        checkOpen();
-        if (records.length === 0) return [];
-        connected ??= kafkaProducer.connect();
-        await connected;
-        const partitions = await partitionCount(topic);
-        const placed = records.map((record) => partitionForKey(record.key, partitions));
-        const written = await kafkaProducer.send({
-          topic,
-          acks: -1,
-          compression: compressionFor(topic),
-          messages: records.map((record, i) => ({
-            key: record.key,
-            value: Buffer.from(record.value.buffer, record.value.byteOffset, record.value.byteLength),
-            partition: placed[i],
-            ...(record.headers ? { headers: record.headers } : {}),
-          })),
-        });
-        // Kafka reports the first offset per partition; records of a partition follow in order.
-        const next = new Map(written.map((w) => [w.partition, Number(w.baseOffset)]));
-        return placed.map((partition) => {
-          const offset = next.get(partition) ?? 0;
-          next.set(partition, offset + 1);
-          return { topic, partition, offset };
-        });
-      },
-      async close() {
-        producers.delete(self);
-        if (connected) await kafkaProducer.disconnect();
-      },
-    };
-    producers.add(self);
-    return self;
+    const created = createCoalescingProducer({
+      // Idempotent: a retried request is written once. Retried until the broker is back, rather
+      // than failing a send (and the frame in it) when a broker restart takes longer than usual.
+      producer: kafka.producer({
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+        createPartitioner: Partitioners.DefaultPartitioner,
+        retry: { initialRetryTime: 300, maxRetryTime: 5_000, retries: Number.MAX_SAFE_INTEGER },
+      }),
+      partitionCount,
+      compressionFor,
+      checkOpen,
+      onClose: (p) => producers.delete(p),
+    });
+    producers.add(created);
+    return created;
   }
 
   function consumer(consumerOptions: ConsumerOptions): Consumer {
@@ -190,14 +170,19 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
   };
 }
 
-const LEVELS: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
-  [logLevel.ERROR]: 'error',
-  [logLevel.WARN]: 'warn',
-  [logLevel.INFO]: 'info',
+/**
+ * kafkajs logs every failed request at ERROR, also those it retries (a coordinator still loading,
+ * a broker restarting). What finally fails reaches the caller as a thrown error, so its logs are
+ * diagnostics one level down.
+ */
+const LEVELS: Record<number, 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'warn',
+  [logLevel.WARN]: 'info',
+  [logLevel.INFO]: 'debug',
   [logLevel.DEBUG]: 'debug',
 };
 
 function logKafka(logger: Logger, { level, log }: LogEntry): void {
   const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
-  logger[LEVELS[level] ?? 'info']({ kafka: fields }, `kafka: ${message}`);
+  logger[LEVELS[level] ?? 'debug']({ kafka: fields }, `kafka: ${message}`);
 }

@@ -1,0 +1,133 @@
+/**
+ * A producer on Kafka that batches the way Kafka's own Java client does, without its linger
+ * delay: sends that arrive while a request is in flight are written together in the next one.
+ *
+ * Why: the producer is idempotent, which keeps one request in flight per connection (so a retry
+ * can never reorder a partition), and kafkajs writes one request per `send` call. Eight cameras
+ * each awaiting its frame would then take turns for every round trip; coalesced, they share it.
+ * A request holds at most `maxPartitionBytes` (uncompressed) per partition, below the broker's
+ * default 1 MB per partition batch, except that one send larger than that goes alone.
+ *
+ * Each record's partition is set here with Kafka's key hash (`../partitioner.ts`), so the offset
+ * of every record can be reported from the first offset Kafka gives per partition.
+ */
+import type { CompressionTypes, Producer as KafkaProducer } from 'kafkajs';
+import type { Producer, ProducerRecord, RecordMetadata } from '../types.js';
+import { partitionForKey } from '../partitioner.js';
+
+interface PendingSend {
+  topic: string;
+  records: readonly ProducerRecord[];
+  partitions: number[];
+  resolve: (metadata: RecordMetadata[]) => void;
+  reject: (err: unknown) => void;
+}
+
+export interface CoalescingProducerOptions {
+  producer: KafkaProducer;
+  partitionCount: (topic: string) => Promise<number>;
+  compressionFor: (topic: string) => CompressionTypes;
+  checkOpen: () => void;
+  onClose: (producer: Producer) => void;
+  /** @defaultValue 900 KiB */
+  maxPartitionBytes?: number;
+}
+
+export function createCoalescingProducer(options: CoalescingProducerOptions): Producer {
+  const { producer } = options;
+  const maxPartitionBytes = options.maxPartitionBytes ?? 900 * 1024;
+  let connected: Promise<void> | undefined;
+  let queue: PendingSend[] = [];
+  let writing = false;
+
+  /** Writes queued sends, a request at a time, until the queue is empty. */
+  async function drain(): Promise<void> {
+    if (writing) return;
+    writing = true;
+    try {
+      while (queue.length > 0) {
+        const request = takeRequest();
+        await write(request).then(
+          (metadata) => request.forEach((send, i) => send.resolve(metadata[i]!)),
+          (err: unknown) => request.forEach((send) => send.reject(err)),
+        );
+      }
+    } finally {
+      writing = false;
+    }
+  }
+
+  /**
+   * The longest run of queued sends with one compression in which no partition's batch grows
+   * past `maxPartitionBytes` (the broker refuses a batch over its 1 MB default).
+   */
+  function takeRequest(): PendingSend[] {
+    const compression = options.compressionFor(queue[0]!.topic);
+    const bytesPerPartition = new Map<string, number>();
+    let count = 0;
+    for (const send of queue) {
+      if (count > 0 && options.compressionFor(send.topic) !== compression) break;
+      const grown = new Map<string, number>();
+      send.records.forEach((record, i) => {
+        const key = `${send.topic}:${send.partitions[i]}`;
+        grown.set(key, (grown.get(key) ?? bytesPerPartition.get(key) ?? 0) + record.value.byteLength + record.key.length);
+      });
+      if (count > 0 && [...grown.values()].some((bytes) => bytes > maxPartitionBytes)) break;
+      for (const [key, bytes] of grown) bytesPerPartition.set(key, bytes);
+      count += 1;
+    }
+    const taken = queue.slice(0, count);
+    queue = queue.slice(count);
+    return taken;
+  }
+
+  async function write(request: PendingSend[]): Promise<RecordMetadata[][]> {
+    connected ??= producer.connect();
+    await connected;
+    const byTopic = new Map<string, { topic: string; messages: { key: string; value: Buffer; partition: number; headers?: Record<string, string> }[] }>();
+    for (const { topic, records, partitions } of request) {
+      const entry = byTopic.get(topic) ?? { topic, messages: [] };
+      records.forEach((record, i) =>
+        entry.messages.push({
+          key: record.key,
+          value: Buffer.from(record.value.buffer, record.value.byteOffset, record.value.byteLength),
+          partition: partitions[i]!,
+          ...(record.headers ? { headers: record.headers } : {}),
+        }),
+      );
+      byTopic.set(topic, entry);
+    }
+    const written = await producer.sendBatch({
+      acks: -1,
+      compression: options.compressionFor(request[0]!.topic),
+      topicMessages: [...byTopic.values()],
+    });
+    // Kafka reports the first offset per partition; the records of a partition follow in order.
+    const next = new Map(written.map((w) => [`${w.topicName}:${w.partition}`, Number(w.baseOffset)]));
+    return request.map(({ topic, partitions }) =>
+      partitions.map((partition) => {
+        const key = `${topic}:${partition}`;
+        const offset = next.get(key) ?? 0;
+        next.set(key, offset + 1);
+        return { topic, partition, offset };
+      }),
+    );
+  }
+
+  const self: Producer = {
+    async send(topic, records) {
+      options.checkOpen();
+      if (records.length === 0) return [];
+      const count = await options.partitionCount(topic);
+      const partitions = records.map((record) => partitionForKey(record.key, count));
+      const written = new Promise<RecordMetadata[]>((resolve, reject) => queue.push({ topic, records, partitions, resolve, reject }));
+      void drain();
+      return written;
+    },
+    async close() {
+      options.onClose(self);
+      if (connected) await connected.then(() => producer.disconnect(), () => undefined);
+    },
+  };
+  return self;
+}
