@@ -10,6 +10,7 @@ export const ErrorCode = {
   BusClosed: 'PANOPTES_BUS_CLOSED',
   BusUnknownTopic: 'PANOPTES_BUS_UNKNOWN_TOPIC',
   BusInvalidArgument: 'PANOPTES_BUS_INVALID_ARGUMENT',
+  BusUnavailable: 'PANOPTES_BUS_UNAVAILABLE',
   SourceNotFound: 'PANOPTES_SOURCE_NOT_FOUND',
   SourceDecode: 'PANOPTES_SOURCE_DECODE',
   SourceUnsupportedCodec: 'PANOPTES_SOURCE_UNSUPPORTED_CODEC',

@@ -2,12 +2,27 @@
  * The Kafka bus against a real broker (the one test/kafka-setup.ts started): the shared Bus
  * conformance suite.
  */
-import { describe } from 'vitest';
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
 import { createKafkaBus } from '../../core/bus/index.js';
+import { ErrorCode } from '../../core/errors.js';
 import { silentLogger } from '../../core/logger.js';
 import { kafkaBrokers, kafkaSkipReason } from '../kafka.js';
 import { describeBusConformance } from './bus.suite.js';
 
 describe.skipIf(kafkaSkipReason() !== undefined)('kafka', () => {
   describeBusConformance('kafka', async () => createKafkaBus({ brokers: [kafkaBrokers() ?? ''], logger: silentLogger() }));
+});
+
+describe('kafka bus without a broker', () => {
+  it('fails with PANOPTES_BUS_UNAVAILABLE naming the address it tried', async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise((resolve) => server.close(resolve)); // a port nobody listens on
+    const brokers = [`127.0.0.1:${port}`];
+    const failure = createKafkaBus({ brokers, logger: silentLogger(), connectionRetryMs: 1_000 });
+    await expect(failure).rejects.toMatchObject({ code: ErrorCode.BusUnavailable, retriable: true });
+    await expect(failure).rejects.toThrow(`cannot reach Kafka at 127.0.0.1:${port}`);
+  });
 });

@@ -54,10 +54,16 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
     logLevel: logLevel.WARN,
     logCreator: () => (entry) => logKafka(logger, entry),
     // Rides out a broker restart: ~10 retries, at most 5 s apart, within connectionRetryMs.
-    retry: { initialRetryTime: 300, maxRetryTime: 5_000, retries: Math.max(5, Math.ceil(retryMaxMs / 5_000)) },
+    retry: { initialRetryTime: 300, maxRetryTime: 5_000, retries: Math.max(1, Math.ceil(retryMaxMs / 5_000)) },
   });
   const admin = kafka.admin();
-  await admin.connect();
+  await admin.connect().catch((err: unknown) => {
+    throw new PanoptesError(ErrorCode.BusUnavailable, `cannot reach Kafka at ${options.brokers.join(', ')}: ${describeCause(err)}; is the broker running?`, {
+      cause: err,
+      retriable: true,
+      details: { brokers: options.brokers },
+    });
+  });
 
   const compressionFor = (topic: string): CompressionTypes => {
     const chosen = typeof options.compression === 'function' ? options.compression(topic) : options.compression;
@@ -175,6 +181,8 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
  * a broker restarting). What finally fails reaches the caller as a thrown error, so its logs are
  * diagnostics one level down.
  */
+const describeCause = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
 const LEVELS: Record<number, 'warn' | 'info' | 'debug'> = {
   [logLevel.ERROR]: 'warn',
   [logLevel.WARN]: 'info',
