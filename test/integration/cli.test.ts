@@ -82,7 +82,8 @@ describe('panoptes command', () => {
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => {
       stderr += d.toString();
-      if (!interrupted && stderr.includes('replay: ')) interrupted = child.kill('SIGINT'); // the first frame is through
+      // Progress lines come every 5 s off a terminal, the first at once with 0 frames; wait for one with frames.
+      if (!interrupted && /replay: [1-9]/.test(stderr)) interrupted = child.kill('SIGINT');
     });
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     expect(code).toBe(0);
