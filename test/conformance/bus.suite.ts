@@ -498,6 +498,17 @@ export function describeBusConformance(name: string, makeBus: () => Promise<Bus>
       }
     });
 
+    it('rejects a send to a topic that does not exist, naming it', async () => {
+      const missing = uniqueName('missing');
+      const producer = bus.producer();
+      try {
+        await expect(producer.send(missing, makeRecords(['k'], 0, 1))).rejects.toMatchObject({ code: ErrorCode.BusUnknownTopic });
+        await expect(producer.send(missing, makeRecords(['k'], 0, 1))).rejects.toThrow(missing);
+      } finally {
+        await producer.close();
+      }
+    });
+
     it('rejects sends once the bus is closed', async () => {
       const own = await makeBus();
       const topic = uniqueName('closed');

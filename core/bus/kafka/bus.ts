@@ -82,6 +82,7 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
     const known = partitionCounts.get(topic);
     if (known !== undefined) return known;
     const metadata = await admin.fetchTopicMetadata({ topics: [topic] }).catch((err: unknown) => {
+      if ((err as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw err;
       throw new PanoptesError(ErrorCode.BusUnknownTopic, `topic "${topic}" does not exist on Kafka`, { cause: err, details: { topic } });
     });
     const count = metadata.topics[0]?.partitions.length ?? 0;
