@@ -124,9 +124,11 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     for (const stage of stages) await stage.start();
     const processingStarted = Date.now();
     let sources: SourceResult[] = [];
-    // Progress counts frames the models have seen; ingest runs ahead by what the bus holds.
+    // Progress counts frames the models have seen here (ingest runs ahead by what the bus
+    // holds), or the frames published when the models run elsewhere.
+    let published = 0;
     let expected: number | undefined;
-    const showProgress = (): void => options.progress?.update(backend?.status().frames ?? 0, expected);
+    const showProgress = (): void => options.progress?.update(backend ? backend.status().frames : published, expected);
     const ticker = setInterval(showProgress, 200);
     try {
       if (roles.has('ingest')) {
@@ -137,7 +139,10 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
           dataDir: config.dataDir,
           logger,
           ...(options.signal ? { signal: options.signal } : {}),
-          onProgress: (_published, total) => (expected = total),
+          onProgress: (frames, total) => {
+            published = frames;
+            expected = total;
+          },
         });
       } else {
         await aborted(options.signal);

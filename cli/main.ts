@@ -59,15 +59,13 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
     signal: abort.signal,
     beforeClose: async (sink, done) => {
       printSummary(done, config);
-      if (done.frames === 0) return;
+      if (done.rows === 0) return;
       const result = await sink.query(EXAMPLE_QUERY);
       process.stdout.write(`\nexample query: ${EXAMPLE_QUERY}\n${formatTable(result, 'table')}\n`);
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" --data-dir ${config.dataDir}\n`);
     },
   });
-  if (!roles.has('sink')) {
-    process.stdout.write(`stopped ${summary.roles.join(', ')}: ${summary.frames} frames analyzed, ${summary.drops} drops, ${(summary.wallMs / 1000).toFixed(1)} s\n`);
-  }
+  if (!roles.has('sink')) printSummary(summary, config);
   const failed = summary.sources.filter((s) => s.error);
   if (failed.length === summary.sources.length && failed.length > 0) {
     throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);
@@ -89,13 +87,19 @@ function savedQuery(name: string): string {
 
 const firstLine = (text = ''): string => text.split('\n')[0] ?? '';
 
+/** What this process did, by role: what it replayed, analyzed, stored. */
 function printSummary(summary: RunSummary, config: CompiledConfig): void {
+  const roles = new Set(summary.roles);
   const lines = [
-    `\nreplayed ${summary.sources.length} source${summary.sources.length === 1 ? '' : 's'} in ${(summary.wallMs / 1000).toFixed(1)} s`,
-    ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.error ? `, FAILED: ${firstLine(s.error)}` : ''}`),
-    ...config.skipped.map((s) => `  ${s.id}: skipped (${s.reason})`),
-    `frames: ${summary.frames}  detections: ${summary.detections}  drops: ${summary.drops}  wall time: ${(summary.wallMs / 1000).toFixed(1)} s`,
-    `results in ${join(config.dataDir, 'clickhouse')}`,
+    ...(roles.has('ingest')
+      ? [
+          `\nreplayed ${summary.sources.length} source${summary.sources.length === 1 ? '' : 's'} in ${(summary.wallMs / 1000).toFixed(1)} s`,
+          ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.error ? `, FAILED: ${firstLine(s.error)}` : ''}`),
+          ...config.skipped.map((s) => `  ${s.id}: skipped (${s.reason})`),
+        ]
+      : [`\nstopped ${summary.roles.join(', ')} after ${(summary.wallMs / 1000).toFixed(1)} s`]),
+    ...(roles.has('backend') ? [`frames: ${summary.frames}  detections: ${summary.detections}  drops: ${summary.drops}  wall time: ${(summary.wallMs / 1000).toFixed(1)} s`] : []),
+    ...(roles.has('sink') ? [`rows stored: ${summary.rows}`, `results in ${join(config.dataDir, 'clickhouse')}`] : []),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
 }

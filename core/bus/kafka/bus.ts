@@ -191,7 +191,11 @@ const LEVELS: Record<number, 'warn' | 'info' | 'debug'> = {
   [logLevel.DEBUG]: 'debug',
 };
 
+/** Errors kafkajs retries by itself while a broker starts or a group settles. */
+const TRANSIENT = /coordinator is (loading|not available)|not the correct coordinator|leader not available|no leader|rebalanc/i;
+
 function logKafka(logger: Logger, { level, log }: LogEntry): void {
   const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
-  logger[LEVELS[level] ?? 'debug']({ kafka: fields }, `kafka: ${message}`);
+  const transient = TRANSIENT.test(String(fields.error ?? ''));
+  logger[transient ? 'debug' : (LEVELS[level] ?? 'debug')]({ kafka: fields }, `kafka: ${message}`);
 }
