@@ -61,7 +61,7 @@ export interface RunOptions {
 }
 
 /** The bus the deployment names; PANOPTES_KAFKA_BROKERS overrides the configured brokers. */
-export async function openBus(config: CompiledConfig, logger: Logger): Promise<Bus> {
+export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: (err: unknown) => void): Promise<Bus> {
   const bus = config.deployment.bus;
   if (bus.kind === 'memory') return createMemoryBus({ maxBytes: bus.maxBytes });
   const brokers = process.env.PANOPTES_KAFKA_BROKERS?.split(',').filter(Boolean) ?? bus.brokers;
@@ -70,6 +70,7 @@ export async function openBus(config: CompiledConfig, logger: Logger): Promise<B
     clientId: bus.clientId,
     logger,
     compression: (topic) => (bus.compression === 'gzip' && !carriesJpeg(topic) ? 'gzip' : 'none'),
+    ...(onFatal ? { onFatal } : {}),
   });
 }
 
@@ -96,11 +97,25 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
 
   const apps = Object.values(config.apps).map(createAppLogic);
   const tasks = taskTopics(apps);
-  const bus = await openBus(config, logger);
+  if (!roles.has('ingest') && !options.signal) throw new PanoptesError(ErrorCode.ConfigInvalid, 'a process without the ingest role needs a stop signal');
+
+  // A consumer that died for good stops the run as a stop signal would, and fails it.
+  const stopping = new AbortController();
+  options.signal?.addEventListener('abort', () => stopping.abort(), { once: true });
+  let fatal: unknown;
+  const failed = (): boolean => fatal !== undefined;
+  const bus = await openBus(config, logger, (err) => {
+    logger.error({ err }, 'a bus consumer stopped on an error it cannot retry; stopping');
+    fatal ??= err;
+    stopping.abort();
+  });
   const retentionMs = busConfig.kind === 'kafka' ? busConfig.retentionMs : undefined;
-  await bus.createTopics(
-    [Topics.frames, ...tasks, Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })),
-  );
+  await bus
+    .createTopics([Topics.frames, ...tasks, Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })))
+    .catch(async (err: unknown) => {
+      await bus.close();
+      throw err;
+    });
 
   const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
   const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
@@ -138,23 +153,21 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
           sources: config.sources,
           dataDir: config.dataDir,
           logger,
-          ...(options.signal ? { signal: options.signal } : {}),
+          signal: stopping.signal,
           onProgress: (frames, total) => {
             published = frames;
             expected = total;
           },
         });
       } else {
-        await aborted(options.signal);
+        await aborted(stopping.signal);
       }
-      if (backend) {
-        if (roles.has('ingest')) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks]);
-        await backend.drain();
-      }
-      if (sinkWorker) {
-        if (roles.has('ingest')) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops]);
-        await sinkWorker.drain();
-      }
+      // The rows of every frame published here: the backends' (here or elsewhere), then the sink's.
+      if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks], failed);
+      await backend?.drain();
+      if (roles.has('ingest') && sinkWorker) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], failed);
+      await sinkWorker?.drain();
+      if (fatal) throw fatal;
     } finally {
       clearInterval(ticker);
     }
@@ -182,8 +195,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   }
 }
 
-function aborted(signal: AbortSignal | undefined): Promise<void> {
-  if (!signal) throw new PanoptesError(ErrorCode.ConfigInvalid, 'a process without the ingest role needs a stop signal');
+function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
@@ -192,10 +204,10 @@ function aborted(signal: AbortSignal | undefined): Promise<void> {
  * Waits until a group has committed everything produced on the topics. Commits are read
  * before end offsets: a message is committed only after the tasks it fans out to are sent,
  * so those tasks are already counted in the ends read next. Kafka reports a partition without
- * a commit as offset -1.
+ * a commit as offset -1. Stops early once `giveUp` says so.
  */
-export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[]): Promise<void> {
-  for (;;) {
+export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[], giveUp = (): boolean => false): Promise<void> {
+  while (!giveUp()) {
     const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
     const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
     const behind = ends.some((partitions, i) =>

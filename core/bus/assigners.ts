@@ -85,20 +85,22 @@ export function routingAssigner(weightsFor: (topic: string) => RoutingWeights | 
     name: 'panoptes-routing',
     assign({ members, partitions }) {
       const assignment = new Map<string, TopicPartition[]>(members.map((m) => [m.memberId, []]));
+      const memberIds = members.map((m) => m.memberId).sort();
       const byTopic = new Map<string, TopicPartition[]>();
       for (const tp of [...partitions].sort(compareTopicPartitions)) byTopic.set(tp.topic, [...(byTopic.get(tp.topic) ?? []), tp]);
+      let dealt = 0; // round-robin goes on across topics, so the first members get no extra on each
 
       for (const [topic, topicPartitions] of byTopic) {
         const weights = weightsFor(topic) ?? {};
         const weighted = members
-          .map((m) => ({ memberId: m.memberId, weight: Math.max(0, weights[m.metadata[memberKey] ?? ''] ?? 0) }))
-          .filter((m) => m.weight > 0)
+          .map((m) => ({ memberId: m.memberId, weight: weights[m.metadata[memberKey] ?? ''] ?? 0 }))
+          .filter((m) => Number.isFinite(m.weight) && m.weight > 0)
           .sort((a, b) => (a.memberId < b.memberId ? -1 : 1));
-        const shares = weighted.length > 0 ? largestRemainder(weighted, topicPartitions.length) : undefined;
-        if (!shares) {
-          for (const [memberId, dealt] of roundRobinAssigner.assign({ members, partitions: topicPartitions })) assignment.get(memberId)?.push(...dealt);
+        if (weighted.length === 0) {
+          for (const tp of topicPartitions) assignment.get(memberIds[dealt++ % memberIds.length]!)?.push(tp);
           continue;
         }
+        const shares = largestRemainder(weighted, topicPartitions.length);
         let next = 0;
         for (const { memberId, count } of shares) {
           assignment.get(memberId)?.push(...topicPartitions.slice(next, next + count));
@@ -112,8 +114,10 @@ export function routingAssigner(weightsFor: (topic: string) => RoutingWeights | 
 
 /** Splits `total` whole items in proportion to the weights (Hamilton's method). */
 function largestRemainder(members: { memberId: string; weight: number }[], total: number): { memberId: string; count: number }[] {
-  const sum = members.reduce((s, m) => s + m.weight, 0);
-  const exact = members.map((m) => ({ memberId: m.memberId, quota: (m.weight / sum) * total }));
+  // Scaled by the largest first, so huge weights cannot overflow the sum.
+  const largest = Math.max(...members.map((m) => m.weight));
+  const sum = members.reduce((s, m) => s + m.weight / largest, 0);
+  const exact = members.map((m) => ({ memberId: m.memberId, quota: (m.weight / largest / sum) * total }));
   const shares = exact.map((e) => ({ memberId: e.memberId, count: Math.floor(e.quota), remainder: e.quota - Math.floor(e.quota) }));
   let left = total - shares.reduce((s, m) => s + m.count, 0);
   for (const share of [...shares].sort((a, b) => b.remainder - a.remainder || (a.memberId < b.memberId ? -1 : 1))) {

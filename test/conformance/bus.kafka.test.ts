@@ -4,14 +4,34 @@
  */
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { createKafkaBus } from '../../core/bus/index.js';
+import { createKafkaBus, type PartitionAssigner } from '../../core/bus/index.js';
 import { ErrorCode } from '../../core/errors.js';
 import { silentLogger } from '../../core/logger.js';
 import { kafkaBrokers, kafkaSkipReason } from '../kafka.js';
-import { describeBusConformance } from './bus.suite.js';
+import { describeBusConformance, uniqueName } from './bus.suite.js';
 
 describe.skipIf(kafkaSkipReason() !== undefined)('kafka', () => {
   describeBusConformance('kafka', async () => createKafkaBus({ brokers: [kafkaBrokers() ?? ''], logger: silentLogger() }));
+
+  it('reports a consumer that kafkajs cannot restart, instead of hanging', async () => {
+    const fatal: string[] = [];
+    const bus = await createKafkaBus({ brokers: [kafkaBrokers() ?? ''], logger: silentLogger(), onFatal: (_err, groupId) => fatal.push(groupId) });
+    try {
+      const topic = uniqueName('fatal');
+      await bus.createTopics([{ name: topic, partitions: 1 }]);
+      const broken: PartitionAssigner = {
+        name: 'broken',
+        assign: () => {
+          throw new Error('this assigner always fails');
+        },
+      };
+      const groupId = uniqueName('fatal');
+      await expect(bus.consumer({ groupId, topics: [topic], assigner: broken }).run(async () => {})).rejects.toThrow('this assigner always fails');
+      expect(fatal).toEqual([groupId]);
+    } finally {
+      await bus.close();
+    }
+  });
 });
 
 describe('kafka bus without a broker', () => {

@@ -265,21 +265,48 @@ export function describeBusConformance(name: string, makeBus: () => Promise<Bus>
 
       const active = new Map<number, number>();
       let overlaps = 0;
+      const gate = deferred();
       const slowly = async (batch: Batch): Promise<void> => {
         const now = (active.get(batch.partition) ?? 0) + 1;
         active.set(batch.partition, now);
         if (now > 1) overlaps += 1;
-        await sleep(2);
+        await gate.promise;
+        await sleep(joined ? 2 : 200); // slow until the second member is in, so work is left for it
         active.set(batch.partition, (active.get(batch.partition) ?? 1) - 1);
       };
-      const options = { groupId, topics: [topic], maxBatchSize: 5 };
+      let joined = false;
+      const options = { groupId, topics: [topic], maxBatchSize: 2 };
       const a = await start(options, slowly);
-      await waitFor(() => a.handled.length > 0, 'the first member to start');
-      const b = await start(options, slowly);
-      await waitFor(() => b.handled.length > 0 || texts(a.handled).size === records.length, 'the second member to start');
-      await stop(a.consumer);
+      await waitFor(() => [...active.values()].some((n) => n > 0), 'the first member to hold a batch');
+      // The second member joins while the first holds batches: the rebalance must wait for them.
+      const joining = start(options, slowly);
+      await sleep(300);
+      gate.resolve();
+      const b = await joining;
+      joined = true;
       await waitFor(() => texts([...a.handled, ...b.handled]).size === records.length, 'every record');
+      expect(b.handled.length).toBeGreaterThan(0);
+      await stop(a.consumer);
       expect(overlaps).toBe(0);
+    });
+
+    it('keeps the other partitions moving while one partition\'s handler keeps failing', async () => {
+      const topic = await createTopic('stuck', 2);
+      const producer = bus.producer();
+      // Keys until both partitions have one; the first record's partition is the stuck one.
+      const placed = new Map<number, string>();
+      for (let i = 0; placed.size < 2; i++) {
+        const [metadata] = await producer.send(topic, [{ key: `source-${i}`, value: encoder.encode(`first of source-${i}`) }]);
+        if (!placed.has(metadata!.partition)) placed.set(metadata!.partition, `source-${i}`);
+      }
+      const [stuck, moving] = [...placed.keys()];
+      const { handled } = await start({ groupId: uniqueName('stuck'), topics: [topic] }, (batch) => {
+        if (batch.partition === stuck) throw new Error('this partition always fails');
+      });
+      await producer.send(topic, [{ key: placed.get(moving!)!, value: encoder.encode('later') }]);
+      await producer.close();
+      await waitFor(() => texts(handled).has('later'), 'the record on the healthy partition');
+      expect(handled.every((m) => m.partition === moving)).toBe(true);
     });
 
     it('delivers a batch again when its handler throws', async () => {

@@ -174,12 +174,13 @@ describe.skipIf(skipReason !== undefined)(`pipeline across processes on Kafka${s
   it('reconnects and loses no published frame when the broker restarts mid-run', async () => {
     const kafka = await broker();
     const dataDir = join(dir, 'restarted');
-    const file = deployment(dir, 'kafka', 4); // 30 s of footage published over ~8 s
+    const file = deployment(dir, 'kafka', 2); // 30 s of footage published over ~15 s
     const sink = new RoleProcess('sink', file, dataDir, kafka.brokers);
     const backend = new RoleProcess('backend', file, dataDir, kafka.brokers);
     const ingest = new RoleProcess('ingest', file, dataDir, kafka.brokers);
     await waitFor(async () => (await framesCommitted(kafka.brokers)) >= 10, 'the backend to commit some frames', { timeoutMs: 120_000, intervalMs: 200 });
 
+    expect(ingest.child.exitCode, 'ingest still publishing when the broker stops').toBeNull();
     await kafka.stop();
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     const again = await startKafkaBroker({ dataDir: kafka.dataDir, port: kafka.port, controllerPort: kafka.controllerPort });

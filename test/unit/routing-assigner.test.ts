@@ -35,6 +35,19 @@ describe('routing assigner', () => {
     expect(counts(assigner.assign({ members, partitions: partitionsOf('routed', 4) }))).toEqual({ m0: 2, m1: 2 });
   });
 
+  it('survives weights no plan should hold: huge, infinite, negative', () => {
+    const assigner = routingAssigner(() => ({ a: 1e308, b: 1e308, c: Infinity, d: -1 }));
+    const members = [member('ma', 'a'), member('mb', 'b'), member('mc', 'c'), member('md', 'd')];
+    expect(counts(assigner.assign({ members, partitions: partitionsOf('t', 10) }))).toEqual({ ma: 5, mb: 5, mc: 0, md: 0 });
+  });
+
+  it('deals round-robin on across topics, so no member gets the spare partition of every topic', () => {
+    const assigner = routingAssigner(() => undefined);
+    const members = [member('m0'), member('m1')];
+    const partitions = ['t1', 't2', 't3'].flatMap((topic) => partitionsOf(topic, 3));
+    expect(counts(assigner.assign({ members, partitions }))).toEqual({ m0: 5, m1: 4 });
+  });
+
   it('reads the weights from a plan, summing the sessions that share a topic', () => {
     const plan: Plan = {
       epoch: 3,

@@ -36,6 +36,11 @@ export interface KafkaBusOptions {
   connectionRetryMs?: number;
   /** A consumer that has not heartbeated for this long leaves its group. @defaultValue 10000 */
   sessionTimeoutMs?: number;
+  /**
+   * A consumer stopped for good on an error kafkajs does not retry; the process should stop and
+   * be restarted. @defaultValue logs the error
+   */
+  onFatal?: (err: unknown, groupId: string) => void;
 }
 
 type Compression = 'none' | 'gzip';
@@ -47,14 +52,14 @@ export interface KafkaBus extends Bus {
 export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus> {
   const { logger } = options;
   if (options.brokers.length === 0) throw new PanoptesError(ErrorCode.BusInvalidArgument, 'no Kafka brokers given');
-  const retryMaxMs = options.connectionRetryMs ?? 60_000;
+  // Rides out a broker restart: retries at most 5 s apart for about connectionRetryMs.
+  const connectionRetry = { initialRetryTime: 300, maxRetryTime: 5_000, retries: Math.max(1, Math.ceil((options.connectionRetryMs ?? 60_000) / 5_000)) };
   const kafka = new Kafka({
     clientId: options.clientId ?? 'panoptes',
     brokers: [...options.brokers],
     logLevel: logLevel.WARN,
     logCreator: () => (entry) => logKafka(logger, entry),
-    // Rides out a broker restart: ~10 retries, at most 5 s apart, within connectionRetryMs.
-    retry: { initialRetryTime: 300, maxRetryTime: 5_000, retries: Math.max(1, Math.ceil(retryMaxMs / 5_000)) },
+    retry: connectionRetry,
   });
   const admin = kafka.admin();
   await admin.connect().catch((err: unknown) => {
@@ -71,37 +76,45 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
   };
   const producers = new Set<Producer>();
   const consumers = new Set<Consumer>();
-  const partitionCounts = new Map<string, number>();
+  const partitionCounts = new Map<string, Promise<number>>();
   let closed = false;
 
   const checkOpen = (): void => {
     if (closed) throw new PanoptesError(ErrorCode.BusClosed, 'the Kafka bus is closed');
   };
 
-  async function partitionCount(topic: string): Promise<number> {
-    const known = partitionCounts.get(topic);
-    if (known !== undefined) return known;
+  /** Cached as a promise, so concurrent first sends to a topic wait for one lookup, in order. */
+  function partitionCount(topic: string): Promise<number> {
+    let count = partitionCounts.get(topic);
+    if (!count) {
+      count = lookUpPartitions(topic);
+      partitionCounts.set(topic, count);
+      count.catch(() => partitionCounts.delete(topic));
+    }
+    return count;
+  }
+
+  async function lookUpPartitions(topic: string): Promise<number> {
     const metadata = await admin.fetchTopicMetadata({ topics: [topic] }).catch((err: unknown) => {
       if ((err as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw err;
       throw new PanoptesError(ErrorCode.BusUnknownTopic, `topic "${topic}" does not exist on Kafka`, { cause: err, details: { topic } });
     });
     const count = metadata.topics[0]?.partitions.length ?? 0;
     if (count === 0) throw new PanoptesError(ErrorCode.BusUnknownTopic, `topic "${topic}" has no partitions`, { details: { topic } });
-    partitionCounts.set(topic, count);
     return count;
   }
 
   function producer(): Producer {
     checkOpen();
     const created = createCoalescingProducer({
-      // Idempotent: a retried request is written once. Retried until the broker is back, rather
-      // than failing a send (and the frame in it) when a broker restart takes longer than usual.
+      // Idempotent: a retried request is written once. Retried as long as connections are, so a
+      // broker restart is ridden out and a broker gone for good fails the send in the end.
       producer: kafka.producer({
         idempotent: true,
         maxInFlightRequests: 1,
         allowAutoTopicCreation: false,
         createPartitioner: Partitioners.DefaultPartitioner,
-        retry: { initialRetryTime: 300, maxRetryTime: 5_000, retries: Number.MAX_SAFE_INTEGER },
+        retry: connectionRetry,
       }),
       partitionCount,
       compressionFor,
@@ -121,6 +134,7 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
       sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
       heartbeatIntervalMs: Math.max(100, Math.floor((options.sessionTimeoutMs ?? 10_000) / 10)),
       onClose: (c) => consumers.delete(c),
+      onFatal: options.onFatal ?? ((err, groupId) => logger.error({ err, groupId }, 'Kafka consumer stopped on an error it cannot retry')),
     });
     consumers.add(created);
     return created;

@@ -12,6 +12,7 @@
  * of every record can be reported from the first offset Kafka gives per partition.
  */
 import type { CompressionTypes, Producer as KafkaProducer } from 'kafkajs';
+import { ErrorCode, PanoptesError } from '../../errors.js';
 import type { Producer, ProducerRecord, RecordMetadata } from '../types.js';
 import { partitionForKey } from '../partitioner.js';
 
@@ -38,22 +39,25 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Pr
   const maxPartitionBytes = options.maxPartitionBytes ?? 900 * 1024;
   let connected: Promise<void> | undefined;
   let queue: PendingSend[] = [];
-  let writing = false;
+  let writing: Promise<void> | undefined;
+  let closing = false;
 
-  /** Writes queued sends, a request at a time, until the queue is empty. */
-  async function drain(): Promise<void> {
+  /** Writes queued sends, a request at a time, until the queue is empty; one writer at a time. */
+  function drain(): void {
     if (writing) return;
-    writing = true;
-    try {
-      while (queue.length > 0) {
-        const request = takeRequest();
-        await write(request).then(
-          (metadata) => request.forEach((send, i) => send.resolve(metadata[i]!)),
-          (err: unknown) => request.forEach((send) => send.reject(err)),
-        );
-      }
-    } finally {
-      writing = false;
+    writing = writeQueued().finally(() => {
+      writing = undefined;
+      if (queue.length > 0) drain(); // queued between the last request and this callback
+    });
+  }
+
+  async function writeQueued(): Promise<void> {
+    while (queue.length > 0) {
+      const request = takeRequest();
+      await write(request).then(
+        (metadata) => request.forEach((send, i) => send.resolve(metadata[i]!)),
+        (err: unknown) => request.forEach((send) => send.reject(err)),
+      );
     }
   }
 
@@ -82,7 +86,11 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Pr
   }
 
   async function write(request: PendingSend[]): Promise<RecordMetadata[][]> {
-    connected ??= producer.connect();
+    // A failed connect is forgotten, so the next request tries again once the broker is back.
+    connected ??= producer.connect().catch((err: unknown) => {
+      connected = undefined;
+      throw err;
+    });
     await connected;
     const byTopic = new Map<string, { topic: string; messages: { key: string; value: Buffer; partition: number; headers?: Record<string, string> }[] }>();
     for (const { topic, records, partitions } of request) {
@@ -117,15 +125,19 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Pr
   const self: Producer = {
     async send(topic, records) {
       options.checkOpen();
+      if (closing) throw new PanoptesError(ErrorCode.BusClosed, 'the producer is closed');
       if (records.length === 0) return [];
       const count = await options.partitionCount(topic);
       const partitions = records.map((record) => partitionForKey(record.key, count));
       const written = new Promise<RecordMetadata[]>((resolve, reject) => queue.push({ topic, records, partitions, resolve, reject }));
-      void drain();
+      drain();
       return written;
     },
+    /** Waits for the sends already made (they succeed or fail within the retry time), then leaves. */
     async close() {
+      closing = true;
       options.onClose(self);
+      while (writing) await writing;
       if (connected) await connected.then(() => producer.disconnect(), () => undefined);
     },
   };
