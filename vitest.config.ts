@@ -10,6 +10,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     // One Kafka broker for the run (or PANOPTES_KAFKA_BROKERS); tests reach it through test/kafka.ts.
-    globalSetup: ['test/kafka-setup.ts'],
+    // One ClickHouse server likewise (or PANOPTES_CLICKHOUSE_URL), through test/clickhouse.ts.
+    globalSetup: ['test/kafka-setup.ts', 'test/clickhouse-setup.ts'],
   },
 });

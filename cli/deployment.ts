@@ -14,7 +14,7 @@ import {
   type TableSpec,
 } from '../core/index.js';
 import { runIngest, type SourceResult } from '../ingest/index.js';
-import { createChdbSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
+import { createChdbSink, createClickHouseSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
 import type { Progress } from './progress.js';
 
 export const ROLES = ['ingest', 'backend', 'sink', 'scheduler'] as const;
@@ -74,6 +74,19 @@ export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: 
   });
 }
 
+/** The result store the deployment names; PANOPTES_CLICKHOUSE_URL overrides a server's URL. */
+export function openSink(config: CompiledConfig, options: { logger: Logger; readOnly?: boolean }): ResultSink {
+  const sink = config.deployment.sink;
+  if (sink.kind === 'chdb') return createChdbSink({ path: join(config.dataDir, 'clickhouse'), ...options });
+  return createClickHouseSink({
+    url: process.env.PANOPTES_CLICKHOUSE_URL ?? sink.url,
+    database: sink.database,
+    ...(sink.username ? { username: sink.username } : {}),
+    ...(sink.password ? { password: sink.password } : {}),
+    ...options,
+  });
+}
+
 /** JPEG does not shrink under gzip; compressing it again only costs CPU on both ends. */
 const carriesJpeg = (topic: string): boolean => topic === Topics.frames || topic.startsWith('panoptes.tasks.');
 
@@ -119,7 +132,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
 
   const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
   const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
-  const sink = roles.has('sink') ? createChdbSink({ path: join(config.dataDir, 'clickhouse'), logger }) : undefined;
+  const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
   const runtime = roles.has('backend') ? createOnnxRuntime({ workers: backendConfig.threads, logger }) : undefined;
   const backend = runtime && createBackend({

@@ -20,7 +20,7 @@ import {
   type ConfigKind,
   type Logger,
 } from '../core/index.js';
-import { createChdbSink } from '../sinks/index.js';
+import { createChdbSink, createClickHouseSink } from '../sinks/index.js';
 import { parseRoles, runDeployment, type Role, type RunSummary } from './deployment.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { createProgress } from './progress.js';
@@ -62,7 +62,8 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
       if (done.rows === 0) return;
       const result = await sink.query(EXAMPLE_QUERY);
       process.stdout.write(`\nexample query: ${EXAMPLE_QUERY}\n${formatTable(result, 'table')}\n`);
-      process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" --data-dir ${config.dataDir}\n`);
+      const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${process.env.PANOPTES_CLICKHOUSE_URL ?? config.deployment.sink.url} --database ${config.deployment.sink.database}`;
+      process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" ${where}\n`);
     },
   });
   if (!roles.has('sink')) printSummary(summary, config);
@@ -87,6 +88,11 @@ function savedQuery(name: string): string {
 
 const firstLine = (text = ''): string => text.split('\n')[0] ?? '';
 
+function resultsLocation(config: CompiledConfig): string {
+  const sink = config.deployment.sink;
+  return sink.kind === 'chdb' ? join(config.dataDir, 'clickhouse') : `${process.env.PANOPTES_CLICKHOUSE_URL ?? sink.url} (database ${sink.database})`;
+}
+
 /** What this process did, by role: what it replayed, analyzed, stored. */
 function printSummary(summary: RunSummary, config: CompiledConfig): void {
   const roles = new Set(summary.roles);
@@ -99,7 +105,7 @@ function printSummary(summary: RunSummary, config: CompiledConfig): void {
         ]
       : [`\nstopped ${summary.roles.join(', ')} after ${(summary.wallMs / 1000).toFixed(1)} s`]),
     ...(roles.has('backend') ? [`frames: ${summary.frames}  detections: ${summary.detections}  drops: ${summary.drops}  wall time: ${(summary.wallMs / 1000).toFixed(1)} s`] : []),
-    ...(roles.has('sink') ? [`rows stored: ${summary.rows}`, `results in ${join(config.dataDir, 'clickhouse')}`] : []),
+    ...(roles.has('sink') ? [`rows stored: ${summary.rows}`, `results in ${resultsLocation(config)}`] : []),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
 }
@@ -162,16 +168,20 @@ export function buildProgram(): Command {
     .option('--saved <app.query>', 'run a saved query of an app in configs/apps, e.g. traffic.objects_per_class')
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv']).default('table'))
     .addOption(dataDirOption())
-    .action(async (text: string | undefined, opts: { saved?: string; format: OutputFormat; dataDir: string }) => {
+    .option('--url <url>', 'query a ClickHouse server instead of the embedded results, e.g. http://127.0.0.1:8123')
+    .option('--database <name>', 'the database on the server', 'default')
+    .action(async (text: string | undefined, opts: { saved?: string; format: OutputFormat; dataDir: string; url?: string; database: string }) => {
       const sql = opts.saved ? savedQuery(opts.saved) : text;
       if (!sql || (opts.saved && text)) {
         throw new PanoptesError(ErrorCode.QueryFailed, 'give either a SQL statement or --saved <app.query>');
       }
       const path = join(resolve(opts.dataDir), 'clickhouse');
-      if (!existsSync(path)) {
+      if (!opts.url && !existsSync(path)) {
         throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);
       }
-      const sink = createChdbSink({ path, readOnly: true, logger: logger() });
+      const sink = opts.url
+        ? createClickHouseSink({ url: opts.url, database: opts.database, readOnly: true, logger: logger() })
+        : createChdbSink({ path, readOnly: true, logger: logger() });
       try {
         process.stdout.write(`${formatTable(await sink.query(sql), opts.format)}\n`);
       } finally {

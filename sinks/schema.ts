@@ -34,18 +34,48 @@ export function quoteIdentifier(name: string): string {
   return `\`${name}\``;
 }
 
-export function createTableSql(table: TableSpec): string {
+/**
+ * What the ClickHouse at hand accepts. chDB and current servers have DateTime64 (since 20.1);
+ * Debian's clickhouse-server 18.16 has only DateTime, to the second, and fills columns a
+ * JSONEachRow insert leaves out with zeros instead of their defaults.
+ */
+export interface SqlDialect {
+  dateTime64: boolean;
+}
+export const CURRENT_DIALECT: SqlDialect = { dateTime64: true };
+
+/** The dialect of a server by its `version()`, e.g. "18.16.1" or "24.8.4.13". */
+export function dialectOf(version: string): SqlDialect {
+  const major = Number(version.split('.')[0]);
+  return { dateTime64: !(major < 20) };
+}
+
+const columnType = (type: ColumnType, dialect: SqlDialect): string => (type === 'DateTime64(3)' && !dialect.dateTime64 ? 'DateTime' : type);
+
+export function createTableSql(table: TableSpec, dialect: SqlDialect = CURRENT_DIALECT): string {
   const columns = [...IDENTITY_COLUMNS, ...table.columns]
-    .map((c) => `${quoteIdentifier(c.name)} ${c.type}`)
-    .concat('`inserted_at` DateTime64(3) DEFAULT now64(3)');
+    .map((c) => `${quoteIdentifier(c.name)} ${columnType(c.type, dialect)}`)
+    .concat(dialect.dateTime64 ? '`inserted_at` DateTime64(3) DEFAULT now64(3)' : '`inserted_at` DateTime DEFAULT now()');
   const orderBy = [...table.orderBy, 'row_id'].map(quoteIdentifier).join(', ');
   return `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(table.name)} (\n  ${columns.join(',\n  ')}\n) ENGINE = ReplacingMergeTree(inserted_at) ORDER BY (${orderBy})`;
 }
 
-/** One JSON object per row, in JSONEachRow form, with fields checked against the table. */
+/** Rows as JSONEachRow objects. Times are ms since epoch; a DateTime column takes seconds. */
+export function toInsertRows(table: TableSpec, rows: readonly ResultRow[], dialect: SqlDialect = CURRENT_DIALECT): Record<string, unknown>[] {
+  if (dialect.dateTime64) return rows.map((row) => ({ row_id: row.rowId, app: row.app, source: row.source, ...row.fields }));
+  const times = table.columns.filter((c) => c.type === 'DateTime64(3)').map((c) => c.name);
+  const insertedAt = Math.floor(Date.now() / 1000);
+  return rows.map((row) => {
+    const fields: Record<string, unknown> = { ...row.fields };
+    for (const name of times) if (typeof fields[name] === 'number') fields[name] = Math.floor(fields[name] / 1000);
+    return { row_id: row.rowId, app: row.app, source: row.source, ...fields, inserted_at: insertedAt };
+  });
+}
+
+/** One JSON object per row, in JSONEachRow form. */
 export function toJsonEachRow(table: TableSpec, rows: readonly ResultRow[]): string {
-  return rows
-    .map((row) => JSON.stringify({ row_id: row.rowId, app: row.app, source: row.source, ...row.fields }))
+  return toInsertRows(table, rows)
+    .map((row) => JSON.stringify(row))
     .join('\n');
 }
 

@@ -115,6 +115,11 @@ export const sourceSchema = z
   });
 export type SourceConfig = z.infer<typeof sourceSchema>;
 
+/** Rows per insert round (summed over tables). */
+const batchRowsSchema = z.number().int().positive().default(5000);
+/** Longest a row waits before its batch is inserted, ms. */
+const flushMsSchema = z.number().int().positive().default(1000);
+
 /** Partitions per topic; a source's frames stay in order on one partition. */
 const partitionsSchema = z.number().int().positive().max(1024).default(4);
 
@@ -150,13 +155,25 @@ export const deploymentSchema = z.strictObject({
     ], { error: 'kind: memory (the default) or kind: kafka, with their settings' })
     .default({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 }),
   sink: z
-    .strictObject({
-      kind: z.literal('chdb').default('chdb'),
-      /** Rows per insert round (summed over tables). */
-      batchRows: z.number().int().positive().default(5000),
-      /** Longest a row waits before its batch is inserted, ms. */
-      flushMs: z.number().int().positive().default(1000),
-    })
+    .union([
+      z.strictObject({
+        /** Embedded ClickHouse under <dataDir>/clickhouse. */
+        kind: z.literal('chdb').default('chdb'),
+        batchRows: batchRowsSchema,
+        flushMs: flushMsSchema,
+      }),
+      z.strictObject({
+        /** A ClickHouse server; PANOPTES_CLICKHOUSE_URL overrides `url`. */
+        kind: z.literal('clickhouse'),
+        url: z.url().default('http://127.0.0.1:8123'),
+        /** Created when missing. */
+        database: z.string().regex(/^[a-zA-Z_][a-zA-Z0-9_]*$/, 'a database name: letters, digits, _').default('default'),
+        username: z.string().optional(),
+        password: z.string().optional(),
+        batchRows: batchRowsSchema,
+        flushMs: flushMsSchema,
+      }),
+    ], { error: 'kind: chdb (the default) or kind: clickhouse, with their settings' })
     .default({ kind: 'chdb', batchRows: 5000, flushMs: 1000 }),
   backend: z
     .strictObject({

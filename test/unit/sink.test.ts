@@ -23,17 +23,6 @@ import { waitFor } from '../conformance/wait-for.js';
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-sink-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** Runs `fn`, expecting a PanoptesError, and returns it. */
-async function rejected(fn: () => Promise<unknown>): Promise<PanoptesError> {
-  try {
-    await fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(PanoptesError);
-    return err as PanoptesError;
-  }
-  throw new Error('expected an error, none was thrown');
-}
-
 const detection = (seq: number, i: number, source = 'cam-1'): ResultRow => ({
   app: 'traffic',
   table: 'detections',
@@ -104,66 +93,6 @@ describe('rowProblem', () => {
   it('refuses NaN and infinities', () => {
     expect(rowProblem(DETECTIONS, row({ score: Number.NaN }))).toContain('score');
     expect(rowProblem(DETECTIONS, row({ x1: Number.POSITIVE_INFINITY }))).toContain('x1');
-  });
-});
-
-describe('chDB sink', () => {
-  const path = join(scratch, 'direct');
-  let sink: ResultSink | undefined;
-  const open = (readOnly = false): ResultSink => (sink = createChdbSink({ path, readOnly, logger: silentLogger() }));
-  const writer = (): ResultSink => sink ?? open();
-
-  afterAll(async () => {
-    await sink?.close();
-    sink = undefined;
-  });
-
-  it('creates tables, and creating them again is fine', async () => {
-    await writer().ensureTables([DETECTIONS, FRAMES]);
-    await writer().ensureTables([DETECTIONS, FRAMES]);
-    const tables = await writer().query("SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name");
-    expect(tables.rows.map((r) => r.name)).toEqual(['detections', 'drops', 'frames']);
-  });
-
-  it('stores rows and reads them back', async () => {
-    const rows = [detection(1, 0), detection(1, 1), detection(2, 0, 'cam-2')];
-    await writer().insert(DETECTIONS, rows);
-    await writer().insert(DETECTIONS, []);
-    const result = await writer().query(
-      'SELECT row_id, app, source, frame_seq, toUnixTimestamp64Milli(frame_time) AS ms, class, score, x2 FROM detections FINAL ORDER BY row_id',
-    );
-    expect(result.columns.map((c) => c.name)).toEqual(['row_id', 'app', 'source', 'frame_seq', 'ms', 'class', 'score', 'x2']);
-    expect(result.rows).toHaveLength(3);
-    expect(result.rows[0]).toMatchObject({ row_id: 'traffic/cam-1/1/detect/0', app: 'traffic', source: 'cam-1', frame_seq: 1, ms: 1_700_000_000_500, class: 'car', x2: 30.5 });
-    expect(result.rows[0]?.score).toBeCloseTo(0.5, 5);
-    expect(result.rows[2]).toMatchObject({ row_id: 'traffic/cam-2/2/detect/0', source: 'cam-2', frame_seq: 2 });
-  });
-
-  it('keeps one copy of a row inserted twice (FINAL)', async () => {
-    const rows = [detection(10, 0), detection(10, 1)];
-    await writer().insert(DETECTIONS, rows);
-    await writer().insert(DETECTIONS, rows);
-    const final = await writer().query("SELECT count() AS n FROM detections FINAL WHERE frame_seq = 10");
-    expect(final.rows[0]?.n).toBe(2);
-  });
-
-  it('answers an empty-result query with no rows and a bad query with PANOPTES_QUERY_FAILED', async () => {
-    const empty = await writer().query("SELECT row_id FROM detections WHERE row_id = 'nothing'");
-    expect(empty.rows).toEqual([]);
-    expect((await rejected(() => writer().query('SELECT * FROM no_such_table'))).code).toBe(ErrorCode.QueryFailed);
-  });
-
-  it('opened read-only, refuses writes and setting changes but answers SELECTs', async () => {
-    await writer().close();
-    sink = undefined;
-    const reader = open(true);
-    for (const sql of ["INSERT INTO detections (row_id) VALUES ('x')", 'DROP TABLE detections', 'SELECT 1 SETTINGS readonly=0', 'TRUNCATE TABLE drops']) {
-      expect((await rejected(() => reader.query(sql))).code, sql).toBe(ErrorCode.QueryReadOnly);
-    }
-    const count = await reader.query('SELECT count() AS n FROM detections FINAL');
-    expect(count.rows[0]?.n).toBe(5);
-    expect((await rejected(() => reader.insert(DETECTIONS, [detection(99, 0)]))).code).toBe(ErrorCode.SinkInsert);
-    expect((await reader.query('SELECT count() AS n FROM detections FINAL')).rows[0]?.n).toBe(5);
   });
 });
 

@@ -5,11 +5,14 @@ import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { accessSync, closeSync, constants, existsSync, openSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { connect, createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, delimiter, dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { canConnect, freePort, lastLines, processAlive, sleep, stopProcess } from '../processes.js';
+
+// Generic process helpers (tools/processes.ts) that this module's users import from here.
+export { canConnect, processAlive };
 
 const KAFKA_VERSION = '3.9.1';
 const root = projectRoot();
@@ -157,34 +160,8 @@ export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promis
 }
 
 /** Ends a broker by pid (one started by another process too): SIGTERM, SIGKILL after `graceMs`. */
-export async function stopKafkaProcess(pid: number, graceMs = 15_000): Promise<void> {
-  if (graceMs > 0 && signal(pid, 'SIGTERM') && (await exited(pid, graceMs))) return;
-  if (signal(pid, 'SIGKILL')) await exited(pid, 10_000);
-}
-
-/** Whether the process is alive (a zombie, dead but not yet reaped, is not). */
-export function processAlive(pid: number): boolean {
-  if (!signal(pid, 0)) return false;
-  try {
-    // Linux: the state letter follows the command name in parentheses.
-    return !/\)\s+Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return true; // no /proc (macOS): signal 0 is the best answer there
-  }
-}
-
-/** Whether a TCP connection to 127.0.0.1:port succeeds. */
-export function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: '127.0.0.1', port });
-    const done = (ok: boolean): void => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(2_000, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
+export function stopKafkaProcess(pid: number, graceMs = 15_000): Promise<void> {
+  return stopProcess(pid, graceMs);
 }
 
 const MARKER = '.complete';
@@ -266,47 +243,10 @@ function newClusterId(): string {
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function signal(pid: number, sig: NodeJS.Signals | 0): boolean {
-  try {
-    process.kill(pid, sig);
-    return true;
-  } catch {
-    return false; // gone already
-  }
-}
-
-async function exited(pid: number, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (processAlive(pid)) {
-    if (Date.now() > deadline) return false;
-    await sleep(100);
-  }
-  return true;
-}
-
 /** The broker's first error (its cause; a failed start ends in shutdown noise) and last lines. */
 function logExcerpt(log: string): string {
   const lines = log.trimEnd().split('\n');
   const error = lines.findIndex((line) => /^\[[^\]]+\] (ERROR|FATAL) /.test(line));
   const cause = error < 0 ? '' : `${lines.slice(error, error + 3).join('\n')}\n...\n`;
   return cause + lines.slice(-25).join('\n');
-}
-
-function lastLines(text: string, n: number): string {
-  return text.trimEnd().split('\n').slice(-n).join('\n');
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

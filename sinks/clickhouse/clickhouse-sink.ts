@@ -1,0 +1,122 @@
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
+import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
+import { createTableSql, dialectOf, DROPS_TABLE, quoteIdentifier, toInsertRows, type SqlDialect } from '../schema.js';
+import type { QueryResult, ResultSink } from '../types.js';
+
+export interface ClickHouseSinkOptions {
+  /** The server's HTTP interface, e.g. http://127.0.0.1:8123. */
+  url: string;
+  database?: string;
+  username?: string;
+  password?: string;
+  /** Every request runs with `readonly=1`: the server itself refuses writes, settings and table functions. */
+  readOnly?: boolean;
+  /** @defaultValue 30000 */
+  requestTimeoutMs?: number;
+  logger: Logger;
+}
+
+/** ClickHouse error codes that mean "not allowed in read-only mode". */
+const READONLY = /Code: 164\b|readonly mode/i;
+
+/**
+ * A ClickHouse server through its HTTP interface (@clickhouse/client). The SQL dialect follows
+ * the server's version (see `SqlDialect`), found on first use.
+ */
+export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink {
+  const logger = options.logger.child({ module: 'sinks.clickhouse' });
+  const client: ClickHouseClient = createClient({
+    url: options.url,
+    ...(options.database ? { database: options.database } : {}),
+    ...(options.username ? { username: options.username } : {}),
+    ...(options.password ? { password: options.password } : {}),
+    request_timeout: options.requestTimeoutMs ?? 30_000,
+    // Every failure is thrown to the caller, who logs what it means; the client would log it twice.
+    log: { level: ClickHouseLogLevel.OFF },
+    // Set first in every request's URL, before any other setting, so nothing can lift it.
+    clickhouse_settings: options.readOnly ? { readonly: '1' } : {},
+  });
+  let dialect: Promise<SqlDialect> | undefined;
+
+  /** The server is not reachable, or answered with an error. */
+  const unavailable = (err: unknown): boolean => /ECONNREFUSED|ECONNRESET|socket hang up|Timeout/i.test(describeError(err));
+
+  function serverDialect(): Promise<SqlDialect> {
+    dialect ??= (async () => {
+      const result = await client.query({ query: 'SELECT version() AS version', format: 'JSONEachRow' });
+      const [row] = await result.json<{ version: string }>();
+      return dialectOf(row?.version ?? '');
+    })().catch((err: unknown) => {
+      dialect = undefined;
+      throw new PanoptesError(ErrorCode.SinkUnavailable, `cannot reach ClickHouse at ${options.url}: ${describeError(err)}`, {
+        cause: err,
+        retriable: true,
+        details: { url: options.url },
+      });
+    });
+    return dialect;
+  }
+
+  return {
+    kind: 'server',
+
+    async ensureTables(tables: readonly TableSpec[]) {
+      if (options.database && options.database !== 'default') await createDatabase(options);
+      const sql = await serverDialect();
+      for (const table of [DROPS_TABLE, ...tables]) await client.command({ query: createTableSql(table, sql) });
+    },
+
+    async insert(table: TableSpec, rows: readonly ResultRow[]) {
+      if (rows.length === 0) return;
+      try {
+        await client.insert({ table: table.name, values: toInsertRows(table, rows, await serverDialect()), format: 'JSONEachRow' });
+      } catch (err) {
+        logger.warn({ err, table: table.name, rows: rows.length }, 'insert failed');
+        throw new PanoptesError(ErrorCode.SinkInsert, `insert of ${rows.length} rows into ${table.name} failed: ${describeError(err)}`, {
+          cause: err,
+          retriable: !options.readOnly || unavailable(err),
+          details: { table: table.name },
+        });
+      }
+    },
+
+    async query(sql: string): Promise<QueryResult> {
+      try {
+        const result = await client.query({ query: sql, format: 'JSON', clickhouse_settings: { output_format_json_quote_64bit_integers: 0 } });
+        const parsed = await result.json<Record<string, unknown>>();
+        return { columns: parsed.meta ?? [], rows: parsed.data };
+      } catch (err) {
+        const readOnly = READONLY.test(describeError(err));
+        throw new PanoptesError(
+          readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
+          readOnly ? `queries are read-only: ${describeError(err)}` : `query failed: ${describeError(err)}`,
+          { cause: err },
+        );
+      }
+    },
+
+    async close() {
+      await client.close();
+    },
+  };
+}
+
+/** Requests name their database, so it is created through a client that names none. */
+async function createDatabase(options: ClickHouseSinkOptions): Promise<void> {
+  const admin = createClient({
+    url: options.url,
+    ...(options.username ? { username: options.username } : {}),
+    ...(options.password ? { password: options.password } : {}),
+  });
+  try {
+    await admin.command({ query: `CREATE DATABASE IF NOT EXISTS ${quoteIdentifier(options.database ?? 'default')}` });
+  } catch (err) {
+    throw new PanoptesError(ErrorCode.SinkUnavailable, `cannot create database ${options.database} on ${options.url}: ${describeError(err)}`, {
+      cause: err,
+      retriable: true,
+      details: { url: options.url },
+    });
+  } finally {
+    await admin.close();
+  }
+}

@@ -1,0 +1,1 @@
+export { createClickHouseSink, type ClickHouseSinkOptions } from './clickhouse-sink.js';

@@ -1,0 +1,26 @@
+/** The ResultSink suite against a real ClickHouse server (the one test/clickhouse-setup.ts started). */
+import { randomUUID } from 'node:crypto';
+import { describe } from 'vitest';
+import { silentLogger } from '../../core/index.js';
+import { createClickHouseSink } from '../../sinks/index.js';
+import { clickhouseSkipReason, clickhouseUrl } from '../clickhouse.js';
+import { describeSinkConformance } from './sink.suite.js';
+
+const database = `panoptes_test_${randomUUID().slice(0, 8)}`;
+
+/** Statements outside the port (a database of the suite's own) go straight to the HTTP interface. */
+async function admin(url: string, sql: string): Promise<void> {
+  const response = await fetch(url, { method: 'POST', body: sql });
+  if (!response.ok) throw new Error(`${sql}: ${await response.text()}`);
+}
+
+describe.skipIf(clickhouseSkipReason() !== undefined)('ClickHouse server', () => {
+  const url = clickhouseUrl() ?? '';
+  describeSinkConformance('ClickHouse server', {
+    open: async (readOnly) => {
+      await admin(url, `CREATE DATABASE IF NOT EXISTS ${database}`);
+      return createClickHouseSink({ url, database, readOnly, logger: silentLogger() });
+    },
+    cleanup: () => admin(url, `DROP DATABASE IF EXISTS ${database}`),
+  });
+});

@@ -1,0 +1,6 @@
+export {
+  clickhouseUnavailableReason,
+  startClickHouseServer,
+  type ClickHouseServer,
+  type ClickHouseServerOptions,
+} from './server.js';
