@@ -13,7 +13,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     spec,
     tables: APP_TABLES,
     rowsFor({ node, frame, output, inputId, root }: NodeResult): ResultRow[] {
-      const common = { frame_seq: frame.seq, frame_time: Math.round(frame.captureTimeMs), node: node.id };
+      const common = { frame_seq: frame.seq, frame_time: Math.round(frame.mediaTimeMs ?? frame.captureTimeMs), node: node.id };
       const row = (table: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
         app: spec.name,
         table,

@@ -34,6 +34,8 @@ export interface FrameRef {
   source: string;
   seq: number;
   captureTimeMs: number;
+  /** When the scene was recorded, where that is not the capture time (replayed files). */
+  mediaTimeMs?: number;
   width: number;
   height: number;
 }

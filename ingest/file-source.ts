@@ -55,6 +55,11 @@ export interface FileSourceOptions {
    */
   replayStartMs?: number;
   /**
+   * When the footage was recorded (pts 0), ms since epoch: frames carry it + pts as
+   * `mediaTimeMs`. @defaultValue none: the capture time stands for it
+   */
+  mediaStartMs?: number;
+  /**
    * JPEG quality as ffmpeg's `-q:v` for mjpeg: 2 (best) to 31 (smallest).
    * @defaultValue 5
    */
@@ -179,6 +184,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
             source: id,
             seq: framesEmitted,
             captureTimeMs: replayStartMs + ptsMs,
+            ...(options.mediaStartMs !== undefined ? { mediaTimeMs: options.mediaStartMs + ptsMs } : {}),
             ptsMs,
             width: size.width,
             height: size.height,

@@ -1,7 +1,9 @@
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   describeError,
   frameContract,
+  isUrl,
   Topics,
   type Bus,
   type Logger,
@@ -64,9 +66,11 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
         ? await ensureSyntheticClip(config.id, config.synthetic, join(options.dataDir, 'footage'), sourceLogger)
         : config.path!;
       if (options.signal?.aborted) return { id: config.id, frames: 0 };
+      const mediaStartMs = recordedAt(config, path);
       const source = createFileSource({
         id: config.id,
         path,
+        ...(mediaStartMs !== undefined ? { mediaStartMs } : {}),
         speed: config.speed,
         loop: config.loop,
         logger: sourceLogger,
@@ -94,4 +98,15 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
     options.signal?.removeEventListener('abort', stopAll);
     await producer.close();
   }
+}
+
+/**
+ * When a file's footage starts, so that replaying it stamps the same `frame_time` every time:
+ * the source's `startTime`, else the file's modification time. Undefined for URLs, whose frames
+ * are stamped as they arrive.
+ */
+function recordedAt(config: SourceConfig, path: string): number | undefined {
+  if (config.startTime) return Date.parse(config.startTime);
+  if (isUrl(path)) return undefined;
+  return Math.floor(statSync(path).mtimeMs);
 }

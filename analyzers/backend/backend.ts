@@ -168,6 +168,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           source: frame.source,
           frameSeq: frame.seq,
           captureTimeMs: frame.captureTimeMs,
+          ...(frame.mediaTimeMs !== undefined ? { mediaTimeMs: frame.mediaTimeMs } : {}),
           deadlineMs: work.deadlineMs,
           budgetMs: Math.max(0, work.deadlineMs - Date.now()),
           region,
@@ -240,6 +241,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       source: task.source,
       seq: task.frameSeq,
       captureTimeMs: task.captureTimeMs,
+      ...(task.mediaTimeMs !== undefined ? { mediaTimeMs: task.mediaTimeMs } : {}),
       width: task.frameWidth ?? image.width,
       height: task.frameHeight ?? image.height,
     };

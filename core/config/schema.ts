@@ -107,6 +107,11 @@ export const sourceSchema = z
     /** Replay speed: 1 is real time, N is N times faster, `max` is as fast as it decodes. */
     speed: z.union([z.number().positive(), z.literal('max')]).default('max'),
     loop: z.boolean().default(false),
+    /**
+     * When a file's footage was recorded (ISO 8601, e.g. 2026-05-01T08:00:00Z): rows' frame_time
+     * is this + the frame's time in the file. Default: the file's modification time.
+     */
+    startTime: z.iso.datetime({ offset: true }).optional(),
     /** Skip this source with a warning when its file is missing, instead of failing. */
     optional: z.boolean().default(false),
   })

@@ -17,8 +17,14 @@ const frameHeader = z.object({
   source: z.string().min(1),
   /** Index of the sampled frame within its source, from 0. */
   seq: count,
-  /** When the frame was captured, ms since epoch: wall clock for live, replay start + pts for files. */
+  /** When the frame entered the pipeline, ms since epoch: deadlines count from it. */
   captureTimeMs: ms,
+  /**
+   * When the scene was recorded, ms since epoch, for rows' `frame_time`: for a replayed file its
+   * start time (the source's `startTime`, else the file's modification time) + pts, the same on
+   * every replay; absent where that is the capture time (live sources).
+   */
+  mediaTimeMs: ms.optional(),
   /** Presentation time within the stream, ms. */
   ptsMs: ms,
   width: count,
@@ -43,6 +49,8 @@ const taskHeader = z.object({
   source: z.string().min(1),
   frameSeq: count,
   captureTimeMs: ms,
+  /** The frame's `mediaTimeMs`. */
+  mediaTimeMs: ms.optional(),
   /** Capture time + the app's end-to-end SLO. */
   deadlineMs: ms,
   /** What the query analysis gave the stages still ahead, ms. */

@@ -1,0 +1,58 @@
+/**
+ * The sink rides out a ClickHouse server that is down for 30 s in the middle of a run: inserts
+ * fail, the rows wait on the bus uncommitted and are retried with backoff, and once the server
+ * is back every frame's rows are stored, none lost, none doubled.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runDeployment } from '../../cli/deployment.js';
+import { compileDeployment, deploymentSchema, projectRoot, silentLogger } from '../../core/index.js';
+import { clickhouseUnavailableReason, startClickHouseServer, type ClickHouseServer } from '../../tools/clickhouse/index.js';
+
+const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
+const skipReason = clickhouseUnavailableReason() ?? (existsSync(clip) ? undefined : `${clip} is missing`);
+
+async function count(url: string, sql: string): Promise<number> {
+  const response = await fetch(url, { method: 'POST', body: sql });
+  return Number((await response.text()).trim());
+}
+
+describe.skipIf(skipReason !== undefined)('a ClickHouse server down for 30 s mid-run', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'panoptes-outage-'));
+  const servers: ClickHouseServer[] = [];
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => s.stop()));
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('loses no row', async () => {
+    const server = await startClickHouseServer({ dataDir: join(scratch, 'server') });
+    servers.push(server);
+    const deployment = deploymentSchema.parse({
+      apps: ['apps/traffic.yaml'],
+      // 30 s of footage at real time, so frames keep coming while the server is down.
+      sources: [{ id: 'road', path: clip, apps: ['traffic'], fps: 2, speed: 1 }],
+      sink: { kind: 'clickhouse', url: server.url, flushMs: 200 },
+    });
+    const config = compileDeployment(deployment, join(projectRoot(), 'configs/test.yaml'), { dataDir: join(scratch, 'data') });
+    const run = runDeployment(config, { logger: silentLogger() });
+
+    // Down once the first rows are in, for 30 s, then back on the same data and ports.
+    const started = Date.now();
+    while ((await count(server.url, 'SELECT count() FROM frames').catch(() => 0)) === 0) {
+      if (Date.now() - started > 60_000) throw new Error('no rows stored within 60 s');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    await server.stop();
+    await new Promise((resolve) => setTimeout(resolve, 30_000));
+    servers.push(await startClickHouseServer({ dataDir: server.dataDir, httpPort: server.httpPort, tcpPort: server.tcpPort }));
+
+    const summary = await run;
+    const published = summary.sources[0]?.frames ?? 0;
+    expect(published).toBeGreaterThanOrEqual(60);
+    expect(await count(server.url, "SELECT count() FROM frames FINAL WHERE source = 'road'")).toBe(published);
+    expect(await count(server.url, 'SELECT count() FROM drops FINAL')).toBe(0);
+  }, 180_000);
+});
