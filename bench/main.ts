@@ -2,6 +2,7 @@
 // side in the same run (the machines are shared, so only ratios within one run compare).
 //   npm run bench -- pipeline
 //   npm run bench -- bus
+//   npm run bench -- sink
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 import { busBench } from './bus.js';
+import { sinkBench } from './sink.js';
 
 const logger = createLogger({ level: 'warn' });
 const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
@@ -65,7 +67,7 @@ async function pipeline(): Promise<void> {
 
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
-const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench };
+const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {

@@ -20,9 +20,10 @@ import {
   type ConfigKind,
   type Logger,
 } from '../core/index.js';
-import { createChdbSink, createClickHouseSink } from '../sinks/index.js';
+import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
 import { parseRoles, runDeployment, type Role, type RunSummary } from './deployment.js';
 import { formatTable, type OutputFormat } from './output.js';
+import { startQueryServer } from './query-server.js';
 import { createProgress } from './progress.js';
 
 const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections FINAL GROUP BY class ORDER BY n DESC';
@@ -71,6 +72,25 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
   if (failed.length === summary.sources.length && failed.length > 0) {
     throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);
   }
+}
+
+interface ResultsOptions {
+  dataDir: string;
+  url?: string;
+  database: string;
+  maxRows: number;
+  timeout: number;
+}
+
+/** The results a query reads, read-only: a ClickHouse server's, or the embedded ones. */
+function openResults(opts: ResultsOptions, log: Logger): ResultSink {
+  const limits = { maxResultRows: opts.maxRows, maxExecutionS: opts.timeout };
+  if (opts.url) return createClickHouseSink({ url: opts.url, database: opts.database, readOnly: true, limits, logger: log });
+  const path = join(resolve(opts.dataDir), 'clickhouse');
+  if (!existsSync(path)) {
+    throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);
+  }
+  return createChdbSink({ path, readOnly: true, limits, logger: log });
 }
 
 /** The SQL of `<app>.<query>` from the app's file in configs/apps. */
@@ -170,23 +190,41 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .option('--url <url>', 'query a ClickHouse server instead of the embedded results, e.g. http://127.0.0.1:8123')
     .option('--database <name>', 'the database on the server', 'default')
-    .action(async (text: string | undefined, opts: { saved?: string; format: OutputFormat; dataDir: string; url?: string; database: string }) => {
+    .option('--max-rows <n>', 'refuse a result longer than this', parsePositive, 100_000)
+    .option('--timeout <s>', 'stop a query running longer than this, seconds', parsePositive, 30)
+    .action(async (text: string | undefined, opts: ResultsOptions & { saved?: string; format: OutputFormat }) => {
       const sql = opts.saved ? savedQuery(opts.saved) : text;
       if (!sql || (opts.saved && text)) {
         throw new PanoptesError(ErrorCode.QueryFailed, 'give either a SQL statement or --saved <app.query>');
       }
-      const path = join(resolve(opts.dataDir), 'clickhouse');
-      if (!opts.url && !existsSync(path)) {
-        throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);
-      }
-      const sink = opts.url
-        ? createClickHouseSink({ url: opts.url, database: opts.database, readOnly: true, logger: logger() })
-        : createChdbSink({ path, readOnly: true, logger: logger() });
+      const sink = openResults(opts, logger());
       try {
         process.stdout.write(`${formatTable(await sink.query(sql), opts.format)}\n`);
       } finally {
         await sink.close();
       }
+    });
+
+  program
+    .command('serve')
+    .description('answer read-only SQL over HTTP: GET /query?sql=...&format=json|csv|table, or ?saved=<app>.<query>')
+    .addOption(dataDirOption())
+    .option('--url <url>', 'serve a ClickHouse server\'s results instead of the embedded ones')
+    .option('--database <name>', 'the database on the server', 'default')
+    .option('--port <port>', 'HTTP port on 127.0.0.1', parsePositive, 8080)
+    .option('--host <address>', 'address to listen on', '127.0.0.1')
+    .option('--max-rows <n>', 'refuse a result longer than this', parsePositive, 100_000)
+    .option('--timeout <s>', 'stop a query running longer than this, seconds', parsePositive, 30)
+    .action(async (opts: ResultsOptions & { port: number; host: string }) => {
+      const sink = openResults(opts, logger());
+      const server = await startQueryServer({ sink, savedQuery, port: opts.port, host: opts.host, logger: logger() });
+      process.stderr.write(`answering queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      await server.close();
+      await sink.close();
     });
 
   const models = program.command('models').description('the model zoo');

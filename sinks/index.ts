@@ -1,4 +1,5 @@
 export type * from './types.js';
+export { limitSettings } from './types.js';
 export { createChdbSink, type ChdbSinkOptions } from './chdb/index.js';
 export { createClickHouseSink, type ClickHouseSinkOptions } from './clickhouse/index.js';
 export { createSinkWorker, type SinkWorkerOptions, type SinkStatus } from './sink-worker.js';

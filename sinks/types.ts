@@ -17,6 +17,23 @@ export interface ResultSink {
   close(): Promise<void>;
 }
 
+/** What a read-only sink lets one query use; beyond it the query fails and says which limit. */
+export interface QueryLimits {
+  /** @defaultValue 100000 */
+  maxResultRows?: number;
+  /** @defaultValue 30 */
+  maxExecutionS?: number;
+}
+
+/** The settings that enforce the limits, in ClickHouse's names. */
+export function limitSettings(limits: QueryLimits = {}): Record<string, string> {
+  return {
+    max_result_rows: String(limits.maxResultRows ?? 100_000),
+    result_overflow_mode: 'throw',
+    max_execution_time: String(limits.maxExecutionS ?? 30),
+  };
+}
+
 export interface QueryResult {
   columns: { name: string; type: string }[];
   rows: Record<string, unknown>[];

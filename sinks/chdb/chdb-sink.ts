@@ -2,13 +2,15 @@ import { mkdirSync } from 'node:fs';
 import { Session } from 'chdb';
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { createTableSql, DROPS_TABLE, toJsonEachRow } from '../schema.js';
-import type { QueryResult, ResultSink } from '../types.js';
+import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ChdbSinkOptions {
   /** Folder for the database files. */
   path: string;
   /** Open for reading only: the engine itself refuses writes and setting changes. */
   readOnly?: boolean;
+  /** Limits of each query on a read-only sink. */
+  limits?: QueryLimits;
   logger: Logger;
 }
 
@@ -16,7 +18,8 @@ export interface ChdbSinkOptions {
 export function createChdbSink(options: ChdbSinkOptions): ResultSink {
   mkdirSync(options.path, { recursive: true });
   const args = ['--output_format_json_quote_64bit_integers=0'];
-  if (options.readOnly) args.push('--readonly=1');
+  // The limits go first: once readonly=1 is set, no setting can change.
+  if (options.readOnly) args.push(...Object.entries(limitSettings(options.limits)).map(([name, value]) => `--${name}=${value}`), '--readonly=1');
   let session: Session;
   try {
     session = new Session(options.path, { connectionArgs: args });
@@ -53,9 +56,12 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
         const result = await session.queryAsync(sql, { format: 'JSON' });
         const text = result.text();
         if (text.trim() === '') return { columns: [], rows: [] };
-        const parsed = JSON.parse(text) as { meta: { name: string; type: string }[]; data: Record<string, unknown>[] };
+        const parsed = parseOne(text);
         return { columns: parsed.meta, rows: parsed.data };
       } catch (err) {
+        // chDB runs `a; b` as two statements, and output of a statement before a failing one is
+        // left in the session and handed to the next query: drain it so the next answer is its own.
+        await session.queryAsync('SELECT 1', { format: 'JSON' }).catch(() => undefined);
         const readOnly = /READONLY|readonly mode/i.test(describeError(err));
         throw new PanoptesError(
           readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
@@ -68,4 +74,13 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
       session.close();
     },
   };
+}
+
+/** One JSON result; several concatenated ones mean the text held several statements. */
+function parseOne(text: string): { meta: { name: string; type: string }[]; data: Record<string, unknown>[] } {
+  try {
+    return JSON.parse(text) as { meta: { name: string; type: string }[]; data: Record<string, unknown>[] };
+  } catch {
+    throw new Error('one statement at a time: the answer held more than one result');
+  }
 }

@@ -1,7 +1,7 @@
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { createTableSql, dialectOf, DROPS_TABLE, quoteIdentifier, toInsertRows, type SqlDialect } from '../schema.js';
-import type { QueryResult, ResultSink } from '../types.js';
+import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ClickHouseSinkOptions {
   /** The server's HTTP interface, e.g. http://127.0.0.1:8123. */
@@ -11,6 +11,8 @@ export interface ClickHouseSinkOptions {
   password?: string;
   /** Every request runs with `readonly=1`: the server itself refuses writes, settings and table functions. */
   readOnly?: boolean;
+  /** Limits of each query on a read-only sink. */
+  limits?: QueryLimits;
   /** @defaultValue 30000 */
   requestTimeoutMs?: number;
   logger: Logger;
@@ -33,8 +35,8 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
     request_timeout: options.requestTimeoutMs ?? 30_000,
     // Every failure is thrown to the caller, who logs what it means; the client would log it twice.
     log: { level: ClickHouseLogLevel.OFF },
-    // Set first in every request's URL, before any other setting, so nothing can lift it.
-    clickhouse_settings: options.readOnly ? { readonly: '1' } : {},
+    // On every request's URL: the query text cannot lift them (SETTINGS and SET are refused).
+    clickhouse_settings: options.readOnly ? { ...limitSettings(options.limits), readonly: '1' } : {},
   });
   let dialect: Promise<SqlDialect> | undefined;
 

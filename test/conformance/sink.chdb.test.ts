@@ -8,6 +8,6 @@ import { describeSinkConformance } from './sink.suite.js';
 const path = mkdtempSync(join(tmpdir(), 'panoptes-sink-chdb-'));
 
 describeSinkConformance('chDB', {
-  open: async (readOnly) => createChdbSink({ path, readOnly, logger: silentLogger() }),
+  open: async (readOnly, limits) => createChdbSink({ path, readOnly, logger: silentLogger(), ...(limits ? { limits } : {}) }),
   cleanup: async () => rmSync(path, { recursive: true, force: true }),
 });

@@ -17,9 +17,9 @@ async function admin(url: string, sql: string): Promise<void> {
 describe.skipIf(clickhouseSkipReason() !== undefined)('ClickHouse server', () => {
   const url = clickhouseUrl() ?? '';
   describeSinkConformance('ClickHouse server', {
-    open: async (readOnly) => {
+    open: async (readOnly, limits) => {
       await admin(url, `CREATE DATABASE IF NOT EXISTS ${database}`);
-      return createClickHouseSink({ url, database, readOnly, logger: silentLogger() });
+      return createClickHouseSink({ url, database, readOnly, logger: silentLogger(), ...(limits ? { limits } : {}) });
     },
     cleanup: () => admin(url, `DROP DATABASE IF EXISTS ${database}`),
   });

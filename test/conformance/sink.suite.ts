@@ -8,11 +8,11 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DETECTIONS, FRAMES } from '../../apps/index.js';
 import { appSpecSchema, ErrorCode, loadConfigFile, PanoptesError, projectRoot, type ResultRow } from '../../core/index.js';
-import type { ResultSink } from '../../sinks/index.js';
+import type { QueryLimits, ResultSink } from '../../sinks/index.js';
 
 export interface SinkFactory {
   /** A sink on the suite's own database; `readOnly` opens one that must refuse writes. */
-  open(readOnly: boolean): Promise<ResultSink>;
+  open(readOnly: boolean, limits?: QueryLimits): Promise<ResultSink>;
   /** Closes whatever `open` left open (chDB allows one session per folder). */
   cleanup?(): Promise<void>;
 }
@@ -43,6 +43,7 @@ const WRITES = [
   'TRUNCATE TABLE drops',
   'SELECT 1 SETTINGS readonly=0',
   '/* SELECT */ DROP TABLE detections',
+  'SELECT 1; DROP TABLE detections',
   '-- a comment\nALTER TABLE detections DELETE WHERE 1',
   "SELECT * FROM url('http://127.0.0.1:9/', CSV, 'a String')",
   "INSERT INTO FUNCTION file('x.csv', 'CSV', 'a String') VALUES ('x')",
@@ -124,6 +125,23 @@ export function describeSinkConformance(name: string, factory: SinkFactory): voi
         expect((await reader.query('SELECT count() AS n FROM detections FINAL')).rows[0]?.n).toBe(5);
         const tables = await reader.query('SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name');
         expect(tables.rows.map((r) => r.name)).toEqual(['detections', 'drops', 'frames']);
+      } finally {
+        await reader.close();
+      }
+    });
+
+    it('stops a read-only query at its row limit and its time limit, saying which', async () => {
+      const reader = await factory.open(true, { maxResultRows: 1000, maxExecutionS: 1 });
+      try {
+        expect((await reader.query('SELECT number FROM system.numbers LIMIT 1000')).rows).toHaveLength(1000);
+        const tooMany = await rejected(() => reader.query('SELECT number FROM system.numbers LIMIT 2000'));
+        expect(tooMany.code).toBe(ErrorCode.QueryFailed);
+        expect(tooMany.message).toMatch(/limit for result exceeded/i);
+        const tooLong = await rejected(() => reader.query('SELECT count() FROM system.numbers'));
+        expect(tooLong.code).toBe(ErrorCode.QueryFailed);
+        expect(tooLong.message).toMatch(/timeout exceeded/i);
+        // The limits are the sink's, not the query's to lift.
+        expect((await rejected(() => reader.query('SELECT number FROM system.numbers LIMIT 2000 SETTINGS max_result_rows = 0'))).code).toBe(ErrorCode.QueryReadOnly);
       } finally {
         await reader.close();
       }

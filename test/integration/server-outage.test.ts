@@ -16,7 +16,9 @@ const skipReason = clickhouseUnavailableReason() ?? (existsSync(clip) ? undefine
 
 async function count(url: string, sql: string): Promise<number> {
   const response = await fetch(url, { method: 'POST', body: sql });
-  return Number((await response.text()).trim());
+  const text = (await response.text()).trim();
+  if (!response.ok || !/^\d+$/.test(text)) throw new Error(`${sql}: ${text}`);
+  return Number(text);
 }
 
 describe.skipIf(skipReason !== undefined)('a ClickHouse server down for 30 s mid-run', () => {
