@@ -22,6 +22,7 @@ export const ErrorCode = {
   AppNotFound: 'PANOPTES_APP_NOT_FOUND',
   AppInvalid: 'PANOPTES_APP_INVALID',
   SinkUnavailable: 'PANOPTES_SINK_UNAVAILABLE',
+  SinkSchemaMismatch: 'PANOPTES_SINK_SCHEMA_MISMATCH',
   SinkInsert: 'PANOPTES_SINK_INSERT',
   QueryReadOnly: 'PANOPTES_QUERY_READ_ONLY',
   QueryFailed: 'PANOPTES_QUERY_FAILED',

@@ -1,4 +1,4 @@
-import type { ColumnSpec, ColumnType, FieldValue, ResultRow, TableSpec } from '../core/index.js';
+import { ErrorCode, PanoptesError, type ColumnSpec, type ColumnType, type FieldValue, type ResultRow, type TableSpec } from '../core/index.js';
 
 /**
  * Table DDL from the apps' TableSpecs. Every table carries the row's identity columns; the
@@ -58,6 +58,33 @@ export function createTableSql(table: TableSpec, dialect: SqlDialect = CURRENT_D
     .concat(dialect.dateTime64 ? '`inserted_at` DateTime64(3) DEFAULT now64(3)' : '`inserted_at` DateTime DEFAULT now()');
   const orderBy = [...table.orderBy, 'row_id'].map(quoteIdentifier).join(', ');
   return `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(table.name)} (\n  ${columns.join(',\n  ')}\n) ENGINE = ReplacingMergeTree(inserted_at) ORDER BY (${orderBy})`;
+}
+
+/** SQL listing a table's columns, for `checkColumns`; both chDB and 18.16 servers answer it. */
+export const columnsSql = (table: TableSpec): string =>
+  `SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = '${table.name.replace(/'/g, '')}'`;
+
+/**
+ * Throws `SinkSchemaMismatch` when a table that already existed lacks a column this build
+ * writes, or has it with another type, naming each and the statement that would fix it. Columns
+ * the table has beyond those are left alone.
+ */
+export function checkColumns(table: TableSpec, actual: readonly { name: unknown; type: unknown }[], dialect: SqlDialect = CURRENT_DIALECT): void {
+  const found = new Map(actual.map((c) => [String(c.name), String(c.type)]));
+  const expected = [...IDENTITY_COLUMNS, ...table.columns].map((c) => ({ name: c.name, type: columnType(c.type, dialect) }));
+  expected.push({ name: 'inserted_at', type: dialect.dateTime64 ? 'DateTime64(3)' : 'DateTime' });
+  const problems = expected.flatMap(({ name, type }) => {
+    const has = found.get(name);
+    if (has === undefined) return [`column ${name} is missing (ALTER TABLE ${table.name} ADD COLUMN ${name} ${type})`];
+    if (has !== type) return [`column ${name} is ${has}, expected ${type} (ALTER TABLE ${table.name} MODIFY COLUMN ${name} ${type})`];
+    return [];
+  });
+  if (problems.length === 0) return;
+  throw new PanoptesError(
+    ErrorCode.SinkSchemaMismatch,
+    `table ${table.name} exists with another schema: ${problems.join('; ')}; or store results in a new database or data directory`,
+    { details: { table: table.name, problems } },
+  );
 }
 
 /** Rows as JSONEachRow objects. Times are ms since epoch; a DateTime column takes seconds. */

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { Session } from 'chdb';
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
-import { createTableSql, DROPS_TABLE, toJsonEachRow } from '../schema.js';
+import { checkColumns, columnsSql, createTableSql, DROPS_TABLE, toJsonEachRow } from '../schema.js';
 import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ChdbSinkOptions {
@@ -36,7 +36,11 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
   return {
     kind: 'chdb',
     async ensureTables(tables) {
-      for (const table of [DROPS_TABLE, ...tables]) await session.queryAsync(createTableSql(table));
+      for (const table of [DROPS_TABLE, ...tables]) {
+        await session.queryAsync(createTableSql(table));
+        const columns = JSON.parse((await session.queryAsync(columnsSql(table), { format: 'JSON' })).text()) as { data: { name: string; type: string }[] };
+        checkColumns(table, columns.data);
+      }
     },
     async insert(table: TableSpec, rows: readonly ResultRow[]) {
       if (rows.length === 0) return;

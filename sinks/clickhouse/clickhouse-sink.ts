@@ -1,6 +1,6 @@
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
-import { createTableSql, dialectOf, DROPS_TABLE, quoteIdentifier, toInsertRows, type SqlDialect } from '../schema.js';
+import { checkColumns, columnsSql, createTableSql, dialectOf, DROPS_TABLE, quoteIdentifier, toInsertRows, type SqlDialect } from '../schema.js';
 import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ClickHouseSinkOptions {
@@ -65,7 +65,11 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
     async ensureTables(tables: readonly TableSpec[]) {
       if (options.database && options.database !== 'default') await createDatabase(options);
       const sql = await serverDialect();
-      for (const table of [DROPS_TABLE, ...tables]) await client.command({ query: createTableSql(table, sql) });
+      for (const table of [DROPS_TABLE, ...tables]) {
+        await client.command({ query: createTableSql(table, sql) });
+        const columns = await (await client.query({ query: columnsSql(table), format: 'JSONEachRow' })).json<{ name: string; type: string }>();
+        checkColumns(table, columns, sql);
+      }
     },
 
     async insert(table: TableSpec, rows: readonly ResultRow[]) {

@@ -146,5 +146,14 @@ export function describeSinkConformance(name: string, factory: SinkFactory): voi
         await reader.close();
       }
     });
+
+    it('reports a table that exists with another schema, naming the column and the fix', async () => {
+      const sink = await open(); // after the read-only tests, which closed the first writer
+      const changed = { ...FRAMES, name: 'frames_v0', columns: FRAMES.columns.filter((c) => c.name !== 'objects') };
+      await sink.ensureTables([changed]);
+      const err = await rejected(() => sink.ensureTables([{ ...FRAMES, name: 'frames_v0' }]));
+      expect(err.code).toBe(ErrorCode.SinkSchemaMismatch);
+      expect(err.message).toContain('column objects is missing (ALTER TABLE frames_v0 ADD COLUMN objects UInt32)');
+    });
   });
 }
