@@ -28,7 +28,8 @@ async function rejected(fn: () => Promise<unknown>): Promise<PanoptesError> {
   throw new Error('expected an error, none was thrown');
 }
 
-const detection = (seq: number, i: number, source = 'cam-1'): ResultRow => ({
+/** A detection row of frame `seq`, the `i`th on it. */
+export const detection = (seq: number, i: number, source = 'cam-1'): ResultRow => ({
   app: 'traffic',
   table: 'detections',
   rowId: `traffic/${source}/${seq}/detect/${i}`,

@@ -18,18 +18,11 @@ import {
 } from '../../core/index.js';
 import { createChdbSink, createSinkWorker, createTableSql, DROPS_TABLE, type ResultSink } from '../../sinks/index.js';
 import { rowProblem } from '../../sinks/schema.js';
+import { detection } from '../conformance/sink.suite.js';
 import { waitFor } from '../conformance/wait-for.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-sink-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-const detection = (seq: number, i: number, source = 'cam-1'): ResultRow => ({
-  app: 'traffic',
-  table: 'detections',
-  rowId: `traffic/${source}/${seq}/detect/${i}`,
-  source,
-  fields: { frame_seq: seq, frame_time: 1_700_000_000_000 + seq * 500, node: 'detect', class: 'car', score: 0.5 + i / 100, x1: 1, y1: 2, x2: 30.5, y2: 40 },
-});
 
 describe('createTableSql', () => {
   it('creates a ReplacingMergeTree keyed by the sort key with row_id last', () => {
