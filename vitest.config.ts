@@ -9,8 +9,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    // One Kafka broker for the run (or PANOPTES_KAFKA_BROKERS); tests reach it through test/kafka.ts.
-    // One ClickHouse server likewise (or PANOPTES_CLICKHOUSE_URL), through test/clickhouse.ts.
-    globalSetup: ['test/kafka-setup.ts', 'test/clickhouse-setup.ts'],
+    // One Kafka broker and one ClickHouse server for the run (or PANOPTES_KAFKA_BROKERS and
+    // PANOPTES_CLICKHOUSE_URL); tests reach them through test/servers.ts.
+    globalSetup: ['test/servers-setup.ts'],
   },
 });

@@ -1,7 +1,76 @@
 // Helpers for the servers that tools start for tests and development (tools/kafka,
-// tools/clickhouse): free ports, liveness, and ending a process by pid.
-import { readFileSync } from 'node:fs';
+// tools/clickhouse): finding the program, starting it with its output in a log file, waiting
+// until it answers, free ports, liveness, and ending a process by pid.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, closeSync, constants, openSync, readFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo } from 'node:net';
+import { delimiter, join } from 'node:path';
+
+/** The first of `paths`, then `command` on PATH, that is an executable file. */
+export function findExecutable(command: string, paths: readonly string[] = []): string | undefined {
+  const onPath = (process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, command));
+  return [...paths, ...onPath].find((file) => {
+    try {
+      accessSync(file, constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
+export interface ServerSpawnOptions {
+  cwd: string;
+  /** Where its stdout and stderr go (appended): never into this process's stdio (vitest's or a terminal's). */
+  logFile: string;
+  /** Outlives this process (`npm run <server> -- start`); otherwise it is killed when this process exits. */
+  detached?: boolean;
+}
+
+/** Starts a server program; check `failure()` for a spawn that failed (e.g. no such program). */
+export function spawnServer(command: string, args: readonly string[], options: ServerSpawnOptions): { child: ChildProcess; pid: number; failure: () => Error | undefined } {
+  const logFd = openSync(options.logFile, 'a');
+  const child = spawn(command, args, { cwd: options.cwd, detached: options.detached ?? false, stdio: ['ignore', logFd, logFd] });
+  closeSync(logFd);
+  let failed: Error | undefined;
+  child.once('error', (err) => (failed = err));
+  if (child.pid === undefined) throw new Error(`could not start ${command} (is it installed?)`);
+  if (options.detached) {
+    child.unref();
+  } else {
+    // An attached server must not outlive this process, even when it ends without teardown.
+    const killOnExit = (): void => void child.kill('SIGKILL');
+    process.on('exit', killOnExit);
+    child.once('exit', () => process.off('exit', killOnExit));
+  }
+  return { child, pid: child.pid, failure: () => failed };
+}
+
+/**
+ * Polls `ready` until it holds. Fails, quoting `logs()`, when the process failed to spawn, exited
+ * first, or was not ready within `timeoutMs` (then it is killed).
+ */
+export async function waitUntilReady(
+  server: { child: ChildProcess; pid: number; failure: () => Error | undefined },
+  name: string,
+  ready: () => Promise<boolean>,
+  logs: () => Promise<string>,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const failure = server.failure();
+    if (failure) throw new Error(`${name} failed to start: ${failure.message}`);
+    const { exitCode, signalCode } = server.child;
+    if (exitCode !== null || signalCode !== null) throw new Error(`${name} exited (${exitCode ?? signalCode}) before it was ready; ${await logs()}`);
+    if (await ready()) return;
+    if (Date.now() > deadline) {
+      await stopProcess(server.pid, 0);
+      throw new Error(`${name} was not ready after ${timeoutMs / 1000} s; ${await logs()}`);
+    }
+    await sleep(100);
+  }
+}
 
 /** A port on 127.0.0.1 that nothing listens on now (the OS picks it). */
 export async function freePort(): Promise<number> {

@@ -1,5 +1,5 @@
 /**
- * The Kafka bus against a real broker (the one test/kafka-setup.ts started): the shared Bus
+ * The Kafka bus against a real broker (the one test/servers-setup.ts started): the shared Bus
  * conformance suite.
  */
 import { createServer } from 'node:net';
@@ -7,15 +7,15 @@ import { describe, expect, it } from 'vitest';
 import { createKafkaBus, type PartitionAssigner } from '../../core/bus/index.js';
 import { ErrorCode } from '../../core/errors.js';
 import { silentLogger } from '../../core/logger.js';
-import { kafkaBrokers, kafkaSkipReason } from '../kafka.js';
+import { serverAddress, serverSkipReason } from '../servers.js';
 import { describeBusConformance, uniqueName } from './bus.suite.js';
 
-describe.skipIf(kafkaSkipReason() !== undefined)('kafka', () => {
-  describeBusConformance('kafka', async () => createKafkaBus({ brokers: [kafkaBrokers() ?? ''], logger: silentLogger() }));
+describe.skipIf(serverSkipReason('kafka') !== undefined)('kafka', () => {
+  describeBusConformance('kafka', async () => createKafkaBus({ brokers: [serverAddress('kafka') ?? ''], logger: silentLogger() }));
 
   it('reports a consumer that kafkajs cannot restart, instead of hanging', async () => {
     const fatal: string[] = [];
-    const bus = await createKafkaBus({ brokers: [kafkaBrokers() ?? ''], logger: silentLogger(), onFatal: (_err, groupId) => fatal.push(groupId) });
+    const bus = await createKafkaBus({ brokers: [serverAddress('kafka') ?? ''], logger: silentLogger(), onFatal: (_err, groupId) => fatal.push(groupId) });
     try {
       const topic = uniqueName('fatal');
       await bus.createTopics([{ name: topic, partitions: 1 }]);

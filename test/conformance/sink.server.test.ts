@@ -1,9 +1,9 @@
-/** The ResultSink suite against a real ClickHouse server (the one test/clickhouse-setup.ts started). */
+/** The ResultSink suite against a real ClickHouse server (the one test/servers-setup.ts started). */
 import { randomUUID } from 'node:crypto';
 import { describe } from 'vitest';
 import { silentLogger } from '../../core/index.js';
 import { createClickHouseSink } from '../../sinks/index.js';
-import { clickhouseSkipReason, clickhouseUrl } from '../clickhouse.js';
+import { serverAddress, serverSkipReason } from '../servers.js';
 import { describeSinkConformance } from './sink.suite.js';
 
 const database = `panoptes_test_${randomUUID().slice(0, 8)}`;
@@ -14,8 +14,8 @@ async function admin(url: string, sql: string): Promise<void> {
   if (!response.ok) throw new Error(`${sql}: ${await response.text()}`);
 }
 
-describe.skipIf(clickhouseSkipReason() !== undefined)('ClickHouse server', () => {
-  const url = clickhouseUrl() ?? '';
+describe.skipIf(serverSkipReason('clickhouse') !== undefined)('ClickHouse server', () => {
+  const url = serverAddress('clickhouse') ?? '';
   describeSinkConformance('ClickHouse server', {
     open: async (readOnly, limits) => {
       await admin(url, `CREATE DATABASE IF NOT EXISTS ${database}`);

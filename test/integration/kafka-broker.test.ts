@@ -1,7 +1,8 @@
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { canConnect, kafkaUnavailableReason, processAlive, startKafkaBroker, type KafkaBroker } from '../../tools/kafka/broker.js';
+import { kafkaUnavailableReason, startKafkaBroker, type KafkaBroker } from '../../tools/kafka/broker.js';
+import { canConnect, processAlive } from '../../tools/processes.js';
 
 const unavailable = kafkaUnavailableReason();
 if (unavailable) console.warn(`Kafka broker test skipped: ${unavailable}`);

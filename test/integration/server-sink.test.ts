@@ -10,10 +10,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { runDeployment } from '../../cli/deployment.js';
 import { appSpecSchema, compileDeployment, deploymentSchema, loadConfigFile, projectRoot, silentLogger } from '../../core/index.js';
 import type { QueryResult } from '../../sinks/index.js';
-import { clickhouseSkipReason, clickhouseUrl } from '../clickhouse.js';
+import { serverAddress, serverSkipReason } from '../servers.js';
 
 const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
-const skipReason = clickhouseSkipReason() ?? (existsSync(clip) ? undefined : `${clip} is missing`);
+const skipReason = serverSkipReason('clickhouse') ?? (existsSync(clip) ? undefined : `${clip} is missing`);
 const savedQueries = loadConfigFile(appSpecSchema, join(projectRoot(), 'configs/apps/traffic.yaml')).queries;
 
 describe.skipIf(skipReason !== undefined)('pipeline into a ClickHouse server', () => {
@@ -21,7 +21,7 @@ describe.skipIf(skipReason !== undefined)('pipeline into a ClickHouse server', (
   const database = `panoptes_replay_${randomUUID().slice(0, 8)}`;
   afterAll(async () => {
     rmSync(dataDir, { recursive: true, force: true });
-    await fetch(clickhouseUrl() ?? '', { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
+    await fetch(serverAddress('clickhouse') ?? '', { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
   });
 
   /** Replays the clip into the database; returns every saved query's answer and the frames stored. */
@@ -29,7 +29,7 @@ describe.skipIf(skipReason !== undefined)('pipeline into a ClickHouse server', (
     const deployment = deploymentSchema.parse({
       apps: ['apps/traffic.yaml'],
       sources: [{ id: 'road', path: clip, apps: ['traffic'], fps: 2 }],
-      sink: { kind: 'clickhouse', url: clickhouseUrl(), database },
+      sink: { kind: 'clickhouse', url: serverAddress('clickhouse'), database },
     });
     const config = compileDeployment(deployment, join(projectRoot(), 'configs/test.yaml'), { dataDir });
     const answers: Record<string, QueryResult['rows']> = {};

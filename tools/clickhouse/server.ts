@@ -1,11 +1,10 @@
 // A real ClickHouse server (Debian's `clickhouse-server` package) for tests and development:
 // one process with its config, data and logs in one folder, reachable on 127.0.0.1 only.
-import { spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, existsSync, openSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
-import { freePort, lastLines, portFree, sleep, stopProcess } from '../processes.js';
+import { join } from 'node:path';
+import { findExecutable, freePort, lastLines, portFree, spawnServer, stopProcess, waitUntilReady } from '../processes.js';
 
 /** Where Debian's package puts the server; PATH is searched when it is not there. */
 const DEBIAN_BINARY = '/usr/sbin/clickhouse-server';
@@ -63,29 +62,10 @@ export async function startClickHouseServer(options: ClickHouseServerOptions = {
   await writeFile(config, configXml(dataDir, httpPort, tcpPort));
   await writeFile(join(dataDir, 'users.xml'), USERS_XML);
 
-  // The server logs into its files, and what it prints before its logger is up goes into
-  // console.log; never into this process's stdio (vitest's or a terminal's).
+  // The server logs into its files; what it prints before its logger is up goes into console.log.
   const errorStart = existsSync(errorLog) ? statSync(errorLog).size : 0;
   const consoleStart = existsSync(consoleLog) ? statSync(consoleLog).size : 0;
-  const consoleFd = openSync(consoleLog, 'a');
-  const child = spawn(binary, [`--config-file=${config}`], {
-    cwd: dataDir,
-    detached: options.detached ?? false,
-    stdio: ['ignore', consoleFd, consoleFd],
-  });
-  closeSync(consoleFd);
-  let spawnError: Error | undefined;
-  child.once('error', (err) => (spawnError = err));
-  const pid = child.pid;
-  if (pid === undefined) throw new Error(`could not start ${binary}`);
-  if (options.detached) {
-    child.unref();
-  } else {
-    // An attached server must not outlive this process, even when it ends without teardown.
-    const killOnExit = (): void => void child.kill('SIGKILL');
-    process.on('exit', killOnExit);
-    child.once('exit', () => process.off('exit', killOnExit));
-  }
+  const server = spawnServer(binary, [`--config-file=${config}`], { cwd: dataDir, logFile: consoleLog, detached: options.detached ?? false });
 
   const logsSince = async (): Promise<string> => {
     const tail = async (file: string, start: number): Promise<string> =>
@@ -95,23 +75,11 @@ export async function startClickHouseServer(options: ClickHouseServerOptions = {
     return [errors && `${errorLog}:\n${errors}`, printed && `${consoleLog}:\n${printed}`].filter(Boolean).join('\n') || '(nothing logged)';
   };
   const url = `http://127.0.0.1:${httpPort}`;
-  const deadline = Date.now() + 60_000;
   let version: string | undefined;
-  for (;;) {
-    if (spawnError) throw new Error(`${binary} failed to start: ${spawnError.message}`);
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`ClickHouse exited (${child.exitCode ?? child.signalCode}) before it was ready; ${await logsSince()}`);
-    }
-    version = await selectVersion(url);
-    if (version !== undefined) break;
-    if (Date.now() > deadline) {
-      await stopProcess(pid, 0);
-      throw new Error(`ClickHouse was not ready after 60 s; ${await logsSince()}`);
-    }
-    await sleep(100);
-  }
-  options.log?.(`ClickHouse ${version} at ${url} (pid ${pid}, data in ${dataDir})`);
-  return { url, httpPort, tcpPort, dataDir, pid, version, stop: () => stopProcess(pid), kill: () => stopProcess(pid, 0) };
+  await waitUntilReady(server, 'ClickHouse', async () => (version = await selectVersion(url)) !== undefined, logsSince);
+  options.log?.(`ClickHouse ${version} at ${url} (pid ${server.pid}, data in ${dataDir})`);
+  const { pid } = server;
+  return { url, httpPort, tcpPort, dataDir, pid, version: version ?? '', stop: () => stopProcess(pid), kill: () => stopProcess(pid, 0) };
 }
 
 /** The server's version, or undefined while it does not answer. */
@@ -130,15 +98,7 @@ async function selectVersion(url: string): Promise<string | undefined> {
 }
 
 function clickhouseBinary(): string | undefined {
-  const candidates = [DEBIAN_BINARY, ...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'clickhouse-server'))];
-  return candidates.find((file) => {
-    try {
-      accessSync(file, constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
+  return findExecutable('clickhouse-server', [DEBIAN_BINARY]);
 }
 
 function xml(text: string): string {

@@ -1,24 +1,22 @@
 // A real single-node Kafka broker (KRaft: one process is broker and controller) for tests and
 // development. Its jars come from Maven Central through `mvn` (tools/kafka/pom.xml), so a
 // machine needs only java and mvn: no Docker, no tarball download.
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { accessSync, closeSync, constants, existsSync, openSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { basename, delimiter, dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { canConnect, freePort, lastLines, processAlive, sleep, stopProcess } from '../processes.js';
-
-// Generic process helpers (tools/processes.ts) that this module's users import from here.
-export { canConnect, processAlive };
+import { projectRoot } from '../../core/paths.js';
+import { canConnect, findExecutable, freePort, lastLines, processAlive, spawnServer, stopProcess, waitUntilReady } from '../processes.js';
 
 const KAFKA_VERSION = '3.9.1';
 const root = projectRoot();
 const pom = join(root, 'tools/kafka/pom.xml');
 /** Where downloads and the development broker live (git-ignored). */
-export const cacheDir = join(root, '.cache');
+const cacheDir = join(root, '.cache');
 const defaultJarsDir = join(cacheDir, `kafka-${KAFKA_VERSION}`, 'lib');
 const run = promisify(execFile);
 
@@ -48,9 +46,9 @@ export interface KafkaBrokerOptions {
 
 /** Why no broker can be started here, or undefined when one can. Cheap: looks at PATH only. */
 export function kafkaUnavailableReason(): string | undefined {
-  if (!onPath('java')) return 'java not found on PATH (install a JDK 17 or newer to run the Kafka tests)';
+  if (!findExecutable('java')) return 'java not found on PATH (install a JDK 17 or newer to run the Kafka tests)';
   // Maven is needed only until the jars are in the cache.
-  if (!jarsComplete(defaultJarsDir) && !onPath('mvn')) return 'mvn not found on PATH (install Maven to fetch the Kafka jars once)';
+  if (!jarsComplete(defaultJarsDir) && !findExecutable('mvn')) return 'mvn not found on PATH (install Maven to fetch the Kafka jars once)';
   return undefined;
 }
 
@@ -58,8 +56,8 @@ export function kafkaUnavailableReason(): string | undefined {
 export async function ensureKafkaJars(options: { cacheDir?: string; log?: (line: string) => void } = {}): Promise<string> {
   const jarsDir = options.cacheDir ?? defaultJarsDir;
   if (jarsComplete(jarsDir)) return jarsDir;
-  if (!onPath('java')) throw new Error('java not found on PATH: install a JDK 17 or newer to run Kafka');
-  if (!onPath('mvn')) throw new Error('mvn not found on PATH: install Maven to fetch the Kafka jars');
+  if (!findExecutable('java')) throw new Error('java not found on PATH: install a JDK 17 or newer to run Kafka');
+  if (!findExecutable('mvn')) throw new Error('mvn not found on PATH: install Maven to fetch the Kafka jars');
   options.log?.(`fetching the Kafka ${KAFKA_VERSION} jars with Maven into ${jarsDir} (once)`);
   // Maven copies into a private folder that is renamed into place only when complete, so a
   // killed download is redone and two processes fetching at once do not mix their files.
@@ -119,60 +117,21 @@ export async function startKafkaBroker(options: KafkaBrokerOptions = {}): Promis
     }
   }
 
-  // The broker writes into a file, never into this process's stdio (vitest's or a terminal's).
   const logStart = existsSync(logFile) ? statSync(logFile).size : 0;
-  const logFd = openSync(logFile, 'a');
-  const child = spawn(
-    'java',
-    [`-Xmx${options.heapMb ?? 512}m`, logConfig, '-cp', jars, 'kafka.Kafka', props],
-    { cwd: dataDir, detached: options.detached ?? false, stdio: ['ignore', logFd, logFd] },
-  );
-  closeSync(logFd);
-  let spawnError: Error | undefined;
-  child.once('error', (err) => (spawnError = err));
-  const pid = child.pid;
-  if (pid === undefined) throw new Error('could not start java for the Kafka broker (is java on PATH?)');
-  if (options.detached) {
-    child.unref();
-  } else {
-    // An attached broker must not outlive this process, even when it ends without teardown.
-    const killOnExit = (): void => void child.kill('SIGKILL');
-    process.on('exit', killOnExit);
-    child.once('exit', () => process.off('exit', killOnExit));
-  }
-
-  const brokers = `127.0.0.1:${port}`;
+  const broker = spawnServer('java', [`-Xmx${options.heapMb ?? 512}m`, logConfig, '-cp', jars, 'kafka.Kafka', props], {
+    cwd: dataDir,
+    logFile,
+    detached: options.detached ?? false,
+  });
   const logSince = async (): Promise<string> => (await readFile(logFile)).subarray(logStart).toString('utf8');
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (spawnError) throw new Error(`the Kafka broker's java process failed: ${spawnError.message}`);
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`the Kafka broker exited (${child.exitCode ?? child.signalCode}) before it was ready; ${logFile} says:\n${logExcerpt(await logSince())}`);
-    }
-    if ((await logSince()).includes('Kafka Server started') && (await canConnect(port))) break;
-    if (Date.now() > deadline) {
-      await stopKafkaProcess(pid, 0);
-      throw new Error(`the Kafka broker was not ready after 60 s; ${logFile} says:\n${logExcerpt(await logSince())}`);
-    }
-    await sleep(100);
-  }
-  return { brokers, port, controllerPort, dataDir, pid, stop: () => stopKafkaProcess(pid), kill: () => stopKafkaProcess(pid, 0) };
-}
-
-/** Ends a broker by pid (one started by another process too): SIGTERM, SIGKILL after `graceMs`. */
-export function stopKafkaProcess(pid: number, graceMs = 15_000): Promise<void> {
-  return stopProcess(pid, graceMs);
+  const ready = async (): Promise<boolean> => (await logSince()).includes('Kafka Server started') && (await canConnect(port));
+  await waitUntilReady(broker, 'the Kafka broker', ready, async () => `${logFile} says:\n${logExcerpt(await logSince())}`);
+  const brokers = `127.0.0.1:${port}`;
+  const { pid } = broker;
+  return { brokers, port, controllerPort, dataDir, pid, stop: () => stopProcess(pid), kill: () => stopProcess(pid, 0) };
 }
 
 const MARKER = '.complete';
-
-/** The checkout holding tools/kafka/pom.xml, whether this runs from source or from dist/. */
-function projectRoot(): string {
-  for (let dir = import.meta.dirname; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'tools/kafka/pom.xml'))) return dir;
-    if (dirname(dir) === dir) throw new Error(`tools/kafka/pom.xml not found above ${import.meta.dirname}`);
-  }
-}
 
 function jarsComplete(jarsDir: string): boolean {
   try {
@@ -185,20 +144,6 @@ function jarsComplete(jarsDir: string): boolean {
 /** The marker holds the pom's hash, so editing the pom fetches the jars again. */
 function pomHash(): string {
   return createHash('sha256').update(readFileSync(pom)).digest('hex');
-}
-
-function onPath(command: string): boolean {
-  const names = process.platform === 'win32' ? [`${command}.exe`, `${command}.cmd`] : [command];
-  return (process.env.PATH ?? '').split(delimiter).some((dir) =>
-    names.some((name) => {
-      try {
-        accessSync(join(dir, name), constants.X_OK);
-        return true;
-      } catch {
-        return false;
-      }
-    }),
-  );
 }
 
 function serverProperties(port: number, controllerPort: number, logDirs: string): string {
