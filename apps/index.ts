@@ -1,2 +1,2 @@
 export { createAppLogic } from './app-logic.js';
-export { APP_TABLES, DETECTIONS, FRAMES, TEXTS } from './tables.js';
+export { APP_TABLES, DETECTIONS, FRAMES, RECOGNITIONS, EVENTS } from './tables.js';

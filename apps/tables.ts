@@ -15,11 +15,13 @@ const boxColumns = [
   { name: 'y2', type: 'Float32' },
 ] as const;
 
+const perFrame = { orderBy: ['app', 'source', 'frame_seq'], timeColumn: 'frame_time' } as const;
+
 /** One row per detected object. */
 export const DETECTIONS: TableSpec = {
   name: 'detections',
   columns: [...frameColumns, { name: 'class', type: 'String' }, { name: 'score', type: 'Float32' }, ...boxColumns],
-  orderBy: ['app', 'source', 'frame_seq'],
+  ...perFrame,
 };
 
 /** One row per analyzed frame and node: what the model saw at a glance. */
@@ -33,14 +35,54 @@ export const FRAMES: TableSpec = {
     /** JSON object of class → count, e.g. {"car":2}. */
     { name: 'class_counts', type: 'String' },
   ],
-  orderBy: ['app', 'source', 'frame_seq'],
+  ...perFrame,
 };
 
-/** One row per recognized line of text. */
-export const TEXTS: TableSpec = {
-  name: 'texts',
-  columns: [...frameColumns, { name: 'text', type: 'String' }, { name: 'score', type: 'Float32' }, ...boxColumns],
-  orderBy: ['app', 'source', 'frame_seq'],
+/**
+ * One row per thing recognized about an object or a region: a line of text read, an identity,
+ * or one attribute (age, gender, ...).
+ */
+export const RECOGNITIONS: TableSpec = {
+  name: 'recognitions',
+  columns: [
+    ...frameColumns,
+    /** `text`, `identity` or `attribute`. */
+    { name: 'kind', type: 'String' },
+    /** The attribute's name (`age`, `gender`) or the HUD field's; empty for plain text. */
+    { name: 'name', type: 'String' },
+    /** The text read, the identity, the attribute's value. */
+    { name: 'value', type: 'String' },
+    /** `value` as a number where it is one (a HUD counter, an age), else 0. */
+    { name: 'number', type: 'Float64' },
+    { name: 'score', type: 'Float32' },
+    /** Row id of the detection this describes; empty when it describes a region of the frame. */
+    { name: 'object_id', type: 'String' },
+    ...boxColumns,
+  ],
+  ...perFrame,
 };
 
-export const APP_TABLES: readonly TableSpec[] = [DETECTIONS, FRAMES, TEXTS];
+/** One row per event an app's operators detect: a line crossed, a dwell ended, a value changed. */
+export const EVENTS: TableSpec = {
+  name: 'events',
+  columns: [
+    ...frameColumns,
+    /** `line_crossing`, `dwell`, `change`, ... */
+    { name: 'event', type: 'String' },
+    /** The line, zone or field the event is about. */
+    { name: 'name', type: 'String' },
+    /** The tracked object's id within its source; empty for events about the frame. */
+    { name: 'track_id', type: 'String' },
+    { name: 'class', type: 'String' },
+    /** `in` or `out` for a crossing; empty otherwise. */
+    { name: 'direction', type: 'String' },
+    /** The new value of a changed field. */
+    { name: 'value', type: 'String' },
+    { name: 'previous', type: 'String' },
+    /** How long the object stayed, for a dwell. */
+    { name: 'duration_ms', type: 'UInt64' },
+  ],
+  ...perFrame,
+};
+
+export const APP_TABLES: readonly TableSpec[] = [DETECTIONS, FRAMES, RECOGNITIONS, EVENTS];

@@ -77,9 +77,11 @@ export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: 
 /** The result store the deployment names; PANOPTES_CLICKHOUSE_URL overrides a server's URL. */
 export function openSink(config: CompiledConfig, options: { logger: Logger; readOnly?: boolean }): ResultSink {
   const sink = config.deployment.sink;
-  if (sink.kind === 'chdb') return createChdbSink({ path: join(config.dataDir, 'clickhouse'), ...options });
+  const { retentionDays } = sink;
+  if (sink.kind === 'chdb') return createChdbSink({ path: join(config.dataDir, 'clickhouse'), retentionDays, ...options });
   return createClickHouseSink({
     url: process.env.PANOPTES_CLICKHOUSE_URL ?? sink.url,
+    retentionDays,
     database: sink.database,
     ...(sink.username ? { username: sink.username } : {}),
     ...(sink.password ? { password: sink.password } : {}),
@@ -124,7 +126,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   });
   const retentionMs = busConfig.kind === 'kafka' ? busConfig.retentionMs : undefined;
   await bus
-    .createTopics([Topics.frames, ...tasks, Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })))
+    .createTopics([Topics.frames, ...tasks, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })))
     .catch(async (err: unknown) => {
       await bus.close();
       throw err;

@@ -26,7 +26,7 @@ import { formatTable, type OutputFormat } from './output.js';
 import { startQueryServer } from './query-server.js';
 import { createProgress } from './progress.js';
 
-const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections FINAL GROUP BY class ORDER BY n DESC';
+const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections GROUP BY class ORDER BY n DESC';
 
 function parseSpeed(value: string): number | 'max' {
   if (value === 'max') return 'max';

@@ -21,8 +21,18 @@ export interface ColumnSpec {
 export interface TableSpec {
   name: string;
   columns: readonly ColumnSpec[];
-  /** Sort key for the queries users run most; `row_id` is appended to it. */
+  /**
+   * Sort key for the queries users run most; `row_id` is appended to it. Only columns that are
+   * the same in every write of a row: ReplacingMergeTree collapses rows with equal sort keys.
+   */
   orderBy: readonly string[];
+  /** The `DateTime64(3)` column a row is about: retention counts from it. */
+  timeColumn?: string;
+  /**
+   * Partition by the day of `timeColumn` (default true). Off where that time may differ between
+   * two writes of one row: ReplacingMergeTree deduplicates within a partition only.
+   */
+  partitionByDay?: boolean;
 }
 
 export interface NodeResult {

@@ -3,4 +3,4 @@ export { limitSettings } from './types.js';
 export { createChdbSink, type ChdbSinkOptions } from './chdb/index.js';
 export { createClickHouseSink, type ClickHouseSinkOptions } from './clickhouse/index.js';
 export { createSinkWorker, type SinkWorkerOptions, type SinkStatus } from './sink-worker.js';
-export { createTableSql, DROPS_TABLE } from './schema.js';
+export { createTableSql, DROPS_TABLE, OPERATOR_TABLES, PLANS_TABLE, rawName, SESSION_STATS_TABLE } from './schema.js';

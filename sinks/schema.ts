@@ -3,7 +3,8 @@ import { ErrorCode, PanoptesError, type ColumnSpec, type ColumnType, type FieldV
 /**
  * Table DDL from the apps' TableSpecs. Every table carries the row's identity columns; the
  * engine is ReplacingMergeTree keyed by `row_id`, so a row written twice (a replayed message,
- * a retried insert) collapses to one (`SELECT ... FINAL` reads it deduplicated at once).
+ * a retried insert) collapses to one, and users read it through a view with `FINAL` that
+ * deduplicates before ClickHouse has merged the copies.
  */
 
 export const IDENTITY_COLUMNS: readonly ColumnSpec[] = [
@@ -23,9 +24,66 @@ export const DROPS_TABLE: TableSpec = {
     { name: 'at', type: 'DateTime64(3)' },
     { name: 'detail', type: 'String' },
   ],
-  // Not `at`: the sort key is what deduplicates, and a drop seen twice may carry two times.
-  orderBy: ['source', 'stage'],
+  // Neither `stage` nor `at` sorts or partitions: a drop seen again (another backend took over
+  // the partition, a redelivery) names another instance and time, and must still collapse.
+  orderBy: ['source'],
+  timeColumn: 'at',
+  partitionByDay: false,
 };
+
+/** What each backend's sessions did per stats interval (`panoptes.stats`); `source` is the backend. */
+export const SESSION_STATS_TABLE: TableSpec = {
+  name: 'session_stats',
+  columns: [
+    /** End of the interval. */
+    { name: 'at', type: 'DateTime64(3)' },
+    { name: 'interval_ms', type: 'UInt32' },
+    { name: 'backend', type: 'String' },
+    { name: 'session', type: 'String' },
+    /** Requests per second. */
+    { name: 'arrival_rate', type: 'Float64' },
+    { name: 'queue_length', type: 'UInt32' },
+    { name: 'batches', type: 'UInt32' },
+    { name: 'mean_batch', type: 'Float32' },
+    { name: 'max_batch', type: 'UInt32' },
+    { name: 'latency_p50_ms', type: 'Float32' },
+    { name: 'latency_p99_ms', type: 'Float32' },
+    { name: 'dropped', type: 'UInt64' },
+    /** Share of requests that missed their deadline or were dropped, 0..1. */
+    { name: 'bad_rate', type: 'Float32' },
+  ],
+  orderBy: ['session', 'at'],
+  timeColumn: 'at',
+};
+
+/** Every epoch's placements (`panoptes.plan`): one row per backend and session; `source` is the backend. */
+export const PLANS_TABLE: TableSpec = {
+  name: 'plans',
+  columns: [
+    { name: 'epoch', type: 'UInt64' },
+    /** When the scheduler made the plan. */
+    { name: 'at', type: 'DateTime64(3)' },
+    { name: 'backend', type: 'String' },
+    { name: 'duty_cycle_ms', type: 'Float32' },
+    { name: 'session', type: 'String' },
+    { name: 'model', type: 'String' },
+    { name: 'slo_ms', type: 'Float32' },
+    { name: 'batch', type: 'UInt32' },
+    /** JSON object of topic → this backend's share of the session's partitions there. */
+    { name: 'routing', type: 'String' },
+  ],
+  orderBy: ['at', 'epoch'],
+  timeColumn: 'at',
+};
+
+/** The tables every results database has besides the apps' own. */
+export const OPERATOR_TABLES: readonly TableSpec[] = [DROPS_TABLE, SESSION_STATS_TABLE, PLANS_TABLE];
+
+/**
+ * Rows are written to `<name>_raw`; users read `<name>`, a view of it with `FINAL`, so a row
+ * written twice counts once even before ClickHouse merges the copies.
+ */
+export const rawName = (table: string): string => `${table}_raw`;
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
 
@@ -35,56 +93,88 @@ export function quoteIdentifier(name: string): string {
 }
 
 /**
- * What the ClickHouse at hand accepts. chDB and current servers have DateTime64 (since 20.1);
- * Debian's clickhouse-server 18.16 has only DateTime, to the second, and fills columns a
- * JSONEachRow insert leaves out with zeros instead of their defaults.
+ * What the ClickHouse at hand accepts. chDB and current servers have DateTime64 and TTL (since
+ * 20.1 and 19.6); Debian's clickhouse-server 18.16 has neither: its times are DateTime, to the
+ * second, it keeps rows forever, and it fills columns a JSONEachRow insert leaves out with zeros
+ * instead of their defaults.
  */
 export interface SqlDialect {
+  version: string;
   dateTime64: boolean;
+  ttl: boolean;
 }
-export const CURRENT_DIALECT: SqlDialect = { dateTime64: true };
+export const CURRENT_DIALECT: SqlDialect = { version: 'current', dateTime64: true, ttl: true };
 
 /** The dialect of a server by its `version()`, e.g. "18.16.1" or "24.8.4.13". */
 export function dialectOf(version: string): SqlDialect {
-  const major = Number(version.split('.')[0]);
-  return { dateTime64: !(major < 20) };
+  const modern = !(Number(version.split('.')[0]) < 20);
+  return { version, dateTime64: modern, ttl: modern };
 }
 
 const columnType = (type: ColumnType, dialect: SqlDialect): string => (type === 'DateTime64(3)' && !dialect.dateTime64 ? 'DateTime' : type);
 
-export function createTableSql(table: TableSpec, dialect: SqlDialect = CURRENT_DIALECT): string {
-  const columns = [...IDENTITY_COLUMNS, ...table.columns]
-    .map((c) => `${quoteIdentifier(c.name)} ${columnType(c.type, dialect)}`)
-    .concat(dialect.dateTime64 ? '`inserted_at` DateTime64(3) DEFAULT now64(3)' : '`inserted_at` DateTime DEFAULT now()');
-  const orderBy = [...table.orderBy, 'row_id'].map(quoteIdentifier).join(', ');
-  return `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(table.name)} (\n  ${columns.join(',\n  ')}\n) ENGINE = ReplacingMergeTree(inserted_at) ORDER BY (${orderBy})`;
+/** The columns of a table as the dialect stores them, `inserted_at` included. */
+export function expectedColumns(table: TableSpec, dialect: SqlDialect): { name: string; type: string }[] {
+  return [...IDENTITY_COLUMNS, ...table.columns]
+    .map((c) => ({ name: c.name, type: columnType(c.type, dialect) }))
+    .concat({ name: 'inserted_at', type: dialect.dateTime64 ? 'DateTime64(3)' : 'DateTime' });
 }
 
-/** SQL listing a table's columns, for `checkColumns`; both chDB and 18.16 servers answer it. */
-export const columnsSql = (table: TableSpec): string =>
-  `SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = '${table.name.replace(/'/g, '')}'`;
+/** How long rows are kept, as a TTL expression; undefined keeps them. */
+export function ttlExpression(table: TableSpec, retentionDays: number | undefined): string | undefined {
+  if (retentionDays === undefined || !table.timeColumn) return undefined;
+  return `toDateTime(${quoteIdentifier(table.timeColumn)}) + INTERVAL ${retentionDays} DAY`;
+}
+
+/** The days of retention an `engine_full` from system.tables carries, or undefined for none. */
+export function retentionIn(engineFull: string): number | undefined {
+  const days = /\bTTL\b.*?toIntervalDay\((\d+)\)/.exec(engineFull)?.[1];
+  return days === undefined ? undefined : Number(days);
+}
+
+export function createTableSql(table: TableSpec, dialect: SqlDialect = CURRENT_DIALECT, retentionDays?: number): string {
+  quoteIdentifier(table.name);
+  const defaultNow = dialect.dateTime64 ? 'DEFAULT now64(3)' : 'DEFAULT now()';
+  const columns = expectedColumns(table, dialect).map((c) => `${quoteIdentifier(c.name)} ${c.type}${c.name === 'inserted_at' ? ` ${defaultNow}` : ''}`);
+  const orderBy = [...table.orderBy, 'row_id'].map(quoteIdentifier).join(', ');
+  const partition = table.timeColumn && table.partitionByDay !== false ? ` PARTITION BY toYYYYMMDD(${quoteIdentifier(table.timeColumn)})` : '';
+  const ttl = dialect.ttl ? ttlExpression(table, retentionDays) : undefined;
+  return (
+    `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(rawName(table.name))} (\n  ${columns.join(',\n  ')}\n)` +
+    ` ENGINE = ReplacingMergeTree(inserted_at)${partition} ORDER BY (${orderBy})${ttl ? ` TTL ${ttl}` : ''}`
+  );
+}
+
+/** The view users query: the raw table, deduplicated. */
+export const createViewSql = (table: TableSpec): string =>
+  `CREATE VIEW IF NOT EXISTS ${quoteIdentifier(table.name)} AS SELECT * FROM ${quoteIdentifier(rawName(table.name))} FINAL`;
+
+/** SQL listing a table's or view's columns; both chDB and 18.16 servers answer it. */
+export const columnsSql = (name: string): string =>
+  `SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = '${name.replace(/'/g, '')}'`;
 
 /**
- * Throws `SinkSchemaMismatch` when a table that already existed lacks a column this build
- * writes, or has it with another type, naming each and the statement that would fix it. Columns
- * the table has beyond those are left alone.
+ * Compares a raw table's columns with what this build writes: returns the columns to add, and
+ * throws `SinkSchemaMismatch` for a column that has another type, naming each and the statement
+ * that would fix it (ClickHouse can't always convert in place, so that is the operator's call).
+ * Columns the table has beyond those are left alone.
  */
-export function checkColumns(table: TableSpec, actual: readonly { name: unknown; type: unknown }[], dialect: SqlDialect = CURRENT_DIALECT): void {
+export function missingColumns(table: TableSpec, actual: readonly Record<string, unknown>[], dialect: SqlDialect = CURRENT_DIALECT): { name: string; type: string }[] {
   const found = new Map(actual.map((c) => [String(c.name), String(c.type)]));
-  const expected = [...IDENTITY_COLUMNS, ...table.columns].map((c) => ({ name: c.name, type: columnType(c.type, dialect) }));
-  expected.push({ name: 'inserted_at', type: dialect.dateTime64 ? 'DateTime64(3)' : 'DateTime' });
+  const raw = rawName(table.name);
+  const expected = expectedColumns(table, dialect);
   const problems = expected.flatMap(({ name, type }) => {
     const has = found.get(name);
-    if (has === undefined) return [`column ${name} is missing (ALTER TABLE ${table.name} ADD COLUMN ${name} ${type})`];
-    if (has !== type) return [`column ${name} is ${has}, expected ${type} (ALTER TABLE ${table.name} MODIFY COLUMN ${name} ${type})`];
-    return [];
+    return has === undefined || has === type ? [] : [`column ${name} is ${has}, expected ${type} (ALTER TABLE ${raw} MODIFY COLUMN ${name} ${type})`];
   });
-  if (problems.length === 0) return;
-  throw new PanoptesError(
-    ErrorCode.SinkSchemaMismatch,
-    `table ${table.name} exists with another schema: ${problems.join('; ')}; or store results in a new database or data directory`,
-    { details: { table: table.name, problems } },
-  );
+  if (problems.length > 0) {
+    throw new PanoptesError(
+      ErrorCode.SinkSchemaMismatch,
+      `table ${raw} exists with another schema: ${problems.join('; ')}; or store results in a new database or data directory`,
+      { details: { table: raw, problems } },
+    );
+  }
+  return expected.filter((c) => !found.has(c.name));
 }
 
 /** Rows as JSONEachRow objects. Times are ms since epoch; a DateTime column takes seconds. */

@@ -3,7 +3,9 @@ import {
   deadLetter,
   describeError,
   dropContract,
+  planContract,
   resultRowContract,
+  statsContract,
   Topics,
   type Batch,
   type Bus,
@@ -12,10 +14,12 @@ import {
   type Drop,
   type Lifecycle,
   type Logger,
+  type Plan,
   type ResultRow,
+  type Stats,
   type TableSpec,
 } from '../core/index.js';
-import { DROPS_TABLE, rowProblem } from './schema.js';
+import { DROPS_TABLE, OPERATOR_TABLES, PLANS_TABLE, rowProblem, SESSION_STATS_TABLE } from './schema.js';
 import type { ResultSink } from './types.js';
 
 export interface SinkWorkerOptions {
@@ -39,15 +43,66 @@ export interface SinkStatus {
 
 type Waiter = { resolve: () => void; reject: (err: unknown) => void };
 
+const TOPICS = [Topics.results, Topics.drops, Topics.stats, Topics.plan];
+
+/** One `session_stats` row per session a backend reported on. */
+export function statsRows(stats: Stats): ResultRow[] {
+  return stats.sessions.map((s) => ({
+    app: 'panoptes',
+    table: SESSION_STATS_TABLE.name,
+    rowId: `stats:${stats.backend}:${s.session}:${stats.toMs}`,
+    source: stats.backend,
+    fields: {
+      at: Math.round(stats.toMs),
+      interval_ms: Math.max(0, Math.round(stats.toMs - stats.fromMs)),
+      backend: stats.backend,
+      session: s.session,
+      arrival_rate: s.arrivalRate,
+      queue_length: s.queueLength,
+      batches: s.batchSizes.length,
+      mean_batch: s.batchSizes.length === 0 ? 0 : s.batchSizes.reduce((a, b) => a + b, 0) / s.batchSizes.length,
+      max_batch: Math.max(0, ...s.batchSizes),
+      latency_p50_ms: s.latencyP50Ms,
+      latency_p99_ms: s.latencyP99Ms,
+      dropped: s.dropped,
+      bad_rate: s.badRate,
+    },
+  }));
+}
+
+/** One `plans` row per backend and session placed on it. */
+export function planRows(plan: Plan): ResultRow[] {
+  const models = new Map(plan.sessions.map((s) => [s.id, s]));
+  return plan.backends.flatMap((backend) =>
+    backend.sessions.map(({ session, batch }) => ({
+      app: 'panoptes',
+      table: PLANS_TABLE.name,
+      rowId: `plan:${plan.createdAtMs}:${plan.epoch}:${backend.backend}:${session}`,
+      source: backend.backend,
+      fields: {
+        epoch: plan.epoch,
+        at: Math.round(plan.createdAtMs),
+        backend: backend.backend,
+        duty_cycle_ms: backend.dutyCycleMs,
+        session,
+        model: models.get(session)?.model ?? '',
+        slo_ms: models.get(session)?.sloMs ?? 0,
+        batch,
+        routing: JSON.stringify(Object.fromEntries(plan.routing.filter((r) => r.session === session).map((r) => [r.topic, r.weights[backend.backend] ?? 0]))),
+      },
+    })),
+  );
+}
+
 /**
- * Consumes result rows and drops, inserts them in batches, and lets the bus commit a message
+ * Consumes result rows, drops, backends' stats and plans, inserts them in batches, and lets the bus commit a message
  * only after its rows are stored: a handler call waits for the flush that carries its rows.
  * A failed insert fails every waiting handler, so their messages are delivered again; the
  * tables' row ids make the second write harmless.
  */
 export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStatus> {
   const logger = options.logger.child({ module: 'sinks.worker' });
-  const tables = new Map([DROPS_TABLE, ...options.tables].map((t) => [t.name, t]));
+  const tables = new Map([...OPERATOR_TABLES, ...options.tables].map((t) => [t.name, t]));
   const status: SinkStatus = { state: 'idle', rowsInserted: 0, rowsDropped: 0, inserts: 0 };
   let pending = new Map<string, ResultRow[]>();
   let pendingCount = 0;
@@ -136,11 +191,16 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
           rows.push(dropRow(drop, `${drop.what}:${drop.source ?? message.key}:${when}:${detail}`, message.key));
           continue;
         }
-        const row = resultRowContract.decode(message.value);
-        const table = tables.get(row.table);
-        const problem = table ? rowProblem(table, row) : `no table named "${row.table}"`;
-        if (problem) rejected('invalid-row', `${row.rowId}: ${problem}`, row.rowId, row.source);
-        else rows.push(row);
+        const decoded =
+          batch.topic === Topics.stats ? statsRows(statsContract.decode(message.value))
+          : batch.topic === Topics.plan ? planRows(planContract.decode(message.value))
+          : [resultRowContract.decode(message.value)];
+        for (const row of decoded) {
+          const table = tables.get(row.table);
+          const problem = table ? rowProblem(table, row) : `no table named "${row.table}"`;
+          if (problem) rejected('invalid-row', `${row.rowId}: ${problem}`, row.rowId, row.source);
+          else rows.push(row);
+        }
       } catch (err) {
         dead.push(deadLetter(message, 'sink', describeError(err)));
         rejected('decode', describeError(err), createHash('sha1').update(message.value).digest('hex'));
@@ -152,10 +212,10 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
 
   return {
     async start() {
-      await options.sink.ensureTables([...tables.values()]);
+      await options.sink.ensureTables(options.tables);
       consumer = options.bus.consumer({
         groupId: options.groupId ?? 'panoptes.sink',
-        topics: [Topics.results, Topics.drops],
+        topics: TOPICS,
         maxBatchSize: options.batchRows,
       });
       await consumer.run(handle);
@@ -163,7 +223,7 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
     },
     async drain() {
       status.state = 'draining';
-      consumer?.pause([Topics.results, Topics.drops]);
+      consumer?.pause(TOPICS);
       await flush();
     },
     async close() {

@@ -2,15 +2,17 @@ import type { ResultRow, TableSpec } from '../core/index.js';
 
 /**
  * The ResultSink port: where result rows are stored and how users read them back.
- * Adapters: chDB (embedded ClickHouse, the default) and, later, a ClickHouse server.
- * Not in the port: connection pooling, server settings, schema migrations beyond creating
- * missing tables.
+ * Adapters: chDB (embedded ClickHouse, the default) and a ClickHouse server.
+ * Not in the port: connection pooling, server settings.
  */
 export interface ResultSink {
   readonly kind: 'chdb' | 'server';
-  /** Creates missing tables. Safe to call at every start. */
+  /**
+   * Brings the database to this build's schema (`ensureSchema`): the operator tables and these,
+   * each a `_raw` table and a deduplicating view. Safe to call at every start.
+   */
   ensureTables(tables: readonly TableSpec[]): Promise<void>;
-  /** Inserts rows of one table; all or nothing. */
+  /** Inserts rows of one table (into its `_raw` table); all or nothing. */
   insert(table: TableSpec, rows: readonly ResultRow[]): Promise<void>;
   /** Runs a read-only query. */
   query(sql: string): Promise<QueryResult>;

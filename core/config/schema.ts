@@ -124,6 +124,11 @@ export type SourceConfig = z.infer<typeof sourceSchema>;
 const batchRowsSchema = z.number().int().positive().default(5000);
 /** Longest a row waits before its batch is inserted, ms. */
 const flushMsSchema = z.number().int().positive().default(1000);
+/**
+ * Days rows are kept, counted from each row's own time (frame_time, a drop's or a stat's time);
+ * absent keeps them forever. Changing it changes existing tables at the next start.
+ */
+const retentionDaysSchema = z.number().int().positive().max(36_500).optional();
 
 /** Partitions per topic; a source's frames stay in order on one partition. */
 const partitionsSchema = z.number().int().positive().max(1024).default(4);
@@ -166,6 +171,7 @@ export const deploymentSchema = z.strictObject({
         kind: z.literal('chdb').default('chdb'),
         batchRows: batchRowsSchema,
         flushMs: flushMsSchema,
+        retentionDays: retentionDaysSchema,
       }),
       z.strictObject({
         /** A ClickHouse server; PANOPTES_CLICKHOUSE_URL overrides `url`. */
@@ -177,6 +183,7 @@ export const deploymentSchema = z.strictObject({
         password: z.string().optional(),
         batchRows: batchRowsSchema,
         flushMs: flushMsSchema,
+        retentionDays: retentionDaysSchema,
       }),
     ], { error: 'kind: chdb (the default) or kind: clickhouse, with their settings' })
     .default({ kind: 'chdb', batchRows: 5000, flushMs: 1000 }),

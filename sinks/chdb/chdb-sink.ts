@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { Session } from 'chdb';
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
-import { checkColumns, columnsSql, createTableSql, DROPS_TABLE, toJsonEachRow } from '../schema.js';
+import { ensureSchema } from '../migrate.js';
+import { CURRENT_DIALECT, rawName, toJsonEachRow } from '../schema.js';
 import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ChdbSinkOptions {
@@ -11,6 +12,8 @@ export interface ChdbSinkOptions {
   readOnly?: boolean;
   /** Limits of each query on a read-only sink. */
   limits?: QueryLimits;
+  /** Days rows are kept; undefined keeps them. */
+  retentionDays?: number | undefined;
   logger: Logger;
 }
 
@@ -36,16 +39,16 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
   return {
     kind: 'chdb',
     async ensureTables(tables) {
-      for (const table of [DROPS_TABLE, ...tables]) {
-        await session.queryAsync(createTableSql(table));
-        const columns = JSON.parse((await session.queryAsync(columnsSql(table), { format: 'JSON' })).text()) as { data: { name: string; type: string }[] };
-        checkColumns(table, columns.data);
-      }
+      const runner = {
+        command: async (sql: string) => void (await session.queryAsync(sql)),
+        rows: async (sql: string) => (JSON.parse((await session.queryAsync(sql, { format: 'JSON' })).text()) as { data: Record<string, unknown>[] }).data,
+      };
+      await ensureSchema(runner, tables, { dialect: CURRENT_DIALECT, retentionDays: options.retentionDays, logger });
     },
     async insert(table: TableSpec, rows: readonly ResultRow[]) {
       if (rows.length === 0) return;
       try {
-        await session.insert({ table: table.name, values: Buffer.from(toJsonEachRow(table, rows)), format: 'JSONEachRow' });
+        await session.insert({ table: rawName(table.name), values: Buffer.from(toJsonEachRow(table, rows)), format: 'JSONEachRow' });
       } catch (err) {
         logger.warn({ err, table: table.name, rows: rows.length }, 'insert failed');
         throw new PanoptesError(ErrorCode.SinkInsert, `insert of ${rows.length} rows into ${table.name} failed: ${describeError(err)}`, {

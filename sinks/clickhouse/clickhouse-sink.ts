@@ -1,6 +1,7 @@
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
-import { checkColumns, columnsSql, createTableSql, dialectOf, DROPS_TABLE, quoteIdentifier, toInsertRows, type SqlDialect } from '../schema.js';
+import { ensureSchema } from '../migrate.js';
+import { dialectOf, quoteIdentifier, rawName, toInsertRows, type SqlDialect } from '../schema.js';
 import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ClickHouseSinkOptions {
@@ -15,6 +16,8 @@ export interface ClickHouseSinkOptions {
   limits?: QueryLimits;
   /** @defaultValue 30000 */
   requestTimeoutMs?: number;
+  /** Days rows are kept; undefined keeps them. Needs ClickHouse 20.1 or newer (TTL). */
+  retentionDays?: number | undefined;
   logger: Logger;
 }
 
@@ -64,18 +67,17 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
 
     async ensureTables(tables: readonly TableSpec[]) {
       if (options.database && options.database !== 'default') await createDatabase(options);
-      const sql = await serverDialect();
-      for (const table of [DROPS_TABLE, ...tables]) {
-        await client.command({ query: createTableSql(table, sql) });
-        const columns = await (await client.query({ query: columnsSql(table), format: 'JSONEachRow' })).json<{ name: string; type: string }>();
-        checkColumns(table, columns, sql);
-      }
+      const runner = {
+        command: async (sql: string) => void (await client.command({ query: sql })),
+        rows: async (sql: string) => (await client.query({ query: sql, format: 'JSONEachRow' })).json<Record<string, unknown>>(),
+      };
+      await ensureSchema(runner, tables, { dialect: await serverDialect(), retentionDays: options.retentionDays, logger });
     },
 
     async insert(table: TableSpec, rows: readonly ResultRow[]) {
       if (rows.length === 0) return;
       try {
-        await client.insert({ table: table.name, values: toInsertRows(table, rows, await serverDialect()), format: 'JSONEachRow' });
+        await client.insert({ table: rawName(table.name), values: toInsertRows(table, rows, await serverDialect()), format: 'JSONEachRow' });
       } catch (err) {
         logger.warn({ err, table: table.name, rows: rows.length }, 'insert failed');
         throw new PanoptesError(ErrorCode.SinkInsert, `insert of ${rows.length} rows into ${table.name} failed: ${describeError(err)}`, {

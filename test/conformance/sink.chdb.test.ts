@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Session } from 'chdb';
 import { silentLogger } from '../../core/index.js';
 import { createChdbSink } from '../../sinks/index.js';
 import { describeSinkConformance } from './sink.suite.js';
@@ -8,6 +9,14 @@ import { describeSinkConformance } from './sink.suite.js';
 const path = mkdtempSync(join(tmpdir(), 'panoptes-sink-chdb-'));
 
 describeSinkConformance('chDB', {
-  open: async (readOnly, limits) => createChdbSink({ path, readOnly, logger: silentLogger(), ...(limits ? { limits } : {}) }),
+  open: async (options = {}) => createChdbSink({ path, logger: silentLogger(), ...options }),
+  execute: async (sql) => {
+    const session = new Session(path);
+    try {
+      await session.queryAsync(sql);
+    } finally {
+      session.close();
+    }
+  },
   cleanup: async () => rmSync(path, { recursive: true, force: true }),
 });

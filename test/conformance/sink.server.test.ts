@@ -17,10 +17,11 @@ async function admin(url: string, sql: string): Promise<void> {
 describe.skipIf(serverSkipReason('clickhouse') !== undefined)('ClickHouse server', () => {
   const url = serverAddress('clickhouse') ?? '';
   describeSinkConformance('ClickHouse server', {
-    open: async (readOnly, limits) => {
+    open: async (options = {}) => {
       await admin(url, `CREATE DATABASE IF NOT EXISTS ${database}`);
-      return createClickHouseSink({ url, database, readOnly, logger: silentLogger(), ...(limits ? { limits } : {}) });
+      return createClickHouseSink({ url, database, logger: silentLogger(), ...options });
     },
+    execute: (sql) => admin(`${url}/?database=${database}`, sql),
     cleanup: () => admin(url, `DROP DATABASE IF EXISTS ${database}`),
   });
 });

@@ -28,8 +28,8 @@ describe('a two-stage app: text regions, then each region read through the tasks
     const summary = await runDeployment(config, {
       logger: silentLogger(),
       beforeClose: async (sink) => {
-        texts = (await sink.query('SELECT source, frame_seq, node, text, x1, y1, x2, y2 FROM texts FINAL ORDER BY source, x1')).rows;
-        regions = (await sink.query("SELECT source, x1, y1, x2, y2 FROM detections FINAL WHERE node = 'find-text' ORDER BY source, x1")).rows;
+        texts = (await sink.query("SELECT source, frame_seq, node, value AS text, x1, y1, x2, y2 FROM recognitions WHERE kind = 'text' ORDER BY source, x1")).rows;
+        regions = (await sink.query("SELECT source, x1, y1, x2, y2 FROM detections WHERE node = 'find-text' ORDER BY source, x1")).rows;
       },
     });
 

@@ -36,9 +36,9 @@ describe.skipIf(!existsSync(clip))('embedded pipeline on car-detection.mp4 at it
     const summary: RunSummary = await runDeployment(config, {
       logger: silentLogger(),
       beforeClose: async (sink) => {
-        const cars = await sink.query("SELECT DISTINCT frame_seq FROM detections FINAL WHERE source = 'road' AND class = 'car' ORDER BY frame_seq");
+        const cars = await sink.query("SELECT DISTINCT frame_seq FROM detections WHERE source = 'road' AND class = 'car' ORDER BY frame_seq");
         carFrames = cars.rows.map((r) => Number(r.frame_seq));
-        frameRows = Number((await sink.query("SELECT count() AS n FROM frames FINAL WHERE source = 'road'")).rows[0]?.n);
+        frameRows = Number((await sink.query("SELECT count() AS n FROM frames WHERE source = 'road'")).rows[0]?.n);
       },
     });
 

@@ -24,8 +24,8 @@ const skipReason = kafkaUnavailableReason() ?? (existsSync(clip) ? undefined : `
 
 /** Users' view of the results: frames stored, and detections per frame and class. */
 const QUERIES = {
-  frames: "SELECT count() AS n FROM frames FINAL WHERE source = 'road'",
-  detections: "SELECT frame_seq, class, count() AS n FROM detections FINAL WHERE source = 'road' GROUP BY frame_seq, class ORDER BY frame_seq, class",
+  frames: "SELECT count() AS n FROM frames WHERE source = 'road'",
+  detections: "SELECT frame_seq, class, count() AS n FROM detections WHERE source = 'road' GROUP BY frame_seq, class ORDER BY frame_seq, class",
 };
 type Results = Record<keyof typeof QUERIES, unknown[]>;
 

@@ -26,7 +26,7 @@ describe('GET /query', () => {
     reader = createChdbSink({ path: dir, readOnly: true, limits: { maxResultRows: 100 }, logger: silentLogger() });
     const savedQuery = (name: string): string => {
       if (name !== 'traffic.objects_per_class') throw new Error(`no saved query ${name}`);
-      return 'SELECT class, count() AS n FROM detections FINAL GROUP BY class ORDER BY n DESC';
+      return 'SELECT class, count() AS n FROM detections GROUP BY class ORDER BY n DESC';
     };
     server = await startQueryServer({ sink: reader, savedQuery, port: 0, logger: silentLogger() });
   });

@@ -39,8 +39,8 @@ describe.skipIf(skipReason !== undefined)('pipeline into a ClickHouse server', (
       beforeClose: async (sink) => {
         for (const [name, sql] of Object.entries(savedQueries)) answers[name] = (await sink.query(sql)).rows;
         // Frame times come from the file, not the wall clock, so they too are the same each time.
-        answers.times = (await sink.query("SELECT toString(min(frame_time)) AS first, toString(max(frame_time)) AS last FROM frames FINAL WHERE source = 'road'")).rows;
-        frames = Number((await sink.query("SELECT count() AS n FROM frames FINAL WHERE source = 'road'")).rows[0]?.n);
+        answers.times = (await sink.query("SELECT toString(min(frame_time)) AS first, toString(max(frame_time)) AS last FROM frames WHERE source = 'road'")).rows;
+        frames = Number((await sink.query("SELECT count() AS n FROM frames WHERE source = 'road'")).rows[0]?.n);
       },
     });
     return { answers, frames, published: summary.sources[0]?.frames ?? 0 };

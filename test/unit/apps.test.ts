@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { APP_TABLES, createAppLogic, DETECTIONS, FRAMES, TEXTS } from '../../apps/index.js';
+import { APP_TABLES, createAppLogic, DETECTIONS, FRAMES, RECOGNITIONS } from '../../apps/index.js';
 import { appSpecSchema, frameId, outputId, parseConfig, type AppSpec, type Detection, type FrameRef, type NodeOutput, type ResultRow } from '../../core/index.js';
 import { evenSloSplit } from '../../scheduler/index.js';
 import { rowProblem } from '../../sinks/schema.js';
@@ -45,7 +45,7 @@ describe('app logic', () => {
   it('declares the shared tables', () => {
     expect(logic.spec).toBe(traffic);
     expect(logic.tables).toBe(APP_TABLES);
-    expect(logic.tables.map((t) => t.name)).toEqual(['detections', 'frames', 'texts']);
+    expect(logic.tables.map((t) => t.name)).toEqual(['detections', 'frames', 'recognitions', 'events']);
   });
 
   it('gives one detections row per detection and one frames summary row', () => {
@@ -77,7 +77,7 @@ describe('app logic', () => {
   });
 
   it('makes rows that fit their tables', () => {
-    const tables = new Map([DETECTIONS, FRAMES, TEXTS].map((t) => [t.name, t]));
+    const tables = new Map([DETECTIONS, FRAMES, RECOGNITIONS].map((t) => [t.name, t]));
     const texts: NodeOutput = { kind: 'texts', texts: [{ text: 'AB 123', score: 0.9, box: { x1: 1, y1: 2, x2: 3, y2: 4 } }] };
     const rows = [...logic.rowsFor({ ...root(frame), node: detectNode, frame, output: detections }), ...logic.rowsFor({ ...child, node: ocrNode, frame, output: texts })];
     for (const row of rows) {
@@ -112,20 +112,24 @@ describe('app logic', () => {
     expect(rows[0]?.rowId).toBe('traffic/cam-1/41/detect/0/detect/0');
   });
 
-  it('turns recognized texts into texts rows', () => {
+  it('turns recognized texts into recognitions rows of kind text, with the number a text spells', () => {
     const output: NodeOutput = {
       kind: 'texts',
       texts: [
         { text: 'AB 123', score: 0.98765, box: { x1: 5.555, y1: 6, x2: 70, y2: 20 } },
         { text: 'STOP', score: 0.5, box: { x1: 100, y1: 100, x2: 150, y2: 120 } },
+        { text: ' 1,250 ', score: 0.9, box: { x1: 0, y1: 0, x2: 10, y2: 10 } },
+        { text: '-3.5', score: 0.9, box: { x1: 0, y1: 0, x2: 10, y2: 10 } },
       ],
     };
     const rows = logic.rowsFor({ ...child, node: ocrNode, frame, output });
-    expect(rows.map((r) => r.table)).toEqual(['texts', 'texts']);
+    expect(rows.map((r) => r.table)).toEqual(['recognitions', 'recognitions', 'recognitions', 'recognitions']);
     expect(rows[0]?.fields.score).toBe(0.988);
-    expect(rows[0]?.fields).toMatchObject({ text: 'AB 123', x1: 5.56, y1: 6, x2: 70, y2: 20, node: 'ocr', frame_seq: 41 });
-    expect(rows[1]?.fields).toMatchObject({ text: 'STOP', score: 0.5 });
-    expect(new Set(rows.map((r) => r.rowId)).size).toBe(2);
+    expect(rows[0]?.fields).toMatchObject({ kind: 'text', value: 'AB 123', number: 0, object_id: child.inputId, x1: 5.56, y1: 6, x2: 70, y2: 20, node: 'ocr', frame_seq: 41 });
+    expect(rows[1]?.fields).toMatchObject({ value: 'STOP', score: 0.5 });
+    expect(rows.slice(2).map((r) => r.fields.number)).toEqual([1250, -3.5]);
+    expect(logic.rowsFor({ ...root(frame), node: ocrNode, frame, output })[0]?.fields.object_id).toBe('');
+    expect(new Set(rows.map((r) => r.rowId)).size).toBe(4);
     expect(logic.rowsFor({ ...child, node: ocrNode, frame, output: { kind: 'texts', texts: [] } })).toEqual([]);
   });
 });

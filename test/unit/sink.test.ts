@@ -8,16 +8,20 @@ import {
   createMemoryBus,
   dropContract,
   ErrorCode,
+  planContract,
   PanoptesError,
   resultRowContract,
   silentLogger,
+  statsContract,
   Topics,
   type MemoryBus,
+  type Plan,
   type ResultRow,
+  type Stats,
   type TableSpec,
 } from '../../core/index.js';
 import { createChdbSink, createSinkWorker, createTableSql, DROPS_TABLE, type ResultSink } from '../../sinks/index.js';
-import { rowProblem } from '../../sinks/schema.js';
+import { CURRENT_DIALECT, dialectOf, retentionIn, rowProblem } from '../../sinks/schema.js';
 import { detection } from '../conformance/sink.suite.js';
 import { waitFor } from '../conformance/wait-for.js';
 
@@ -25,14 +29,30 @@ const scratch = mkdtempSync(join(tmpdir(), 'panoptes-sink-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('createTableSql', () => {
-  it('creates a ReplacingMergeTree keyed by the sort key with row_id last', () => {
+  it('creates the raw table: a ReplacingMergeTree partitioned by day, keyed by the sort key with row_id last', () => {
     const sql = createTableSql(DETECTIONS);
-    expect(sql).toMatch(/^CREATE TABLE IF NOT EXISTS `detections` \(/);
-    expect(sql).toMatch(/ENGINE = ReplacingMergeTree\(inserted_at\)/);
-    expect(sql).toMatch(/ORDER BY \(`app`, `source`, `frame_seq`, `row_id`\)$/);
+    expect(sql).toMatch(/^CREATE TABLE IF NOT EXISTS `detections_raw` \(/);
+    expect(sql).toMatch(/ENGINE = ReplacingMergeTree\(inserted_at\) PARTITION BY toYYYYMMDD\(`frame_time`\) ORDER BY \(`app`, `source`, `frame_seq`, `row_id`\)$/);
     for (const column of ['`row_id` String', '`app` String', '`source` String', '`frame_seq` UInt64', '`frame_time` DateTime64(3)', '`score` Float32', '`inserted_at` DateTime64(3)']) {
       expect(sql).toContain(column);
     }
+  });
+
+  it('adds a TTL for the retention, where the dialect has TTL', () => {
+    expect(createTableSql(DETECTIONS, CURRENT_DIALECT, 30)).toMatch(/ORDER BY \(.*\) TTL toDateTime\(`frame_time`\) \+ INTERVAL 30 DAY$/);
+    expect(createTableSql(DETECTIONS, dialectOf('18.16.1'), 30)).not.toContain('TTL');
+    expect(createTableSql(DETECTIONS, dialectOf('18.16.1'))).toContain('`frame_time` DateTime,');
+    expect(createTableSql(DETECTIONS, dialectOf('24.8.4.13'), 30)).toContain('TTL');
+  });
+
+  it('does not partition drops by their time, which a second write of the same drop changes', () => {
+    expect(createTableSql(DROPS_TABLE)).not.toContain('PARTITION BY');
+    expect(createTableSql(DROPS_TABLE, CURRENT_DIALECT, 7)).toMatch(/TTL toDateTime\(`at`\) \+ INTERVAL 7 DAY$/);
+  });
+
+  it('reads the retention back from engine_full as servers print it', () => {
+    expect(retentionIn('ReplacingMergeTree(inserted_at) PARTITION BY toYYYYMMDD(frame_time) ORDER BY (row_id) TTL toDateTime(frame_time) + toIntervalDay(30) SETTINGS index_granularity = 8192')).toBe(30);
+    expect(retentionIn('ReplacingMergeTree(inserted_at) ORDER BY (row_id) SETTINGS index_granularity = 8192')).toBeUndefined();
   });
 
   it('appends row_id to an empty sort key', () => {
@@ -128,7 +148,7 @@ describe('sink worker', () => {
 
   async function startWorker(t: TableSpec, resultSink: ResultSink = sink): Promise<MemoryBus> {
     bus = createMemoryBus({ retryInitialMs: 5, retryMaxMs: 20 });
-    await bus.createTopics([Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: 3 })));
+    await bus.createTopics([Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 3 })));
     worker = createSinkWorker({ bus, sink: resultSink, tables: [t], batchRows: 40, flushMs: 10, logger: silentLogger() });
     await worker.start();
     return bus;
@@ -156,7 +176,7 @@ describe('sink worker', () => {
     const ends = await b.endOffsets(Topics.results);
     expect(ends.reduce((sum, e) => sum + e.offset, 0)).toBe(100);
 
-    const stored = await sink.query(`SELECT row_id, source, n, label FROM ${t.name} FINAL ORDER BY n`);
+    const stored = await sink.query(`SELECT row_id, source, n, label FROM ${t.name} ORDER BY n`);
     expect(stored.rows).toHaveLength(100);
     expect(stored.rows.map((r) => r.n)).toEqual(rows.map((_, n) => n));
     expect(stored.rows[7]).toEqual({ row_id: rows[7]?.rowId, source: 'cam-3', n: 7, label: 'event, "7"\n' });
@@ -183,11 +203,11 @@ describe('sink worker', () => {
     ]);
     await waitFor(async () => (await caughtUp(b, Topics.results)) && caughtUp(b, Topics.drops), 'the sink group to commit', { timeoutMs: 10_000 });
 
-    const stored = await sink.query(`SELECT n FROM ${t.name} FINAL ORDER BY n`);
+    const stored = await sink.query(`SELECT n FROM ${t.name} ORDER BY n`);
     expect(stored.rows.map((r) => r.n)).toEqual([1, 2, 3]);
 
     const drops = await sink.query(
-      `SELECT what, stage, reason, source, frame_seq, detail FROM ${DROPS_TABLE.name} FINAL WHERE source LIKE 'w-%' ORDER BY reason`,
+      `SELECT what, stage, reason, source, frame_seq, detail FROM ${DROPS_TABLE.name} WHERE source LIKE 'w-%' ORDER BY reason`,
     );
     expect(drops.rows.map((r) => r.reason)).toEqual(['deadline', 'decode', 'invalid-row']);
     const [deadline, decode, invalidRow] = drops.rows;
@@ -208,9 +228,9 @@ describe('sink worker', () => {
     const rows = [row(t, 1, 'n-good'), { ...row(t, 2, 'n-bad'), fields: { n: -1, label: 'x' } }, row(t, 3, 'n-good')];
     await send(b, Topics.results, rows.map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
     await waitFor(() => caughtUp(b, Topics.results), 'the sink group to commit', { timeoutMs: 10_000 });
-    const stored = await sink.query(`SELECT n FROM ${t.name} FINAL ORDER BY n`);
+    const stored = await sink.query(`SELECT n FROM ${t.name} ORDER BY n`);
     expect(stored.rows.map((r) => r.n)).toEqual([1, 3]);
-    const drops = await sink.query(`SELECT reason, detail FROM ${DROPS_TABLE.name} FINAL WHERE source LIKE 'n-bad%'`);
+    const drops = await sink.query(`SELECT reason, detail FROM ${DROPS_TABLE.name} WHERE source LIKE 'n-bad%'`);
     expect(drops.rows).toHaveLength(1);
     expect(drops.rows[0]).toMatchObject({ reason: 'invalid-row' });
     expect(String(drops.rows[0]?.detail)).toContain('-1');
@@ -243,22 +263,58 @@ describe('sink worker', () => {
 
     expect(failures).toBe(2);
     expect(calls).toBeGreaterThan(2);
-    const stored = await sink.query(`SELECT n FROM ${t.name} FINAL ORDER BY n`);
+    const stored = await sink.query(`SELECT n FROM ${t.name} ORDER BY n`);
     expect(stored.rows.map((r) => r.n)).toEqual(rows.map((_, n) => n));
-    const distinct = await sink.query(`SELECT count() AS n, uniqExact(row_id) AS ids FROM ${t.name} FINAL`);
+    const distinct = await sink.query(`SELECT count() AS n, uniqExact(row_id) AS ids FROM ${t.name}`);
     expect(distinct.rows[0]).toEqual({ n: 90, ids: 90 });
   });
 
   it('uses the group id it is given', async () => {
     const t = table();
     bus = createMemoryBus();
-    await bus.createTopics([Topics.results, Topics.drops].map((name) => ({ name, partitions: 1 })));
+    await bus.createTopics([Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
     worker = createSinkWorker({ bus, sink, tables: [t], batchRows: 10, flushMs: 5, logger: silentLogger(), groupId: 'sink-b' });
     await worker.start();
     await send(bus, Topics.results, [{ key: 'cam-1', value: resultRowContract.encode(row(t, 1)) }]);
     const b = bus;
     await waitFor(() => caughtUp(b, Topics.results, 'sink-b'), 'group sink-b to commit', { timeoutMs: 10_000 });
     expect(await b.committed('panoptes.sink', Topics.results)).toEqual([]);
-    expect((await sink.query(`SELECT count() AS n FROM ${t.name} FINAL`)).rows[0]?.n).toBe(1);
+    expect((await sink.query(`SELECT count() AS n FROM ${t.name}`)).rows[0]?.n).toBe(1);
+  });
+
+  it("stores backends' stats and the scheduler's plans, once however often they are delivered", async () => {
+    const b = await startWorker(table());
+    const stats: Stats = {
+      backend: 'gpu-s1',
+      fromMs: 1_700_000_000_000,
+      toMs: 1_700_000_001_000,
+      sessions: [
+        { session: 'centernet@400', arrivalRate: 31.5, queueLength: 3, batchSizes: [4, 8, 6], latencyP50Ms: 80, latencyP99Ms: 190.5, dropped: 2, badRate: 0.0625 },
+        { session: 'ppocr-rec@200', arrivalRate: 0, queueLength: 0, batchSizes: [], latencyP50Ms: 0, latencyP99Ms: 0, dropped: 0, badRate: 0 },
+      ],
+      edges: [],
+    };
+    const plan: Plan = {
+      epoch: 7,
+      createdAtMs: 1_700_000_002_000,
+      sessions: [{ id: 'centernet@400', model: 'centernet', sloMs: 400 }],
+      backends: [{ backend: 'gpu-s1', dutyCycleMs: 125, sessions: [{ session: 'centernet@400', batch: 8 }] }],
+      routing: [{ session: 'centernet@400', topic: Topics.frames, weights: { 'gpu-s1': 0.75, 'gpu-s2': 0.25 } }],
+    };
+    for (let i = 0; i < 2; i++) {
+      await send(b, Topics.stats, [{ key: stats.backend, value: statsContract.encode(stats) }]);
+      await send(b, Topics.plan, [{ key: 'plan', value: planContract.encode(plan) }]);
+    }
+    await waitFor(async () => (await caughtUp(b, Topics.stats)) && caughtUp(b, Topics.plan), 'the sink group to commit stats and plans', { timeoutMs: 10_000 });
+
+    const stored = await sink.query(
+      "SELECT session, toUnixTimestamp(at) AS s, interval_ms, batches, mean_batch, max_batch, arrival_rate, latency_p99_ms, dropped, bad_rate FROM session_stats WHERE backend = 'gpu-s1' ORDER BY session",
+    );
+    expect(stored.rows).toEqual([
+      { session: 'centernet@400', s: 1_700_000_001, interval_ms: 1000, batches: 3, mean_batch: 6, max_batch: 8, arrival_rate: 31.5, latency_p99_ms: 190.5, dropped: 2, bad_rate: 0.0625 },
+      { session: 'ppocr-rec@200', s: 1_700_000_001, interval_ms: 1000, batches: 0, mean_batch: 0, max_batch: 0, arrival_rate: 0, latency_p99_ms: 0, dropped: 0, bad_rate: 0 },
+    ]);
+    const plans = await sink.query("SELECT epoch, backend, duty_cycle_ms, session, model, slo_ms, batch, routing FROM plans WHERE backend = 'gpu-s1'");
+    expect(plans.rows).toEqual([{ epoch: 7, backend: 'gpu-s1', duty_cycle_ms: 125, session: 'centernet@400', model: 'centernet', slo_ms: 400, batch: 8, routing: '{"panoptes.frames":0.75}' }]);
   });
 });
