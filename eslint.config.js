@@ -22,6 +22,7 @@ const ALLOWED = {
 const VENDORS = {
   kafkajs: ['core/bus/kafka'],
   'onnxruntime-node': ['analyzers/onnx'],
+  'onnx-proto': ['analyzers/onnx'],
   chdb: ['sinks/chdb'],
   '@clickhouse/client': ['sinks/clickhouse'],
   'fluent-ffmpeg': ['ingest'],

@@ -1,5 +1,24 @@
 export type * from './runtime/index.js';
-export { createOnnxRuntime, type OnnxRuntimeOptions } from './onnx/index.js';
+export {
+  createOnnxRuntime,
+  decodeOnnxModel,
+  encodeOnnxModel,
+  extractSubgraph,
+  groupBySharedPrefix,
+  hashGraph,
+  readOnnxModel,
+  sharedPrefix,
+  splitModel,
+  type CutTensor,
+  type GraphHashes,
+  type HashedNode,
+  type OnnxModel,
+  type OnnxRuntimeOptions,
+  type PrefixGroup,
+  type PrefixGroupOptions,
+  type SharedPrefix,
+  type SubgraphBounds,
+} from './onnx/index.js';
 export { decodeJpeg, encodeJpeg, type RgbImage } from './image/index.js';
 export { loadModelRunner, type Letterbox, type ModelRunner } from './models/index.js';
 export { createBackend, taskTopics, type BackendOptions, type BackendStatus } from './backend/index.js';

@@ -1,1 +1,12 @@
 export { createOnnxRuntime, type OnnxRuntimeOptions } from './runtime.js';
+export { decodeOnnxModel, encodeOnnxModel, readOnnxModel, type OnnxModel } from './onnx-model.js';
+export { hashGraph, type GraphHashes, type HashedNode } from './graph-hash.js';
+export {
+  groupBySharedPrefix,
+  sharedPrefix,
+  type CutTensor,
+  type PrefixGroup,
+  type PrefixGroupOptions,
+  type SharedPrefix,
+} from './shared-prefix.js';
+export { extractSubgraph, splitModel, type SubgraphBounds } from './subgraph.js';

@@ -1,0 +1,71 @@
+import { readFile } from 'node:fs/promises';
+import onnxProto from 'onnx-proto';
+import { ErrorCode, PanoptesError } from '../../core/index.js';
+
+const { onnx } = onnxProto;
+
+/**
+ * An ONNX model as its protobuf message. onnx-proto carries the ONNX 1.10 schema (IR 8): fields
+ * added since (node and graph `metadata_props`, a node's `overload`) are dropped when decoding.
+ */
+export type OnnxModel = onnxProto.onnx.IModelProto;
+export type OnnxGraph = onnxProto.onnx.IGraphProto;
+export type OnnxNode = onnxProto.onnx.INodeProto;
+export type OnnxValueInfo = onnxProto.onnx.IValueInfoProto;
+
+export function decodeOnnxModel(bytes: Uint8Array): OnnxModel {
+  try {
+    return onnx.ModelProto.decode(bytes);
+  } catch (err) {
+    throw new PanoptesError(ErrorCode.ModelLoad, `not an ONNX model: ${String(err)}`, { cause: err });
+  }
+}
+
+export function encodeOnnxModel(model: OnnxModel): Uint8Array {
+  return onnx.ModelProto.encode(model).finish();
+}
+
+export async function readOnnxModel(file: string): Promise<OnnxModel> {
+  const bytes = await readFile(file).catch((err: unknown) => {
+    throw new PanoptesError(ErrorCode.ModelLoad, `cannot read model file ${file}`, { cause: err, details: { file } });
+  });
+  try {
+    return onnx.ModelProto.decode(bytes);
+  } catch (err) {
+    throw new PanoptesError(ErrorCode.ModelLoad, `${file} is not an ONNX model`, { cause: err, details: { file } });
+  }
+}
+
+export function graphOf(model: OnnxModel): OnnxGraph {
+  if (!model.graph) throw new PanoptesError(ErrorCode.ModelLoad, 'the ONNX model has no graph');
+  if (model.graph.sparseInitializer?.length) {
+    throw new PanoptesError(ErrorCode.ModelLoad, 'ONNX graph tools do not handle sparse initializers yet');
+  }
+  return model.graph;
+}
+
+/** The graph inputs fed at run time; old models also list their initializers as inputs. */
+export function feedInputs(graph: OnnxGraph): OnnxValueInfo[] {
+  const initializers = new Set(graph.initializer?.map((t) => t.name));
+  return (graph.input ?? []).filter((v) => !initializers.has(v.name));
+}
+
+/** The tensors a node reads: its inputs, less the empty names of absent optional ones, and `subgraphReads`. */
+export function nodeReads(node: OnnxNode): string[] {
+  return [...(node.input ?? []).filter((name) => name !== ''), ...subgraphReads(node)];
+}
+
+/** The outer tensors a node's subgraphs (If/Loop/Scan bodies) read by name: wiring too. */
+export function subgraphReads(node: OnnxNode): string[] {
+  const subgraphs = (node.attribute ?? []).flatMap((a) => [...(a.g ? [a.g] : []), ...(a.graphs ?? [])]);
+  return [...new Set(subgraphs.flatMap(outerReads))];
+}
+
+function outerReads(graph: OnnxGraph): string[] {
+  const defined = new Set([
+    ...(graph.input ?? []).map((v) => v.name),
+    ...(graph.initializer ?? []).map((t) => t.name),
+    ...(graph.node ?? []).flatMap((n) => n.output ?? []),
+  ]);
+  return (graph.node ?? []).flatMap(nodeReads).filter((name) => !defined.has(name));
+}
