@@ -26,6 +26,8 @@ export const ErrorCode = {
   SinkInsert: 'PANOPTES_SINK_INSERT',
   QueryReadOnly: 'PANOPTES_QUERY_READ_ONLY',
   QueryFailed: 'PANOPTES_QUERY_FAILED',
+  ProfileNotFound: 'PANOPTES_PROFILE_NOT_FOUND',
+  SchedulerInput: 'PANOPTES_SCHEDULER_INPUT',
   Closed: 'PANOPTES_CLOSED',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

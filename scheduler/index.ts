@@ -1,1 +1,22 @@
-export { evenSloSplit } from './slo-split.js';
+export {
+  batchProfileSchema,
+  compileProfile,
+  LATENCY_STD_FACTOR,
+  linearProfile,
+  loadProfileFile,
+  loadProfiles,
+  profileLookup,
+  profileWarnings,
+  type BatchMeasurement,
+  type BatchProfile,
+  type ModelProfile,
+  type ProfileLookup,
+} from './profile.js';
+export { batchFor, EPSILON, gpuBudgetMs, peakThroughput } from './worst-case.js';
+export { squishyBinPacking, type GpuNode, type NodeSession, type Packing, type PackOptions, type Session } from './squishy.js';
+export { countModelMoves, repack } from './repack.js';
+export { planViolations } from './plan-check.js';
+export { fewestGpus, MAX_BRUTE_FORCE_SESSIONS } from './optimal.js';
+export { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryEdge, type QuerySpec, type QuerySplit } from './query-analysis.js';
+export { batchObliviousAllocation } from './baselines.js';
+export { evenSloSplit, type AppGraph } from './slo-split.js';
