@@ -20,5 +20,5 @@ export {
   type SubgraphBounds,
 } from './onnx/index.js';
 export { decodeJpeg, encodeJpeg, type RgbImage } from './image/index.js';
-export { loadModelRunner, type Letterbox, type ModelRunner } from './models/index.js';
+export { cpuDeviceName, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
 export { createBackend, taskTopics, type BackendOptions, type BackendStatus } from './backend/index.js';

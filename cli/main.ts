@@ -24,6 +24,7 @@ import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/
 import { parseRoles, runDeployment, type Role, type RunSummary } from './deployment.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { startQueryServer } from './query-server.js';
+import { addSchedulerCommands } from './scheduler-commands.js';
 import { createProgress } from './progress.js';
 
 const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections GROUP BY class ORDER BY n DESC';
@@ -226,6 +227,8 @@ export function buildProgram(): Command {
       await server.close();
       await sink.close();
     });
+
+  addSchedulerCommands(program, logger);
 
   const models = program.command('models').description('the model zoo');
   models

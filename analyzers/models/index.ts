@@ -1,3 +1,4 @@
 export type * from './types.js';
 export { loadModelRunner, type ModelRunner } from './zoo.js';
 export { cropImage } from './ocr/index.js';
+export { cpuDeviceName, profileModel, type BatchTiming, type ModelTimings, type ProfileOptions } from './profile.js';

@@ -1,0 +1,105 @@
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { InvalidArgumentError, type Command } from 'commander';
+import { z } from 'zod';
+import { createOnnxRuntime, cpuDeviceName, decodeJpeg, profileModel } from '../analyzers/index.js';
+import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger } from '../core/index.js';
+import { batchProfileSchema, loadProfiles, profileLookup, profileWarnings, squishyBinPacking, type BatchProfile, type Packing } from '../scheduler/index.js';
+import { formatTable } from './output.js';
+
+/** `panoptes plan --sessions`: what the scheduler is asked to place. */
+const sessionsFileSchema = z
+  .array(
+    z.strictObject({
+      id: z.string().min(1),
+      model: z.string().min(1),
+      /** Latency SLO of each request, ms. */
+      sloMs: z.number().positive(),
+      /** Requests per second. */
+      rate: z.number().nonnegative(),
+    }),
+  )
+  .refine((sessions) => new Set(sessions.map((s) => s.id)).size === sessions.length, 'session ids must be unique');
+
+function parseInteger(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+/** The images a profile runs on: the given files, else the project's test images (real footage stills). */
+async function profileImages(files: readonly string[] | undefined): Promise<Awaited<ReturnType<typeof decodeJpeg>>[]> {
+  const dir = join(projectRoot(), 'test/fixtures/images');
+  const paths = files?.length ? files.map((f) => resolve(f)) : readdirSync(dir).filter((f) => f.endsWith('.jpg')).map((f) => join(dir, f));
+  return Promise.all(paths.map((path) => decodeJpeg(readFileSync(path))));
+}
+
+/** The plan as the issue's output format: nodes with their duty cycle and sessions. */
+const planJson = (packing: Packing): unknown => ({
+  nodes: packing.nodes.map((node) => ({ dutyCycleMs: round(node.dutyCycleMs), sessions: node.sessions.map((s) => ({ ...s, rate: round(s.rate) })) })),
+  unschedulable: packing.unschedulable,
+});
+
+const round = (n: number): number => Math.round(n * 1000) / 1000;
+
+/** `profile` and `plan`: the scheduler's management-plane commands. */
+export function addSchedulerCommands(program: Command, logger: () => Logger): void {
+  program
+    .command('profile')
+    .description("measure a zoo model's latency and memory at each batch size on this machine, for the scheduler")
+    .argument('<model>', 'a model of configs/models.yaml, e.g. centernet')
+    .option('--profiles <dir>', 'where profiles are kept', 'profiles')
+    .option('--max-batch <n>', "largest batch measured (default: the model's maxBatch)", parseInteger)
+    .option('--runs <n>', 'timed runs per batch size', parseInteger, 10)
+    .option('--warmup <n>', 'untimed runs per batch size before them', parseInteger, 2)
+    .option('--image <file...>', 'JPEG images to run on (default: the stills in test/fixtures/images)')
+    .action(async (name: string, opts: { profiles: string; maxBatch?: number; runs: number; warmup: number; image?: string[] }) => {
+      const zoo = loadModelZoo();
+      const spec = zoo[name];
+      if (!spec) throw new PanoptesError(ErrorCode.ConfigInvalid, `no model named "${name}" in the zoo; known: ${Object.keys(zoo).join(', ')}`);
+      const runtime = createOnnxRuntime({ logger: logger() });
+      try {
+        const device = cpuDeviceName();
+        process.stderr.write(`profiling ${name} on ${device}, batch 1..${opts.maxBatch ?? spec.maxBatch}, ${opts.runs} runs each\n`);
+        const timings = await profileModel(spec, runtime, await profileImages(opts.image), {
+          maxBatch: opts.maxBatch ?? spec.maxBatch,
+          runs: opts.runs,
+          warmup: opts.warmup,
+          onBatch: (t) => process.stderr.write(`  batch ${t.batch}: ${t.latencyMs} ± ${t.stdMs} ms, ${t.memoryMB} MB\n`),
+        });
+        const profile: BatchProfile = batchProfileSchema.parse({ version: 1, device, ...timings });
+        for (const warning of profileWarnings(profile)) process.stderr.write(`warning: ${warning}\n`);
+        mkdirSync(opts.profiles, { recursive: true });
+        const file = join(opts.profiles, `${device}.${name}.json`);
+        writeFileSync(file, `${JSON.stringify(profile, null, 2)}\n`);
+        process.stdout.write(`${file}\n`);
+      } finally {
+        await runtime.close();
+      }
+    });
+
+  program
+    .command('plan')
+    .description('place model sessions on GPUs with squishy bin packing (Nexus) and print the plan')
+    .requiredOption('--sessions <file.json>', 'sessions: [{"id","model","sloMs","rate"}], rate in requests/s')
+    .option('--profiles <dir>', 'batch profiles, one JSON file per (device, model)', 'profiles')
+    .option('--device <name>', 'the device to plan for, when the profiles cover several')
+    .option('--memory-mb <n>', "one device's memory; sessions on a node must fit in it", parseInteger)
+    .option('--json', 'print the plan as JSON')
+    .action((opts: { sessions: string; profiles: string; device?: string; memoryMb?: number; json?: boolean }) => {
+      const sessions = loadConfigFile(sessionsFileSchema, opts.sessions);
+      const { profiles, warnings } = loadProfiles(opts.profiles);
+      for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
+      const packing = squishyBinPacking(sessions, profileLookup(profiles, opts.device), opts.memoryMb ? { deviceMemoryMB: opts.memoryMb } : {});
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(planJson(packing))}\n`);
+        return;
+      }
+      const rows = packing.nodes.flatMap((node, i) =>
+        node.sessions.map((s) => ({ node: i, dutyCycleMs: round(node.dutyCycleMs), session: s.id, model: s.model, sloMs: s.sloMs, rate: round(s.rate), batch: s.batch })),
+      );
+      const columns = ['node', 'dutyCycleMs', 'session', 'model', 'sloMs', 'rate', 'batch'].map((name) => ({ name }));
+      process.stdout.write(`${packing.nodes.length} GPU${packing.nodes.length === 1 ? '' : 's'}\n${formatTable({ columns, rows }, 'table')}\n`);
+      for (const u of packing.unschedulable) process.stdout.write(`unschedulable: ${u.id}: ${u.reason}\n`);
+    });
+}

@@ -1,0 +1,101 @@
+// `panoptes plan` and `panoptes profile`, run as a user runs them.
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../../core/index.js';
+import { loadProfileFile } from '../../scheduler/index.js';
+import { TABLE_2, TABLE_2_SLO_MS } from '../unit/scheduler-fixtures.js';
+
+const run = promisify(execFile);
+const root = projectRoot();
+
+async function panoptes(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), ...args], { cwd: root, env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent' } });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+describe('panoptes plan', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'panoptes-plan-'));
+  const profiles = join(dir, 'profiles');
+  mkdirSync(profiles);
+  for (const profile of TABLE_2) {
+    // As users write them: the issue's format, without the version.
+    const { version: _, ...unversioned } = profile;
+    writeFileSync(join(profiles, `gtx1080.${profile.model}.json`), JSON.stringify(unversioned));
+  }
+  const sessionsFile = (sessions: unknown): string => {
+    const file = join(dir, `sessions-${Math.random().toString(36).slice(2)}.json`);
+    writeFileSync(file, JSON.stringify(sessions));
+    return file;
+  };
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("prints the paper's low-load plan (Table 2) as JSON", async () => {
+    const sessions = (['A', 'B', 'C'] as const).map((model) => ({ id: `s-${model}`, model, sloMs: TABLE_2_SLO_MS[model], rate: model === 'A' ? 64 : 32 }));
+    const { code, stdout, stderr } = await panoptes('plan', '--sessions', sessionsFile(sessions), '--profiles', profiles, '--json');
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({
+      nodes: [
+        {
+          dutyCycleMs: 125,
+          sessions: [
+            { id: 's-A', model: 'A', sloMs: 200, rate: 64, batch: 8 },
+            { id: 's-B', model: 'B', sloMs: 250, rate: 32, batch: 4 },
+          ],
+        },
+        { dutyCycleMs: expect.any(Number) as number, sessions: [{ id: 's-C', model: 'C', sloMs: 250, rate: 32, batch: expect.any(Number) as number }] },
+      ],
+      unschedulable: [],
+    });
+  });
+
+  it('names the model and the device when a profile is missing, and the file and field when sessions are wrong', async () => {
+    const missing = await panoptes('plan', '--sessions', sessionsFile([{ id: 'x', model: 'yolo', sloMs: 100, rate: 10 }]), '--profiles', profiles);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^panoptes: no batch profile for model "yolo" on device "gtx1080"/);
+
+    const file = sessionsFile([{ id: 'x', model: 'A', sloMs: -5, rate: 10 }]);
+    const invalid = await panoptes('plan', '--sessions', file, '--profiles', profiles);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toContain(file);
+    expect(invalid.stderr).toContain('[0].sloMs');
+  });
+});
+
+describe('panoptes profile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'panoptes-profile-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('measures a real model at each batch size and writes a profile the scheduler loads', async () => {
+    const { code, stdout, stderr } = await panoptes('profile', 'ppocr-rec', '--profiles', dir, '--max-batch', '3', '--runs', '3', '--warmup', '1');
+    expect(code, stderr).toBe(0);
+    const files = readdirSync(dir);
+    expect(files).toHaveLength(1);
+    expect(stdout.trim()).toBe(join(dir, files[0]!));
+    const profile = loadProfileFile(join(dir, files[0]!));
+    expect(profile.model).toBe('ppocr-rec');
+    expect(profile.device).toMatch(/^cpu-.+-\d+c$/);
+    expect(profile.batches.map((b) => b.batch)).toEqual([1, 2, 3]);
+    for (const b of profile.batches) {
+      expect(b.latencyMs).toBeGreaterThan(0);
+      expect(b.memoryMB).toBeGreaterThan(0);
+    }
+    expect(profile.preprocessMs).toBeGreaterThan(0);
+    expect(profile.postprocessMs).toBeGreaterThanOrEqual(0);
+  }, 120_000);
+
+  it('says which models there are when the name is unknown', async () => {
+    const { code, stderr } = await panoptes('profile', 'yolo', '--profiles', dir);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/no model named "yolo" in the zoo; known: centernet, ppocr-det, ppocr-rec/);
+  });
+});
