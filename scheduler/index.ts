@@ -20,3 +20,4 @@ export { fewestGpus, MAX_BRUTE_FORCE_SESSIONS } from './optimal.js';
 export { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryEdge, type QuerySpec, type QuerySplit } from './query-analysis.js';
 export { batchObliviousAllocation } from './baselines.js';
 export { evenSloSplit, type AppGraph } from './slo-split.js';
+export { mergeSharedPrefixes, type PrefixFamily, type PrefixMerge } from './prefix-merge.js';
