@@ -21,3 +21,5 @@ export { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryE
 export { batchObliviousAllocation } from './baselines.js';
 export { evenSloSplit, type AppGraph } from './slo-split.js';
 export { mergeSharedPrefixes, type PrefixFamily, type PrefixMerge } from './prefix-merge.js';
+export { edgeKey, planEpoch, sessionId, type AppDemand, type EpochInput, type EpochOptions, type EpochPlan, type EpochState } from './epoch.js';
+export { createEpochService, type EpochServiceOptions, type EpochServiceStatus } from './epoch-service.js';

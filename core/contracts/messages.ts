@@ -129,6 +129,8 @@ const stats = z.object({
   ),
   /** Measured fan-out γ per DAG edge: child tasks per parent request. */
   edges: z.array(z.object({ app: z.string(), from: z.string(), to: z.string(), gamma: z.number().nonnegative() })),
+  /** Frames per second this backend took in for each app: the load the query analysis splits. */
+  apps: z.array(z.object({ app: z.string().min(1), framesRate: z.number().nonnegative() })).optional(),
 });
 export type Stats = z.infer<typeof stats>;
 

@@ -1,0 +1,168 @@
+import {
+  describeError,
+  planContract,
+  statsContract,
+  systemClock,
+  Topics,
+  type Batch,
+  type Bus,
+  type Clock,
+  type Consumer,
+  type Lifecycle,
+  type Logger,
+  type Plan,
+  type Stats,
+} from '../core/index.js';
+import { edgeKey, planEpoch, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
+import type { PrefixFamily } from './prefix-merge.js';
+import type { ProfileLookup } from './profile.js';
+
+export interface EpochServiceOptions extends EpochOptions {
+  bus: Bus;
+  /** The apps to plan for, without their load (`framesRate` and `gammas` come from stats). */
+  apps: readonly Omit<AppDemand, 'framesRate' | 'gammas'>[];
+  profileOf: ProfileLookup;
+  families?: readonly PrefixFamily[];
+  logger: Logger;
+  clock?: Clock;
+  /** @defaultValue 30000 */
+  epochMs?: number;
+  /** No two plans closer than this. @defaultValue 10000 */
+  minEpochMs?: number;
+  /** Re-plan early when the total frame rate moved by this share since the last plan. @defaultValue 0.3 */
+  changeThreshold?: number;
+  /** A backend that has not reported for this long is gone. @defaultValue 10000 */
+  backendTimeoutMs?: number;
+  groupId?: string;
+}
+
+export interface EpochServiceStatus {
+  state: 'idle' | 'running' | 'draining' | 'closed';
+  epoch: number;
+  lastPlanAtMs: number | undefined;
+  backends: string[];
+  warnings: string[];
+}
+
+/**
+ * The scheduler role (Nexus §6, "epoch scheduling"): reads every backend's stats from
+ * `panoptes.stats`, and every epoch (30 s, sooner when the load moves by a third, never twice
+ * within 10 s) plans with `planEpoch` and publishes the plan to `panoptes.plan`, where backends
+ * and the sink follow the newest.
+ */
+export function createEpochService(options: EpochServiceOptions): Lifecycle<EpochServiceStatus> & { planNow(): Promise<Plan> } {
+  const clock = options.clock ?? systemClock;
+  const epochMs = options.epochMs ?? 30_000;
+  const minEpochMs = options.minEpochMs ?? 10_000;
+  const changeThreshold = options.changeThreshold ?? 0.3;
+  const backendTimeoutMs = options.backendTimeoutMs ?? 10_000;
+  const logger = options.logger.child({ module: 'scheduler.epoch' });
+  const producer = options.bus.producer();
+  const latest = new Map<string, { stats: Stats; atMs: number }>();
+  const status: EpochServiceStatus = { state: 'idle', epoch: 0, lastPlanAtMs: undefined, backends: [], warnings: [] };
+  let state: EpochState | undefined;
+  let loadAtLastPlan = 0;
+  let consumer: Consumer | undefined;
+  const stopping = new AbortController();
+  let loop: Promise<void> | undefined;
+
+  const onStats = async (batch: Batch): Promise<void> => {
+    for (const message of batch.messages) {
+      try {
+        const stats = statsContract.decode(message.value);
+        latest.set(stats.backend, { stats, atMs: clock.now() });
+      } catch (err) {
+        // Stats are a sample: a bad one is skipped (and said), the next second brings another.
+        logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable stats skipped');
+      }
+    }
+  };
+
+  /** The load the backends reported lately: frames per app summed, γ per edge averaged. */
+  const demand = (): { apps: AppDemand[]; backends: string[] } => {
+    const now = clock.now();
+    const live = [...latest.values()].filter((s) => now - s.atMs <= backendTimeoutMs).map((s) => s.stats);
+    const framesRate = new Map<string, number>();
+    const gammas = new Map<string, number[]>();
+    for (const stats of live) {
+      for (const a of stats.apps ?? []) framesRate.set(a.app, (framesRate.get(a.app) ?? 0) + a.framesRate);
+      for (const e of stats.edges) {
+        const key = `${e.app}/${edgeKey(e.from, e.to)}`;
+        gammas.set(key, [...(gammas.get(key) ?? []), e.gamma]);
+      }
+    }
+    const apps = options.apps.map((app) => ({
+      ...app,
+      framesRate: framesRate.get(app.app) ?? 0,
+      gammas: Object.fromEntries(
+        app.edges.flatMap((e) => {
+          const measured = gammas.get(`${app.app}/${edgeKey(e.from, e.to)}`);
+          return measured ? [[edgeKey(e.from, e.to), measured.reduce((a, b) => a + b, 0) / measured.length]] : [];
+        }),
+      ),
+    }));
+    return { apps, backends: live.map((s) => s.backend).sort() };
+  };
+
+  const totalLoad = (apps: readonly AppDemand[]): number => apps.reduce((sum, a) => sum + a.framesRate, 0);
+
+  async function planNow(): Promise<Plan> {
+    const { apps, backends } = demand();
+    const result = planEpoch(
+      { epoch: status.epoch + 1, nowMs: clock.now(), apps, backends, ...(state ? { previous: state } : {}), ...(options.families ? { families: options.families } : {}) },
+      options.profileOf,
+      options,
+    );
+    await producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(result.plan) }]);
+    state = result.state;
+    loadAtLastPlan = totalLoad(apps);
+    Object.assign(status, { epoch: result.plan.epoch, lastPlanAtMs: result.plan.createdAtMs, backends, warnings: result.warnings });
+    for (const warning of result.warnings) logger.warn({ epoch: result.plan.epoch }, warning);
+    logger.info({ epoch: result.plan.epoch, backends: result.plan.backends.length, sessions: result.plan.sessions.length, load: loadAtLastPlan }, 'plan published');
+    return result.plan;
+  }
+
+  /** Due at the epoch, or early on a large change in load, never within `minEpochMs` of the last plan. */
+  const due = (): boolean => {
+    if (status.lastPlanAtMs === undefined) return true;
+    const since = clock.now() - status.lastPlanAtMs;
+    if (since >= epochMs) return true;
+    if (since < minEpochMs) return false;
+    const load = totalLoad(demand().apps);
+    return Math.abs(load - loadAtLastPlan) > changeThreshold * Math.max(loadAtLastPlan, 1e-9);
+  };
+
+  async function run(): Promise<void> {
+    while (!stopping.signal.aborted) {
+      // No plan before a backend reports: an empty one would only displace the one in force.
+      if (demand().backends.length > 0 && due()) {
+        // A failed plan is retried at the next tick; the last published plan stays in force.
+        await planNow().catch((err: unknown) => logger.error({ err }, 'planning failed; the previous plan stays'));
+      }
+      await clock.sleep(1000, stopping.signal).catch(() => undefined);
+    }
+  }
+
+  return {
+    planNow,
+    async start() {
+      consumer = options.bus.consumer({ groupId: options.groupId ?? 'panoptes.scheduler', topics: [Topics.stats] });
+      await consumer.run(onStats);
+      status.state = 'running';
+      loop = run();
+    },
+    async drain() {
+      status.state = 'draining';
+      stopping.abort();
+      await loop;
+    },
+    async close() {
+      stopping.abort();
+      await loop;
+      await consumer?.close();
+      await producer.close();
+      status.state = 'closed';
+    },
+    status: () => ({ ...status, backends: [...status.backends], warnings: [...status.warnings] }),
+  };
+}

@@ -1,0 +1,159 @@
+import { describeError, Topics, type Plan } from '../core/index.js';
+import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
+import type { ProfileLookup } from './profile.js';
+import { FRAMES, analyzeQuery } from './query-analysis.js';
+import { repack } from './repack.js';
+import { evenSloSplit } from './slo-split.js';
+import { squishyBinPacking, type GpuNode, type PackOptions, type Session } from './squishy.js';
+
+/** One app's load this epoch: its model tree, the frames entering it, the fan-out measured on each edge. */
+export interface AppDemand {
+  app: string;
+  sloMs: number;
+  nodes: readonly { id: string; model: string }[];
+  edges: readonly { from: string; to: string }[];
+  /** Frames per second entering the app. */
+  framesRate: number;
+  /** Measured γ by `from>to`; an edge not measured yet counts 1. */
+  gammas: Readonly<Record<string, number>>;
+}
+
+export interface EpochInput {
+  epoch: number;
+  nowMs: number;
+  apps: readonly AppDemand[];
+  /** Backends that reported lately, one per accelerator: each takes one node of the plan. */
+  backends: readonly string[];
+  previous?: EpochState;
+  families?: readonly PrefixFamily[];
+}
+
+/** What the next epoch starts from, to keep model moves few. */
+export interface EpochState {
+  nodes: readonly GpuNode[];
+  /** Which backend runs each node, by node id. */
+  backendOf: Readonly<Record<string, string>>;
+}
+
+export interface EpochOptions extends PackOptions {
+  /** Discretization ε of the query analysis, ms. */
+  epsilonMs: number;
+}
+
+export interface EpochPlan {
+  plan: Plan;
+  state: EpochState;
+  /** What an operator should know: splits that fell back, nodes without a backend, prefixes left apart. */
+  warnings: string[];
+}
+
+export const edgeKey = (from: string, to: string): string => `${from}>${to}`;
+
+/** A session's id: requests for one model under one SLO, from any app, form one session. */
+export const sessionId = (model: string, sloMs: number): string => `${model}@${Math.round(sloMs)}`;
+
+/**
+ * One epoch of the Nexus control plane (§6, Fig. 6), as a pure function: query analysis splits
+ * each app's SLO at its measured rates, requests for the same model and SLO form one session,
+ * sessions sharing a prefix and SLO merge, squishy bin packing (incremental after the first
+ * epoch) places them on nodes, and each node goes to a backend. The plan's routing gives each
+ * backend the share of a session's topics that matches the rate it serves.
+ */
+export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: EpochOptions): EpochPlan {
+  const warnings: string[] = [];
+  const rates = new Map<string, Session>();
+  const topics = new Map<string, Set<string>>();
+  for (const app of input.apps) {
+    if (app.framesRate <= 0) continue;
+    const split = splitSlo(app, profileOf, options, warnings);
+    for (const node of app.nodes) {
+      const rate = split.rates[node.id] ?? 0;
+      const sloMs = split.sloMs[node.id] ?? app.sloMs;
+      const id = sessionId(node.model, sloMs);
+      const session = rates.get(id) ?? { id, model: node.model, sloMs: Math.round(sloMs), rate: 0 };
+      session.rate += rate;
+      rates.set(id, session);
+      const fed = app.edges.find((e) => e.to === node.id)?.from === FRAMES ? Topics.frames : Topics.tasks(node.model);
+      topics.set(id, (topics.get(id) ?? new Set()).add(fed));
+    }
+  }
+
+  const hasProfile = (model: string): boolean => {
+    try {
+      return profileOf(model) !== undefined;
+    } catch {
+      return false;
+    }
+  };
+  const merge = mergeSharedPrefixes([...rates.values()], input.families ?? [], hasProfile);
+  warnings.push(...merge.notes);
+  for (const [id, members] of Object.entries(merge.members)) topics.set(id, new Set(members.flatMap((m) => [...(topics.get(m.id) ?? [])])));
+
+  const packing = input.previous ? repack(input.previous.nodes, merge.sessions, profileOf, options) : squishyBinPacking(merge.sessions, profileOf, options);
+  for (const u of packing.unschedulable) warnings.push(`session ${u.id} cannot be served: ${u.reason}`);
+  const backendOf = assignBackends(packing.nodes, input.backends, input.previous?.backendOf ?? {});
+  const unplaced = packing.nodes.filter((n) => !backendOf[n.id]);
+  if (unplaced.length > 0) {
+    warnings.push(`the plan needs ${packing.nodes.length} backends and ${input.backends.length} reported: ${unplaced.map((n) => n.sessions.map((s) => s.id).join('+')).join(', ')} wait for more`);
+  }
+
+  const placed = packing.nodes.filter((n) => backendOf[n.id]);
+  const sessions = merge.sessions.map((s) => ({ id: s.id, model: s.model, sloMs: s.sloMs }));
+  const plan: Plan = {
+    epoch: input.epoch,
+    createdAtMs: input.nowMs,
+    sessions,
+    backends: placed.map((node) => ({
+      backend: backendOf[node.id]!,
+      dutyCycleMs: node.dutyCycleMs,
+      sessions: node.sessions.map((s) => ({ session: s.id, batch: s.batch })),
+    })),
+    routing: sessions.flatMap((session) => {
+      const weights: Record<string, number> = {};
+      for (const node of placed) {
+        const served = node.sessions.find((s) => s.id === session.id)?.rate ?? 0;
+        if (served > 0) weights[backendOf[node.id]!] = (weights[backendOf[node.id]!] ?? 0) + served;
+      }
+      const total = Object.values(weights).reduce((a, b) => a + b, 0);
+      if (total === 0) return [];
+      const shares = Object.fromEntries(Object.entries(weights).map(([backend, w]) => [backend, w / total]));
+      return [...(topics.get(session.id) ?? [])].map((topic) => ({ session: session.id, topic, weights: shares }));
+    }),
+  };
+  return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
+}
+
+/** Query analysis at the app's measured load; the even split when it finds no feasible split. */
+function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOptions, warnings: string[]): { sloMs: Record<string, number>; rates: Record<string, number> } {
+  const edges = app.edges.map((e) => ({ ...e, gamma: e.from === FRAMES ? 1 : (app.gammas[edgeKey(e.from, e.to)] ?? 1) }));
+  try {
+    const split = analyzeQuery({ sloMs: app.sloMs, nodes: app.nodes, edges }, app.framesRate, profileOf, options);
+    if (Number.isFinite(split.gpus)) return split;
+    warnings.push(`app ${app.app}: no split of ${app.sloMs} ms serves ${app.framesRate} frames/s; splitting evenly`);
+  } catch (err) {
+    warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
+  }
+  const parent = new Map(edges.map((e) => [e.to, e]));
+  const rateOf = (node: string): number => {
+    const edge = parent.get(node);
+    return !edge || edge.from === FRAMES ? app.framesRate : edge.gamma * rateOf(edge.from);
+  };
+  return { sloMs: evenSloSplit(app), rates: Object.fromEntries(app.nodes.map((n) => [n.id, rateOf(n.id)])) };
+}
+
+/** Nodes keep the backend they had; the rest take free backends in order. */
+function assignBackends(nodes: readonly GpuNode[], backends: readonly string[], previous: Readonly<Record<string, string>>): Record<string, string> {
+  const available = new Set(backends);
+  const backendOf: Record<string, string> = {};
+  for (const node of nodes) {
+    const had = previous[node.id];
+    if (had && available.delete(had)) backendOf[node.id] = had;
+  }
+  const free = [...available];
+  for (const node of nodes) {
+    if (backendOf[node.id]) continue;
+    const next = free.shift();
+    if (next) backendOf[node.id] = next;
+  }
+  return backendOf;
+}

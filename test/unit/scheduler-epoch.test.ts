@@ -1,0 +1,150 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMemoryBus, planContract, silentLogger, statsContract, Topics, type Clock, type MemoryBus, type Plan, type Stats } from '../../core/index.js';
+import { countModelMoves, createEpochService, linearProfile, planEpoch, planViolations, profileLookup, type AppDemand } from '../../scheduler/index.js';
+import { waitFor } from '../conformance/wait-for.js';
+
+const profileOf = profileLookup([
+  linearProfile({ model: 'detector', alphaMs: 5, betaMs: 20, maxBatch: 32 }),
+  linearProfile({ model: 'reader', alphaMs: 1, betaMs: 5, maxBatch: 64 }),
+]);
+
+/** frames → detect (detector) → read (reader), 1 s end to end. */
+const app = (name: string, framesRate: number, gamma = 2): AppDemand => ({
+  app: name,
+  sloMs: 1000,
+  nodes: [
+    { id: 'detect', model: 'detector' },
+    { id: 'read', model: 'reader' },
+  ],
+  edges: [
+    { from: 'frames', to: 'detect' },
+    { from: 'detect', to: 'read' },
+  ],
+  framesRate,
+  gammas: { 'detect>read': gamma },
+});
+
+const options = { epsilonMs: 50 };
+
+describe('planEpoch', () => {
+  it('serves the same model under the same SLO from two apps as one session, routed by the rate each backend serves', () => {
+    const { plan, state, warnings } = planEpoch({ epoch: 1, nowMs: 1000, apps: [app('north', 200), app('south', 200)], backends: ['b1', 'b2', 'b3', 'b4', 'b5', 'b6'] }, profileOf, options);
+    expect(warnings).toEqual([]);
+    const models = plan.sessions.map((s) => s.model).sort();
+    expect(models).toEqual(['detector', 'reader']);
+
+    const detector = plan.sessions.find((s) => s.model === 'detector')!;
+    const reader = plan.sessions.find((s) => s.model === 'reader')!;
+    expect(detector.sloMs + reader.sloMs).toBeLessThanOrEqual(1000);
+    expect(plan.routing.filter((r) => r.session === detector.id).map((r) => r.topic)).toEqual([Topics.frames]);
+    expect(plan.routing.filter((r) => r.session === reader.id).map((r) => r.topic)).toEqual([Topics.tasks('reader')]);
+    for (const route of plan.routing) expect(Object.values(route.weights).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+
+    // 400 frames/s to the detector and 800 crops/s to the reader, all placed within the rules.
+    const served = (model: string): number => state.nodes.flatMap((n) => n.sessions).filter((s) => s.model === model).reduce((sum, s) => sum + s.rate, 0);
+    expect(served('detector')).toBeCloseTo(400, 6);
+    expect(served('reader')).toBeCloseTo(800, 6);
+    const sessions = plan.sessions.map((s) => ({ ...s, rate: served(s.model) }));
+    expect(planViolations({ nodes: [...state.nodes], unschedulable: [] }, sessions, profileOf)).toEqual([]);
+    expect(new Set(plan.backends.map((b) => b.backend)).size).toBe(plan.backends.length);
+  });
+
+  it('keeps backends and models where they were when the load holds, and says when backends are short', () => {
+    const first = planEpoch({ epoch: 1, nowMs: 0, apps: [app('north', 300)], backends: ['b1', 'b2', 'b3', 'b4', 'b5', 'b6', 'b7', 'b8'] }, profileOf, options);
+    const second = planEpoch({ epoch: 2, nowMs: 30_000, apps: [app('north', 300)], backends: ['b8', 'b7', 'b6', 'b5', 'b4', 'b3', 'b2', 'b1'], previous: first.state }, profileOf, options);
+    expect(countModelMoves(first.state.nodes, second.state.nodes)).toBe(0);
+    expect(second.state.backendOf).toEqual(first.state.backendOf);
+
+    const short = planEpoch({ epoch: 3, nowMs: 60_000, apps: [app('north', 300)], backends: ['b1'], previous: second.state }, profileOf, options);
+    expect(short.plan.backends).toHaveLength(1);
+    expect(short.warnings.join('\n')).toMatch(/the plan needs \d+ backends and 1 reported/);
+  });
+
+  it('splits evenly, and says so, when no split serves the load', () => {
+    const tight = { ...app('tight', 50), sloMs: 60 };
+    const { plan, warnings } = planEpoch({ epoch: 1, nowMs: 0, apps: [tight], backends: ['b1', 'b2'] }, profileOf, { epsilonMs: 10 });
+    expect(warnings.join('\n')).toMatch(/app tight: .*splitting evenly/);
+    expect(plan.sessions.map((s) => s.sloMs)).toEqual([30, 30]);
+  });
+});
+
+/** A clock the test moves: sleepers wake when it passes their time. */
+function manualClock(start = 1_700_000_000_000): Clock & { advance(ms: number): Promise<void> } {
+  let now = start;
+  let sleepers: { until: number; wake: () => void }[] = [];
+  return {
+    now: () => now,
+    sleep: (ms, signal) =>
+      new Promise<void>((resolve) => {
+        sleepers.push({ until: now + ms, wake: resolve });
+        signal?.addEventListener('abort', () => resolve(), { once: true });
+      }),
+    async advance(ms) {
+      for (let step = 0; step < ms; step += 1000) {
+        now += Math.min(1000, ms - step);
+        const due = sleepers.filter((s) => s.until <= now);
+        sleepers = sleepers.filter((s) => s.until > now);
+        for (const s of due) s.wake();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    },
+  };
+}
+
+describe('the epoch service', () => {
+  let bus: MemoryBus | undefined;
+  afterEach(async () => {
+    await bus?.close();
+  });
+
+  it('plans when backends report, at most every 10 s, early on a large change, else every 30 s', async () => {
+    bus = createMemoryBus();
+    await bus.createTopics([Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
+    const clock = manualClock();
+    const { sloMs, nodes, edges } = app('north', 0);
+    const service = createEpochService({ bus, apps: [{ app: 'north', sloMs, nodes, edges }], profileOf, logger: silentLogger(), clock, epsilonMs: 50 });
+    const plans: Plan[] = [];
+    const reader = bus.consumer({ groupId: 'test', topics: [Topics.plan] });
+    await reader.run(async (batch) => {
+      plans.push(...batch.messages.map((m) => planContract.decode(m.value)));
+    });
+    const producer = bus.producer();
+    const report = async (framesRate: number): Promise<void> => {
+      const stats: Stats = { backend: 'b1', fromMs: clock.now() - 1000, toMs: clock.now(), sessions: [], edges: [{ app: 'north', from: 'detect', to: 'read', gamma: 2 }], apps: [{ app: 'north', framesRate }] };
+      await producer.send(Topics.stats, [{ key: 'b1', value: statsContract.encode(stats) }]);
+      // Taken in before the clock moves on, as a second of real time would allow.
+      const b = bus!;
+      await waitFor(async () => (await b.committed('panoptes.scheduler', Topics.stats))[0]?.offset === (await b.endOffsets(Topics.stats))[0]?.offset, 'the stats to be read');
+    };
+
+    await service.start();
+    await clock.advance(3000);
+    expect(plans).toEqual([]); // no backend yet
+    await report(20);
+    await clock.advance(1000);
+    await waitFor(() => plans.length === 1, 'the first plan');
+    expect(plans[0]?.backends.map((b) => b.backend)).toEqual(['b1']);
+
+    await report(60); // tripled, but within 10 s of the last plan
+    await clock.advance(5000);
+    expect(plans).toHaveLength(1);
+    await report(60);
+    await clock.advance(5000);
+    await waitFor(() => plans.length === 2, 'an early plan after 10 s');
+
+    for (let s = 0; s < 28; s += 4) {
+      await report(60);
+      await clock.advance(4000);
+    }
+    expect(plans).toHaveLength(2); // steady load: nothing until the epoch
+    await report(60);
+    await clock.advance(4000);
+    await waitFor(() => plans.length === 3, 'the plan at 30 s');
+    expect(plans.map((p) => p.epoch)).toEqual([1, 2, 3]);
+    expect(service.status()).toMatchObject({ state: 'running', epoch: 3, backends: ['b1'] });
+
+    await producer.close();
+    await service.close();
+    await reader.close();
+  });
+});
