@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createBackend, createOnnxRuntime, taskTopics } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import {
@@ -14,6 +14,7 @@ import {
   type TableSpec,
 } from '../core/index.js';
 import { runIngest, type SourceResult } from '../ingest/index.js';
+import { createEpochService, loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
 import { createChdbSink, createClickHouseSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
 import type { Progress } from './progress.js';
 
@@ -23,9 +24,9 @@ export type Role = (typeof ROLES)[number];
 /** Consumer groups, shared by every process that runs the role. */
 export const Groups = { backend: 'panoptes.backend', sink: 'panoptes.sink' } as const;
 
-/** `all` or a comma-separated list of roles. */
-export function parseRoles(text: string): Set<Role> {
-  if (text.trim() === 'all') return new Set(['ingest', 'backend', 'sink']);
+/** `all` (the scheduler too when the deployment configures it) or a comma-separated list of roles. */
+export function parseRoles(text: string, config?: CompiledConfig): Set<Role> {
+  if (text.trim() === 'all') return new Set<Role>(['ingest', 'backend', 'sink', ...(config?.deployment.scheduler ? (['scheduler'] as const) : [])]);
   const roles = new Set<Role>();
   for (const name of text.split(',').map((r) => r.trim())) {
     if (!(ROLES as readonly string[]).includes(name)) {
@@ -100,16 +101,17 @@ const carriesJpeg = (topic: string): boolean => topic === Topics.frames || topic
  */
 export async function runDeployment(config: CompiledConfig, options: RunOptions): Promise<RunSummary> {
   const { logger } = options;
-  const roles = options.roles ?? parseRoles('all');
+  const roles = options.roles ?? parseRoles('all', config);
   const started = Date.now();
   const { bus: busConfig, sink: sinkConfig, backend: backendConfig } = config.deployment;
-  if (roles.has('scheduler')) {
-    throw new PanoptesError(ErrorCode.ConfigInvalid, '--roles: the scheduler role is not available yet; backends consume round-robin until it is');
+  if (roles.has('scheduler') && !config.deployment.scheduler) {
+    throw new PanoptesError(ErrorCode.ConfigInvalid, `--roles scheduler: ${config.file} has no \`scheduler:\` section (where its profiles are)`);
   }
   if (busConfig.kind === 'memory' && !['ingest', 'backend', 'sink'].every((r) => roles.has(r as Role))) {
     throw new PanoptesError(ErrorCode.ConfigInvalid, `--roles ${[...roles].join(',')}: the memory bus runs every role in one process; use a deployment with bus.kind: kafka to split them`);
   }
 
+  const scheduling = roles.has('scheduler') ? schedulerOptions(config, logger) : undefined;
   const apps = Object.values(config.apps).map(createAppLogic);
   const tasks = taskTopics(apps);
   if (!roles.has('ingest') && !options.signal) throw new PanoptesError(ErrorCode.ConfigInvalid, 'a process without the ingest role needs a stop signal');
@@ -148,7 +150,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     groupId: Groups.backend,
     logger,
   });
-  const stages: Lifecycle<unknown>[] = [sinkWorker, backend].filter((s) => s !== undefined);
+  const scheduler = scheduling && createEpochService({ bus, ...scheduling });
+  const stages: Lifecycle<unknown>[] = [scheduler, sinkWorker, backend].filter((s) => s !== undefined);
 
   try {
     for (const stage of stages) await stage.start();
@@ -208,6 +211,25 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     await bus.close();
     await sink?.close();
   }
+}
+
+/** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */
+function schedulerOptions(config: CompiledConfig, logger: Logger): Omit<EpochServiceOptions, 'bus'> {
+  const settings = config.deployment.scheduler!;
+  const { profiles, warnings } = loadProfiles(resolve(dirname(config.file), settings.profiles));
+  for (const warning of warnings) logger.warn(warning);
+  const profileOf = profileLookup(profiles, settings.device);
+  const apps = Object.values(config.apps);
+  for (const node of apps.flatMap((a) => a.nodes)) profileOf(node.model);
+  return {
+    apps: apps.map((a) => ({ app: a.name, sloMs: a.sloMs, nodes: a.nodes.map(({ id, model }) => ({ id, model })), edges: a.edges.map(({ from, to }) => ({ from, to })) })),
+    profileOf,
+    epsilonMs: settings.epsilonMs,
+    epochMs: settings.epochS * 1000,
+    minEpochMs: settings.minEpochS * 1000,
+    ...(settings.deviceMemoryMB ? { deviceMemoryMB: settings.deviceMemoryMB } : {}),
+    logger,
+  };
 }
 
 function aborted(signal: AbortSignal): Promise<void> {

@@ -144,10 +144,10 @@ export function buildProgram(): Command {
     .description('run a deployment: every role in one process, or some of them against Kafka')
     .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
     .addOption(dataDirOption().default(undefined, "the deployment's dataDir (./data)"))
-    .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink (split roles need bus.kind: kafka)', 'all')
+    .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink,scheduler (split roles need bus.kind: kafka)', 'all')
     .action(async (file: string, opts: { dataDir?: string; roles: string }) => {
-      const roles = parseRoles(opts.roles);
-      await runPipeline(loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {}), roles, logger());
+      const config = loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {});
+      await runPipeline(config, parseRoles(opts.roles, config), logger());
     });
 
   program

@@ -187,6 +187,25 @@ export const deploymentSchema = z.strictObject({
       }),
     ], { error: 'kind: chdb (the default) or kind: clickhouse, with their settings' })
     .default({ kind: 'chdb', batchRows: 5000, flushMs: 1000 }),
+  /**
+   * The Nexus scheduler role: plans sessions onto backends every epoch from their stats. Absent,
+   * backends consume round-robin; present, `--roles all` runs it too.
+   */
+  scheduler: z
+    .strictObject({
+      /** Batch profiles (`panoptes profile`), relative to the deployment file. */
+      profiles: z.string().min(1).default('../profiles'),
+      /** The device to plan for, when the profiles cover several. */
+      device: z.string().min(1).optional(),
+      epochS: z.number().positive().default(30),
+      /** No two plans closer than this. */
+      minEpochS: z.number().positive().default(10),
+      /** Discretization ε of the SLO split, ms. */
+      epsilonMs: z.number().positive().default(10),
+      /** One device's memory; sessions on a node must fit in it. */
+      deviceMemoryMB: z.number().positive().optional(),
+    })
+    .optional(),
   backend: z
     .strictObject({
       /** Frames per model run. */
