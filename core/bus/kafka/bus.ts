@@ -104,6 +104,23 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
     return count;
   }
 
+  /** Polls metadata until every partition of the topics has a leader; unknown-topic answers mean not yet. */
+  async function waitForLeaders(topics: string[], timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const ready = await admin
+        .fetchTopicMetadata({ topics })
+        .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
+        .catch((err: unknown) => {
+          if (/UNKNOWN_TOPIC_OR_PARTITION|LEADER_NOT_AVAILABLE/.test((err as { type?: string }).type ?? '')) return false;
+          throw err;
+        });
+      if (ready) return;
+      if (Date.now() > deadline) throw new PanoptesError(ErrorCode.BusUnavailable, `topics ${topics.join(', ')} have no leaders after ${timeoutMs} ms`, { retriable: true });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
   function producer(): Producer {
     checkOpen();
     const created = createCoalescingProducer({
@@ -149,7 +166,9 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
       const missing = specs.filter((spec) => !existing.has(spec.name));
       if (missing.length > 0) {
         await admin.createTopics({
-          waitForLeaders: true,
+          // kafkajs waits out LEADER_NOT_AVAILABLE only; a new topic can also be unknown to the
+          // metadata for a moment, so leaders are awaited below instead.
+          waitForLeaders: false,
           topics: missing.map((spec) => ({
             topic: spec.name,
             numPartitions: spec.partitions,
@@ -157,6 +176,7 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
             configEntries: spec.retentionMs === undefined ? [] : [{ name: 'retention.ms', value: String(spec.retentionMs) }],
           })),
         });
+        await waitForLeaders(missing.map((spec) => spec.name));
       }
       for (const spec of specs.filter((s) => existing.has(s.name))) {
         const partitions = await partitionCount(spec.name);
