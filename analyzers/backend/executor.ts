@@ -1,0 +1,147 @@
+import { SessionQueue, type BatchLatency, type Queued } from './session-queue.js';
+
+/**
+ * How one session's batch is run, in three steps so that only the middle one holds the
+ * accelerator: `prepare` (CPU: resize, letterbox, stack), `execute` (the device, on the
+ * runtime's worker thread), `finish` (CPU: decode outputs, publish). Nexus §6.3: the next
+ * batch is prepared while the current one executes, and the previous one finishes meanwhile.
+ */
+export interface ExecutableSession<T, P, R> {
+  id: string;
+  /** Target batch from the plan; early drop sizes its window by it. */
+  targetBatch: number;
+  /** ℓ(b), ms: the profile's worst case, used to judge whether a batch can meet its deadlines. */
+  latency: BatchLatency;
+  prepare(batch: readonly Queued<T>[]): P;
+  execute(prepared: P): Promise<R>;
+  finish(batch: readonly Queued<T>[], result: R | undefined, error: unknown): Promise<void>;
+}
+
+export type DropPolicy = 'early' | 'lazy';
+
+export interface ExecutorOptions<T> {
+  policy: DropPolicy;
+  now: () => number;
+  /** Requests that can no longer meet their deadline, with the session they were in. */
+  onDrop: (session: string, dropped: Queued<T>[]) => void;
+  /** A batch began executing (for stats and tests): its session, size and start time. */
+  onExecute?: (session: string, size: number, startedMs: number) => void;
+}
+
+export interface Executor<T, P, R> {
+  /** Sessions run in this order, round-robin: the plan's duty-cycle order. */
+  setSessions(sessions: readonly ExecutableSession<T, P, R>[]): void;
+  submit(session: string, request: Queued<T>): void;
+  /** Requests queued per session. */
+  queued(): Record<string, number>;
+  /** Stops taking turns once the queues are empty and every batch has finished. */
+  drain(): Promise<void>;
+}
+
+/**
+ * Runs sessions' batches one at a time (exclusive use of the device), round-robin in the order
+ * given. At each session's turn the queue yields a batch by the drop policy (early drop, or the
+ * lazy baseline); it does not wait for the target batch to fill. While batch k executes, the
+ * next session with work prepares batch k+1, judged against the time k is expected to end;
+ * batch k−1 finishes on the event loop meanwhile.
+ */
+export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T, P, R> {
+  let sessions: ExecutableSession<T, P, R>[] = [];
+  /** The sessions of the plan in force; the others in `sessions` are leaving. */
+  let planned = new Set<string>();
+  const queues = new Map<string, SessionQueue<T>>();
+  const finishing = new Set<Promise<void>>();
+  let turn = 0;
+  let running: Promise<void> | undefined;
+  let wake: (() => void) | undefined;
+
+  const queueOf = (id: string): SessionQueue<T> => {
+    let queue = queues.get(id);
+    if (!queue) queues.set(id, (queue = new SessionQueue<T>()));
+    return queue;
+  };
+
+  /** The next session in turn with a batch to run at `atMs`, and that batch prepared. */
+  const nextBatch = (atMs: number): { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; prepared: P } | undefined => {
+    for (let tried = 0, n = sessions.length; tried < n && sessions.length > 0; tried++) {
+      const index = turn % sessions.length;
+      const session = sessions[index]!;
+      const queue = queueOf(session.id);
+      const { batch, dropped } =
+        options.policy === 'early' ? queue.takeEarly(atMs, session.targetBatch, session.latency) : queue.takeLazy(atMs, session.targetBatch, session.latency);
+      if (dropped.length > 0) options.onDrop(session.id, dropped);
+      if (queue.length === 0 && !planned.has(session.id)) {
+        // A leaving session with nothing left: out of the rotation; the next one moves into its place.
+        sessions.splice(index, 1);
+        queues.delete(session.id);
+        turn = index;
+      } else {
+        turn = index + 1;
+      }
+      if (batch.length === 0) continue;
+      try {
+        return { session, batch, prepared: session.prepare(batch) };
+      } catch (err) {
+        track(session.finish(batch, undefined, err));
+      }
+    }
+    return undefined;
+  };
+
+  const track = (promise: Promise<void>): void => {
+    const settled = promise.catch(() => undefined).finally(() => finishing.delete(settled));
+    finishing.add(settled);
+  };
+
+  async function loop(): Promise<void> {
+    let next = nextBatch(options.now());
+    while (next) {
+      const { session, batch, prepared } = next;
+      const startedMs = options.now();
+      options.onExecute?.(session.id, batch.length, startedMs);
+      const executing = session.execute(prepared);
+      // Prepared now, run when this batch ends: judged against that end, not against now.
+      next = nextBatch(startedMs + session.latency(batch.length));
+      try {
+        const result = await executing;
+        track(session.finish(batch, result, undefined));
+      } catch (err) {
+        track(session.finish(batch, undefined, err));
+      }
+      next ??= nextBatch(options.now());
+    }
+  }
+
+  const kick = (): void => {
+    if (running) return;
+    running = loop().finally(() => {
+      running = undefined;
+      if ([...queues.values()].some((q) => q.length > 0)) kick();
+      wake?.();
+    });
+  };
+
+  return {
+    setSessions(next) {
+      const ids = new Set(next.map((s) => s.id));
+      // A session that leaves still serves what it holds (in-flight work is never lost); it
+      // leaves the rotation once its queue is empty.
+      const leaving = sessions.filter((s) => !ids.has(s.id) && queueOf(s.id).length > 0);
+      sessions = [...next, ...leaving];
+      planned = ids;
+      turn = 0;
+      kick();
+    },
+    submit(session, request) {
+      queueOf(session).push(request);
+      if (sessions.some((s) => s.id === session)) kick();
+    },
+    queued: () => Object.fromEntries([...queues].map(([id, q]) => [id, q.length])),
+    async drain() {
+      while (running || finishing.size > 0) {
+        if (running) await new Promise<void>((resolve) => (wake = resolve));
+        await Promise.all([...finishing]);
+      }
+    },
+  };
+}

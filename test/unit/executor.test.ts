@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { createExecutor, type DropPolicy, type ExecutableSession } from '../../analyzers/backend/executor.js';
+import type { Queued } from '../../analyzers/backend/session-queue.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What happened, in order, with times. */
+type Event = { at: number; what: 'prepare' | 'execute-start' | 'execute-end' | 'finish-start' | 'finish-end'; session: string; items: string[] };
+
+function harness(policy: DropPolicy = 'early', finishMs = 0) {
+  const events: Event[] = [];
+  const done: string[] = [];
+  const dropped: string[] = [];
+  let executing = 0;
+  let maxConcurrent = 0;
+  const executor = createExecutor<string, string[], string[]>({
+    policy,
+    now: () => performance.now(),
+    onDrop: (_, requests) => dropped.push(...requests.map((r) => r.item)),
+  });
+  const log = (what: Event['what'], session: string, items: string[]): void => {
+    events.push({ at: performance.now(), what, session, items });
+  };
+  const session = (id: string, targetBatch: number, msPerBatch: number): ExecutableSession<string, string[], string[]> => ({
+    id,
+    targetBatch,
+    latency: () => msPerBatch,
+    prepare: (batch) => {
+      const items = batch.map((r) => r.item);
+      log('prepare', id, items);
+      return items;
+    },
+    async execute(items) {
+      executing += 1;
+      maxConcurrent = Math.max(maxConcurrent, executing);
+      log('execute-start', id, items);
+      await sleep(msPerBatch);
+      log('execute-end', id, items);
+      executing -= 1;
+      return items;
+    },
+    async finish(batch, result) {
+      log('finish-start', id, result ?? []);
+      await sleep(finishMs);
+      done.push(...batch.map((r) => r.item));
+      log('finish-end', id, result ?? []);
+    },
+  });
+  const request = (item: string, deadlineMs = performance.now() + 10_000): Queued<string> => ({ item, deadlineMs });
+  return { executor, session, request, events, done, dropped, maxConcurrent: () => maxConcurrent };
+}
+
+describe('the executor', () => {
+  it('runs one batch at a time, round-robin over the sessions, up to each target batch', async () => {
+    const h = harness();
+    for (let i = 0; i < 6; i++) h.executor.submit('a', h.request(`a${i}`));
+    for (let i = 0; i < 4; i++) h.executor.submit('b', h.request(`b${i}`));
+    h.executor.setSessions([h.session('a', 2, 10), h.session('b', 2, 10)]);
+    await h.executor.drain();
+
+    expect(h.maxConcurrent()).toBe(1);
+    const runs = h.events.filter((e) => e.what === 'execute-start').map((e) => `${e.session}:${e.items.join(',')}`);
+    expect(runs).toEqual(['a:a0,a1', 'b:b0,b1', 'a:a2,a3', 'b:b2,b3', 'a:a4,a5']);
+    expect(h.done.sort()).toEqual(['a0', 'a1', 'a2', 'a3', 'a4', 'a5', 'b0', 'b1', 'b2', 'b3']);
+    expect(h.dropped).toEqual([]);
+  });
+
+  it('prepares the next batch while one executes, and finishes the last one while the next executes', async () => {
+    const h = harness('early', 30);
+    for (let i = 0; i < 4; i++) h.executor.submit('a', h.request(`a${i}`));
+    h.executor.setSessions([h.session('a', 2, 40)]);
+    await h.executor.drain();
+
+    const at = (what: Event['what'], first: string): number => h.events.find((e) => e.what === what && e.items[0] === first)!.at;
+    expect(at('prepare', 'a2')).toBeLessThan(at('execute-end', 'a0'));
+    // The second batch starts before the first has finished its (30 ms) post-processing.
+    expect(at('execute-start', 'a2')).toBeLessThan(at('finish-end', 'a0'));
+    expect(h.maxConcurrent()).toBe(1);
+  });
+
+  it('serves what a session holds when the plan moves it away, then lets it go', async () => {
+    const h = harness();
+    for (let i = 0; i < 4; i++) h.executor.submit('a', h.request(`a${i}`));
+    h.executor.setSessions([h.session('a', 1, 5)]);
+    h.executor.setSessions([h.session('b', 1, 5)]);
+    h.executor.submit('b', h.request('b0'));
+    await h.executor.drain();
+    expect(h.done.sort()).toEqual(['a0', 'a1', 'a2', 'a3', 'b0']);
+    expect(h.executor.queued()).toEqual({ b: 0 });
+  });
+
+  it('drops early what cannot meet its deadline, and reports it', async () => {
+    const h = harness('early');
+    const now = performance.now();
+    h.executor.submit('a', h.request('late', now + 5)); // a batch takes 20 ms
+    h.executor.submit('a', h.request('fine', now + 1000));
+    h.executor.setSessions([h.session('a', 2, 20)]);
+    await h.executor.drain();
+    expect(h.dropped).toEqual(['late']);
+    expect(h.done).toEqual(['fine']);
+  });
+});

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { SessionQueue } from '../../analyzers/backend/session-queue.js';
+
+const latency = (b: number): number => 10 + 5 * b; // ℓ(b) = αb + β with α = 5 ms, β = 10 ms
+
+function queueOf(deadlines: number[]): SessionQueue<string> {
+  const queue = new SessionQueue<string>();
+  deadlines.forEach((deadlineMs, i) => queue.push({ deadlineMs, item: `r${i}` }));
+  return queue;
+}
+
+const items = (rs: { item: string }[]): string[] => rs.map((r) => r.item);
+
+describe('SessionQueue', () => {
+  it('keeps requests in deadline order, equal deadlines in arrival order', () => {
+    const queue = queueOf([30, 10, 20, 10]);
+    expect(items(queue.takeAll())).toEqual(['r1', 'r3', 'r2', 'r0']);
+  });
+
+  it('early drop: the first window of B whose head can finish the whole window is the batch; what is before it is dropped', () => {
+    // ℓ(3) = 25: the heads due at 10 and 20 cannot finish a batch of 3; the one due at 100 can.
+    const queue = queueOf([10, 20, 100, 100, 100, 100]);
+    const { batch, dropped } = queue.takeEarly(0, 3, latency);
+    expect(items(dropped)).toEqual(['r0', 'r1']);
+    expect(items(batch)).toEqual(['r2', 'r3', 'r4']);
+    expect(queue.length).toBe(1);
+  });
+
+  it('early drop: a short tail window is judged at its own size', () => {
+    // At i = 1 the window is [r1] alone: ℓ(1) = 15 ≤ 18.
+    const { batch, dropped } = queueOf([12, 18]).takeEarly(0, 4, latency);
+    expect(items(dropped)).toEqual(['r0']);
+    expect(items(batch)).toEqual(['r1']);
+  });
+
+  it('early drop: drops everything when no window can make it, and takes nothing from an empty queue', () => {
+    const queue = queueOf([5, 8]);
+    expect(queue.takeEarly(0, 2, latency)).toMatchObject({ batch: [], dropped: [{ item: 'r0' }, { item: 'r1' }] });
+    expect(queue.takeEarly(0, 2, latency)).toEqual({ batch: [], dropped: [] });
+  });
+
+  it('lazy drop: drops only the expired, and sizes the batch by the oldest deadline, serving the head even when late', () => {
+    const queue = queueOf([-1, 10, 20, 100, 100]);
+    const first = queue.takeLazy(0, 4, latency);
+    expect(items(first.dropped)).toEqual(['r0']);
+    expect(items(first.batch)).toEqual(['r1']); // ℓ(1) = 15 > 10: late, but lazy drop serves it
+    const second = queue.takeLazy(0, 4, latency);
+    expect(items(second.batch)).toEqual(['r2', 'r3']); // oldest due at 20: ℓ(2) = 20 fits, ℓ(3) = 25 does not
+  });
+});
