@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { cocoLabels, decodeCenternet, nms, preprocessCenternet } from './detector/index.js';
-import { parseWith, type ModelRunner } from './runner.js';
+import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const detectorParams = z.strictObject({
   minScore: z.number().min(0).max(1).default(0.3),
@@ -20,7 +20,7 @@ type DetectorParams = z.infer<typeof detectorParams>;
 export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<DetectorParams>> {
   const inputSize = spec.inputSize ?? 512;
   const model = await runtime.load({ name: spec.name, file: spec.file });
-  return {
+  return phasedRunner({
     spec,
     parseParams(params) {
       const parsed = parseWith(detectorParams, spec, params);
@@ -30,9 +30,15 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       }
       return parsed;
     },
-    async run(images, params) {
+    prepare(images, params) {
       const { input, letterboxes } = preprocessCenternet([...images], inputSize);
-      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
+      return { size: images.length, input, letterboxes, params };
+    },
+    async execute(prepared) {
+      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: prepared.input });
+      return { size: prepared.size, outputs, letterboxes: prepared.letterboxes, params: prepared.params };
+    },
+    finish({ outputs, letterboxes, params }) {
       // Decode once with the loosest settings of the batch, then apply each request's own.
       const perImage = decodeCenternet(outputs, letterboxes, {
         minScore: Math.min(...params.flatMap((p) => [p.minScore, ...Object.values(p.minScores)])),
@@ -50,5 +56,5 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       });
     },
     dispose: () => model.dispose(),
-  };
+  });
 }

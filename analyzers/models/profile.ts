@@ -2,7 +2,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { ResolvedModel } from '../../core/index.js';
 import type { RgbImage } from '../image/index.js';
-import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
+import type { ModelRuntime } from '../runtime/index.js';
 import { loadModelRunner } from './zoo.js';
 
 /** One batch size's measurement, in the scheduler's profile format (`scheduler/profile.ts`). */
@@ -35,38 +35,6 @@ export interface ProfileOptions {
   onBatch?: (timing: BatchTiming) => void;
 }
 
-interface Marks {
-  firstRunStart?: number;
-  lastRunEnd?: number;
-  runMs: number;
-}
-
-/** A runtime whose models note when their runs start and end, so a runner's time splits into pre, run and post. */
-function markingRuntime(runtime: ModelRuntime, marks: Marks): ModelRuntime {
-  return {
-    name: runtime.name,
-    close: () => runtime.close(),
-    async load(model) {
-      const loaded = await runtime.load(model);
-      const timed: LoadedModel = {
-        name: loaded.name,
-        inputNames: loaded.inputNames,
-        outputNames: loaded.outputNames,
-        async run(feeds) {
-          const start = performance.now();
-          marks.firstRunStart ??= start;
-          const outputs = await loaded.run(feeds);
-          marks.lastRunEnd = performance.now();
-          marks.runMs += marks.lastRunEnd - start;
-          return outputs;
-        },
-        dispose: () => loaded.dispose(),
-      };
-      return timed;
-    },
-  };
-}
-
 /**
  * This machine's name in profiles, e.g. `cpu-amd-epyc-2c`: the CPU model and its core count,
  * since onnxruntime spreads a run over every core and the latency follows.
@@ -85,18 +53,17 @@ const std = (xs: readonly number[]): number => {
 const round = (n: number): number => Math.round(n * 1000) / 1000;
 
 /**
- * Measures a zoo model the way the backend runs it: its runner (pre-processing, the runtime's
- * run, post-processing) on real images, for each batch size. ℓ(b) is the runtime's run alone;
- * pre- and post-processing are per request, taken at batch 1, since the backend overlaps them
- * with other batches' runs (Nexus §6.2). Memory is the process's growth since before the model
- * loaded: on a CPU device, the weights and the runtime's arena, which grows with the batch.
+ * Measures a zoo model the way the backend runs it, phase by phase, on real images for each
+ * batch size: ℓ(b) is `execute` (the runtime's run) alone; pre- and post-processing (`prepare`,
+ * `finish`) are per request, taken at batch 1, since the backend overlaps them with other
+ * batches' runs (Nexus §6.3). Memory is the process's growth since before the model loaded:
+ * on a CPU device, the weights and the runtime's arena, which grows with the batch.
  */
 export async function profileModel(spec: ResolvedModel, runtime: ModelRuntime, images: readonly RgbImage[], options: ProfileOptions): Promise<ModelTimings> {
   if (images.length === 0) throw new RangeError('profileModel: at least one image is needed');
   const memoryBytes = options.memoryBytes ?? (() => process.memoryUsage().rss);
   const baseline = memoryBytes();
-  const marks: Marks = { runMs: 0 };
-  const runner = await loadModelRunner(spec, markingRuntime(runtime, marks));
+  const runner = await loadModelRunner(spec, runtime);
   try {
     const params = runner.parseParams({});
     const batches: BatchTiming[] = [];
@@ -107,17 +74,19 @@ export async function profileModel(spec: ResolvedModel, runtime: ModelRuntime, i
       const latencies: number[] = [];
       let peak = memoryBytes();
       for (let run = 0; run < options.warmup + options.runs; run++) {
-        marks.firstRunStart = undefined;
-        marks.runMs = 0;
-        const start = performance.now();
-        await runner.run(inputs, inputs.map(() => params));
-        const end = performance.now();
+        const t0 = performance.now();
+        const prepared = runner.prepare(inputs, inputs.map(() => params));
+        const t1 = performance.now();
+        const executed = await runner.execute(prepared);
+        const t2 = performance.now();
+        runner.finish(executed);
+        const t3 = performance.now();
         peak = Math.max(peak, memoryBytes());
         if (run < options.warmup) continue;
-        latencies.push(marks.runMs);
+        latencies.push(t2 - t1);
         if (batch === 1) {
-          pre.push((marks.firstRunStart ?? start) - start);
-          post.push(end - (marks.lastRunEnd ?? end));
+          pre.push(t1 - t0);
+          post.push(t3 - t2);
         }
       }
       const timing = { batch, latencyMs: round(mean(latencies)), stdMs: round(std(latencies)), memoryMB: round(Math.max(0, peak - baseline) / 2 ** 20) };

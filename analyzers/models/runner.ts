@@ -10,8 +10,50 @@ export interface ModelRunner<Params = unknown> {
   readonly spec: ResolvedModel;
   /** Checks a node's `params` for this model; throws `PANOPTES_APP_INVALID` naming the bad key. */
   parseParams(params: Record<string, unknown>): Params;
+  /**
+   * One batch in three phases, so a backend holds the device for `execute` only (Nexus §6.3):
+   * `prepare` (CPU: resize, letterbox, stack), `execute` (the runtime), `finish` (CPU: decode).
+   */
+  prepare(images: readonly RgbImage[], params: readonly Params[]): Prepared;
+  execute(prepared: Prepared): Promise<Executed>;
+  finish(executed: Executed): NodeOutput[];
+  /** The three phases back to back. */
   run(images: readonly RgbImage[], params: readonly Params[]): Promise<NodeOutput[]>;
   dispose(): Promise<void>;
+}
+
+/** What `prepare` made of a batch; only its runner reads it. */
+export interface Prepared {
+  readonly size: number;
+}
+/** What `execute` returned, with what `finish` needs of the batch. */
+export interface Executed {
+  readonly size: number;
+}
+
+/**
+ * A runner from its three phases, typed on the runner's side; `run` chains them. The casts
+ * are where the opaque `Prepared`/`Executed` the backend holds become the runner's own again.
+ */
+export function phasedRunner<Params, P extends Prepared, E extends Executed>(runner: {
+  spec: ResolvedModel;
+  parseParams(params: Record<string, unknown>): Params;
+  prepare(images: readonly RgbImage[], params: readonly Params[]): P;
+  execute(prepared: P): Promise<E>;
+  finish(executed: E): NodeOutput[];
+  dispose(): Promise<void>;
+}): ModelRunner<Params> {
+  const execute = (prepared: Prepared): Promise<Executed> => runner.execute(prepared as P);
+  const finish = (executed: Executed): NodeOutput[] => runner.finish(executed as E);
+  return {
+    spec: runner.spec,
+    parseParams: (params) => runner.parseParams(params),
+    prepare: (images, params) => runner.prepare(images, params),
+    execute,
+    finish,
+    run: async (images, params) => finish(await execute(runner.prepare(images, params))),
+    dispose: () => runner.dispose(),
+  };
 }
 
 export function parseWith<S extends z.ZodType>(schema: S, spec: ResolvedModel, params: Record<string, unknown>): z.infer<S> {

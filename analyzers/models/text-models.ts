@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { ctcDecode, decodeDet, loadCharset, preprocessDet, preprocessRec } from './ocr/index.js';
-import { parseWith, type ModelRunner } from './runner.js';
+import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const detParams = z.strictObject({
   /** DB box threshold: mean text probability inside a box (PaddleOCR's det_db_box_thresh). */
@@ -20,27 +20,31 @@ const detParams = z.strictObject({
  */
 export async function loadTextDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<z.infer<typeof detParams>>> {
   const model = await runtime.load({ name: spec.name, file: spec.file });
-  return {
+  return phasedRunner({
     spec,
     parseParams: (params) => parseWith(detParams, spec, params),
-    async run(images, params) {
-      const outputs = [];
-      for (const [i, image] of images.entries()) {
-        const p = params[i]!;
-        const prepared = preprocessDet(image, { limitSideLen: p.limitSideLen });
+    prepare: (images, params) => ({ size: images.length, inputs: images.map((image, i) => ({ prepared: preprocessDet(image, { limitSideLen: params[i]!.limitSideLen }), params: params[i]! })) }),
+    async execute({ size, inputs }) {
+      // One run per image: their sizes differ, so they do not stack.
+      const maps = [];
+      for (const { prepared } of inputs) {
         const result = await model.run({ [model.inputNames[0] ?? 'x']: prepared.input });
         const probMap = result[model.outputNames[0] ?? ''];
         if (!probMap) throw new PanoptesError(ErrorCode.ModelRun, `${spec.name} returned no output`);
-        const boxes = decodeDet(probMap, prepared, { boxThreshold: p.minScore, unclipRatio: p.unclipRatio });
-        outputs.push({
+        maps.push(probMap);
+      }
+      return { size, inputs, maps };
+    },
+    finish: ({ inputs, maps }) =>
+      inputs.map(({ prepared, params }, i) => {
+        const boxes = decodeDet(maps[i]!, prepared, { boxThreshold: params.minScore, unclipRatio: params.unclipRatio });
+        return {
           kind: 'detections' as const,
           detections: boxes.map((b) => ({ box: b.box, classId: 0, className: 'text', score: b.score })),
-        });
-      }
-      return outputs;
-    },
+        };
+      }),
     dispose: () => model.dispose(),
-  };
+  });
 }
 
 const recParams = z.strictObject({
@@ -55,23 +59,25 @@ export async function loadTextRecognizer(spec: ResolvedModel, runtime: ModelRunt
   }
   const charset = loadCharset(readFileSync(spec.charset, 'utf8'));
   const model = await runtime.load({ name: spec.name, file: spec.file });
-  return {
+  return phasedRunner({
     spec,
     parseParams: (params) => parseWith(recParams, spec, params),
-    async run(images, params) {
-      const input = preprocessRec([...images]);
+    prepare: (images, params) => ({ size: images.length, input: preprocessRec([...images]), sizes: images.map((i) => ({ width: i.width, height: i.height })), params }),
+    async execute({ size, input, sizes, params }) {
       const result = await model.run({ [model.inputNames[0] ?? 'x']: input });
       const logits = result[model.outputNames[0] ?? ''];
       if (!logits) throw new PanoptesError(ErrorCode.ModelRun, `${spec.name} returned no output`);
-      return ctcDecode(logits, charset).map((line, i) => {
-        const image = images[i]!;
+      return { size, logits, sizes, params };
+    },
+    finish: ({ logits, sizes, params }) =>
+      ctcDecode(logits, charset).map((line, i) => {
+        const { width, height } = sizes[i]!;
         const keep = line.text.trim() !== '' && line.score >= params[i]!.minScore;
         return {
           kind: 'texts' as const,
-          texts: keep ? [{ text: line.text, score: line.score, box: { x1: 0, y1: 0, x2: image.width, y2: image.height } }] : [],
+          texts: keep ? [{ text: line.text, score: line.score, box: { x1: 0, y1: 0, x2: width, y2: height } }] : [],
         };
-      });
-    },
+      }),
     dispose: () => model.dispose(),
-  };
+  });
 }
