@@ -13,7 +13,7 @@ import {
   type Plan,
   type Stats,
 } from '../core/index.js';
-import { edgeKey, planEpoch, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
+import { edgeKey, planEpoch, replanDue, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
 import type { PrefixFamily } from './prefix-merge.js';
 import type { ProfileLookup } from './profile.js';
 
@@ -30,7 +30,7 @@ export interface EpochServiceOptions extends EpochOptions {
   /** No two plans closer than this. @defaultValue 10000 */
   minEpochMs?: number;
   /** Re-plan early when the total frame rate moved by this share since the last plan. @defaultValue 0.3 */
-  changeThreshold?: number;
+  loadChange?: number;
   /** A backend that has not reported for this long is gone. @defaultValue 10000 */
   backendTimeoutMs?: number;
   groupId?: string;
@@ -54,7 +54,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
   const clock = options.clock ?? systemClock;
   const epochMs = options.epochMs ?? 30_000;
   const minEpochMs = options.minEpochMs ?? 10_000;
-  const changeThreshold = options.changeThreshold ?? 0.3;
+  const loadChange = options.loadChange ?? 0.3;
   const backendTimeoutMs = options.backendTimeoutMs ?? 10_000;
   const logger = options.logger.child({ module: 'scheduler.epoch' });
   const producer = options.bus.producer();
@@ -122,15 +122,9 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
     return result.plan;
   }
 
-  /** Due at the epoch, or early on a large change in load, never within `minEpochMs` of the last plan. */
-  const due = (): boolean => {
-    if (status.lastPlanAtMs === undefined) return true;
-    const since = clock.now() - status.lastPlanAtMs;
-    if (since >= epochMs) return true;
-    if (since < minEpochMs) return false;
-    const load = totalLoad(demand().apps);
-    return Math.abs(load - loadAtLastPlan) > changeThreshold * Math.max(loadAtLastPlan, 1e-9);
-  };
+  const due = (): boolean =>
+    status.lastPlanAtMs === undefined ||
+    replanDue(clock.now() - status.lastPlanAtMs, totalLoad(demand().apps), loadAtLastPlan, { epochMs, minEpochMs, loadChange });
 
   async function run(): Promise<void> {
     while (!stopping.signal.aborted) {

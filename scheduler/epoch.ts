@@ -47,6 +47,25 @@ export interface EpochPlan {
   warnings: string[];
 }
 
+/** When to re-plan: each epoch, or earlier on a large change in load, never within `minEpochMs` of the last plan. */
+export interface ReplanRule {
+  epochMs: number;
+  minEpochMs: number;
+  /** The share of the planned-for load the load must move by to re-plan early. */
+  loadChange: number;
+}
+
+/**
+ * Whether to re-plan `sinceLastMs` after the last plan, with `load` measured now and `plannedLoad`
+ * the one the plan was made for (any unit: frames/s in the service, GPUs in the simulator).
+ * Nexus is silent on what a large change is: here the total load moving by more than a share,
+ * one number for the whole workload, so noise in small sessions does not re-plan every second.
+ */
+export function replanDue(sinceLastMs: number, load: number, plannedLoad: number, rule: ReplanRule): boolean {
+  if (sinceLastMs >= rule.epochMs) return true;
+  return sinceLastMs >= rule.minEpochMs && Math.abs(load - plannedLoad) > rule.loadChange * plannedLoad;
+}
+
 export const edgeKey = (from: string, to: string): string => `${from}>${to}`;
 
 /** A session's id: requests for one model under one SLO, from any app, form one session. */

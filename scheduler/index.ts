@@ -21,5 +21,43 @@ export { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryE
 export { batchObliviousAllocation } from './baselines.js';
 export { evenSloSplit, type AppGraph } from './slo-split.js';
 export { mergeSharedPrefixes, type PrefixFamily, type PrefixMerge } from './prefix-merge.js';
-export { edgeKey, planEpoch, sessionId, type AppDemand, type EpochInput, type EpochOptions, type EpochPlan, type EpochState } from './epoch.js';
+export { edgeKey, planEpoch, replanDue, sessionId, type ReplanRule, type AppDemand, type EpochInput, type EpochOptions, type EpochPlan, type EpochState } from './epoch.js';
 export { createEpochService, type EpochServiceOptions, type EpochServiceStatus } from './epoch-service.js';
+export {
+  arrivalStream,
+  chooseBatch,
+  earlyDropVsLazy,
+  efficiencyVsLowerBound,
+  EXPERIMENT_NAMES,
+  maxGoodLoad,
+  PAPER_PROFILES,
+  paperProfiles,
+  planningTime,
+  queryAnalysisVsEven,
+  reaction,
+  runExperiments,
+  runSimulation,
+  simulate,
+  squishyVsOblivious,
+  type ArrivalKind,
+  type ArrivalSpec,
+  type BatchChoice,
+  type BatchRecord,
+  type Counts,
+  type DropPolicy,
+  type EarlyDropFigures,
+  type EfficiencyFigures,
+  type ExperimentName,
+  type MaxGoodLoadOptions,
+  type PaperModel,
+  type PlanningFigures,
+  type QueryAnalysisFigures,
+  type RateSchedule,
+  type RateStep,
+  type ReactionFigures,
+  type ReplanOptions,
+  type SimSession,
+  type SimulationConfig,
+  type SimulationResult,
+  type SquishyFigures,
+} from './simulator/index.js';

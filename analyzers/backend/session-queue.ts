@@ -54,14 +54,15 @@ export class SessionQueue<T> {
   }
 
   /**
-   * Lazy drop: drop only what has already missed its deadline; the batch is the largest b up to
-   * `maxBatch` with now + ℓ(b) ≤ the oldest deadline (at least 1, so the head is served even
-   * if it will be late).
+   * Lazy drop (Clipper): a request is dropped only once it cannot finish in time even alone
+   * (now + ℓ(1) past its deadline); the batch is the largest b up to `maxBatch` that the oldest
+   * request's deadline allows, now + ℓ(b) ≤ it. The paper's "shrinks the batch in order to meet
+   * the deadline", read as the Panoptes simulator reads it (`scheduler/simulator`).
    */
   takeLazy(nowMs: number, maxBatch: number, latency: BatchLatency): TakenBatch<T> {
-    let expired = 0;
-    while (expired < this.queue.length && this.queue[expired]!.deadlineMs < nowMs) expired++;
-    const dropped = this.queue.splice(0, expired);
+    let hopeless = 0;
+    while (hopeless < this.queue.length && nowMs + latency(1) > this.queue[hopeless]!.deadlineMs) hopeless++;
+    const dropped = this.queue.splice(0, hopeless);
     const head = this.queue[0];
     if (!head) return { dropped, batch: [] };
     let size = Math.min(maxBatch, this.queue.length);

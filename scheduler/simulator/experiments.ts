@@ -1,0 +1,52 @@
+import { ErrorCode, PanoptesError } from '../../core/index.js';
+import { earlyDropVsLazy } from './experiment-early-drop.js';
+import { efficiencyVsLowerBound } from './experiment-efficiency.js';
+import { planningTime } from './experiment-planning.js';
+import { queryAnalysisVsEven } from './experiment-query-analysis.js';
+import { reaction } from './experiment-reaction.js';
+import { squishyVsOblivious } from './experiment-squishy.js';
+
+/**
+ * The experiments behind `panoptes simulate <experiment|all> --json`: each runs the simulator
+ * (or, for planning time, the packer) now and returns its figure; nothing is stored. The figures
+ * sit beside the paper's in docs/scheduler.md.
+ */
+export const EXPERIMENTS = {
+  /** Max rate at 99% good, early drop over lazy drop (Poisson, one GPU, §4.3): the largest over α. */
+  earlyDropVsLazy: () => round(earlyDropVsLazy().ratio, 3),
+  /** Throughput at 99% good on 8 GPUs, squishy over batch-oblivious, Fig. 16 mixes (a)-(e). */
+  squishyVsOblivious: () => squishyVsOblivious().mixes.map((m) => round(m.ratio, 3)),
+  /** Frame rate at 99% good, query analysis over even split, SSD → Inception at 400 ms, γ = 0.1, 1, 10. */
+  queryAnalysisVsEven: () => queryAnalysisVsEven().ratios.map((r) => round(r, 3)),
+  /** Σ R/T_max over the GPUs the plan uses, game + traffic. */
+  efficiencyVsLowerBound: () => round(efficiencyVsLowerBound().efficiency, 3),
+  /** Seconds to the first plan with more / fewer GPUs after the load doubles / falls back, and the run's bad rate. */
+  reaction: () => {
+    const { detectS, releaseS, badRate } = reaction();
+    return { detectS, releaseS, badRate: round(badRate, 4) };
+  },
+  /** Median time to pack 1,000 sessions (about 100 GPUs), ms. */
+  planning1000SessionsMs: () => round(planningTime().medianMs, 1),
+} as const;
+
+export type ExperimentName = keyof typeof EXPERIMENTS;
+export const EXPERIMENT_NAMES = Object.keys(EXPERIMENTS) as ExperimentName[];
+
+/** Runs the named experiments (or `all`) and returns their figures, keyed by experiment, in the order of `EXPERIMENT_NAMES`. */
+export function runExperiments(names: readonly string[]): Record<string, unknown> {
+  const unknown = names.filter((n) => n !== 'all' && !(n in EXPERIMENTS));
+  if (unknown.length > 0) {
+    throw new PanoptesError(ErrorCode.SchedulerInput, `unknown experiment ${unknown.map((n) => `"${n}"`).join(', ')}; known: all, ${EXPERIMENT_NAMES.join(', ')}`, {
+      details: { experiments: unknown, known: ['all', ...EXPERIMENT_NAMES] },
+    });
+  }
+  const wanted = EXPERIMENT_NAMES.filter((n) => names.includes('all') || names.includes(n));
+  return Object.fromEntries(wanted.map((name) => [name, EXPERIMENTS[name]()]));
+}
+
+/** `panoptes simulate <experiment|all>`: the figures of one experiment, or of all. */
+export async function simulate(experiment: string): Promise<Record<string, unknown>> {
+  return runExperiments([experiment]);
+}
+
+const round = (value: number, digits: number): number => Number(value.toFixed(digits));

@@ -1,0 +1,13 @@
+export { arrivalStream, type ArrivalKind, type ArrivalSpec, type RateSchedule, type RateStep } from './arrivals.js';
+export { chooseBatch, type BatchChoice, type DropPolicy } from './drop-policy.js';
+export { runSimulation, type BatchRecord, type Counts, type SimSession, type SimulationConfig, type SimulationResult } from './engine.js';
+export { maxGoodLoad, type MaxGoodLoadOptions } from './max-good-load.js';
+export { PAPER_PROFILES, paperProfiles, type PaperModel } from './paper-profiles.js';
+export type { ReplanOptions } from './replanning.js';
+export { earlyDropVsLazy, type EarlyDropFigures } from './experiment-early-drop.js';
+export { squishyVsOblivious, type SquishyFigures } from './experiment-squishy.js';
+export { queryAnalysisVsEven, type QueryAnalysisFigures } from './experiment-query-analysis.js';
+export { efficiencyVsLowerBound, type EfficiencyFigures } from './experiment-efficiency.js';
+export { reaction, type ReactionFigures } from './experiment-reaction.js';
+export { planningTime, type PlanningFigures } from './experiment-planning.js';
+export { EXPERIMENT_NAMES, runExperiments, simulate, type ExperimentName } from './experiments.js';
