@@ -4,7 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
 import { createOnnxRuntime, cpuDeviceName, decodeJpeg, profileModel } from '../analyzers/index.js';
 import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger } from '../core/index.js';
-import { batchProfileSchema, loadProfiles, profileLookup, profileWarnings, squishyBinPacking, type BatchProfile, type Packing } from '../scheduler/index.js';
+import { batchProfileSchema, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, simulate, squishyBinPacking, type BatchProfile, type Packing } from '../scheduler/index.js';
 import { formatTable } from './output.js';
 
 /** `panoptes plan --sessions`: what the scheduler is asked to place. */
@@ -42,7 +42,7 @@ const planJson = (packing: Packing): unknown => ({
 
 const round = (n: number): number => Math.round(n * 1000) / 1000;
 
-/** `profile` and `plan`: the scheduler's management-plane commands. */
+/** `profile`, `plan` and `simulate`: the scheduler's commands. */
 export function addSchedulerCommands(program: Command, logger: () => Logger): void {
   program
     .command('profile')
@@ -101,5 +101,16 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
       const columns = ['node', 'dutyCycleMs', 'session', 'model', 'sloMs', 'rate', 'batch'].map((name) => ({ name }));
       process.stdout.write(`${packing.nodes.length} GPU${packing.nodes.length === 1 ? '' : 's'}\n${formatTable({ columns, rows }, 'table')}\n`);
       for (const u of packing.unschedulable) process.stdout.write(`unschedulable: ${u.id}: ${u.reason}\n`);
+    });
+
+  program
+    .command('simulate')
+    .description("run the scheduler's experiments in the discrete-event simulator and print their figures (docs/scheduler.md puts them beside the paper's)")
+    .argument('<experiment>', `all, or one of ${EXPERIMENT_NAMES.join(', ')}`)
+    .option('--json', 'print the figures as one JSON object, as the last line')
+    .action(async (experiment: string, opts: { json?: boolean }) => {
+      const figures = await simulate(experiment);
+      if (opts.json) process.stdout.write(`${JSON.stringify(figures)}\n`);
+      else for (const [name, value] of Object.entries(figures)) process.stdout.write(`${name}: ${JSON.stringify(value)}\n`);
     });
 }

@@ -99,3 +99,18 @@ describe('panoptes profile', () => {
     expect(stderr).toMatch(/no model named "yolo" in the zoo; known: centernet, ppocr-det, ppocr-rec/);
   });
 });
+
+describe('panoptes simulate', () => {
+  it('prints the figures of an experiment as one JSON object on the last line, and names the known ones for an unknown one', async () => {
+    const { code, stdout } = await panoptes('simulate', 'planning1000SessionsMs', '--json');
+    expect(code).toBe(0);
+    const figures = JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, number>;
+    expect(Object.keys(figures)).toEqual(['planning1000SessionsMs']);
+    expect(figures.planning1000SessionsMs).toBeGreaterThan(0);
+    expect(figures.planning1000SessionsMs).toBeLessThan(1000);
+
+    const unknown = await panoptes('simulate', 'nope');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/unknown experiment "nope"; known: all, earlyDropVsLazy, /);
+  });
+});
