@@ -136,6 +136,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
 
   const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
   const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
+  const realtimeSources = new Set(config.sources.filter((s) => s.speed === 1).map((s) => s.id));
   const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
   const runtime = roles.has('backend') ? createOnnxRuntime({ workers: backendConfig.threads, logger }) : undefined;
@@ -146,6 +147,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     models: config.models,
     apps,
     appsForSource: (source) => appsBySource.get(source) ?? [],
+    // Replays faster than real time are backfill: analyzed in full, after the real-time work.
+    realtime: (source) => realtimeSources.has(source),
     batch: backendConfig.batch,
     groupId: Groups.backend,
     logger,

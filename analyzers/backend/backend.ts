@@ -30,10 +30,11 @@ import {
   type Task,
 } from '../../core/index.js';
 import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
-import { cropImage, loadModelRunner, type ModelRunner } from '../models/index.js';
+import { cropImage, loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import { createBatcher, type Batcher } from './batcher.js';
 import { cropRegion, passesFilter, shiftBox } from './edges.js';
+import { createExecutor, type DropPolicy, type ExecutableSession } from './executor.js';
+import { createLatencyEstimate } from './latency-estimate.js';
 
 export interface BackendOptions {
   id: string;
@@ -43,10 +44,16 @@ export interface BackendOptions {
   apps: readonly AppLogic[];
   /** Which apps analyze a source's frames. */
   appsForSource: (source: string) => readonly string[];
-  /** Images per model run. */
+  /** Target batch of each model session: images per model run, at most. */
   batch: number;
-  /** Longest a request waits for its batch to fill, ms. */
-  batchWaitMs?: number;
+  /**
+   * Whether a source's frames must meet their app's SLO (live, or replayed at speed 1): those
+   * are dropped early when they cannot. Other sources (replays faster than real time) are
+   * delay-tolerant: never dropped for time, served after the real-time ones. Default: all real-time.
+   */
+  realtime?: (source: string) => boolean;
+  /** @defaultValue 'early' (Nexus); 'lazy' is Clipper's, the baseline. */
+  dropPolicy?: DropPolicy;
   logger: Logger;
   groupId?: string;
   /**
@@ -96,7 +103,15 @@ function post(out: Outbox, topic: string, record: ProducerRecord): void {
   else out.set(topic, [record]);
 }
 
-type Request = { image: RgbImage; params: unknown };
+/** A request waiting in a model session's queue, settled when its batch finishes or is dropped. */
+type Request = { image: RgbImage; params: unknown; resolve: (output: NodeOutput) => void; reject: (err: unknown) => void };
+
+/** Why a request got no output: its deadline could no longer be met. */
+class DeadlineMissed extends Error {
+  constructor() {
+    super('dropped early: it could not finish by its deadline');
+  }
+}
 
 /** Topics of the crops a set of apps sends to nodes below their roots. */
 export function taskTopics(apps: readonly AppLogic[]): string[] {
@@ -116,7 +131,18 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const logger = options.logger.child({ module: 'analyzers.backend', backend: options.id });
   const status: BackendStatus = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, batches: 0, imagesRun: 0 };
   const producer = options.bus.producer();
-  const runners = new Map<string, { runner: ModelRunner; batcher: Batcher<Request, NodeOutput> }>();
+  const runners = new Map<string, ModelRunner>();
+  const executor = createExecutor<Request, Prepared, Executed>({
+    policy: options.dropPolicy ?? 'early',
+    now: Date.now,
+    onDrop: (_, dropped) => {
+      for (const r of dropped) r.item.reject(new DeadlineMissed());
+    },
+  });
+  /** Queues one image for its model; resolves with the image's output when its batch finishes. */
+  const infer = (model: string, image: RgbImage, params: unknown, deadlineMs: number): Promise<NodeOutput> =>
+    new Promise((resolve, reject) => executor.submit(model, { deadlineMs, item: { image, params, resolve, reject } }));
+  const realtime = options.realtime ?? (() => true);
   const nodes = new Map<string, PlannedNode>(); // key: app/node
   const roots = new Map<string, PlannedNode[]>(); // key: app; the nodes fed by frames
   const topics = [Topics.frames, ...taskTopics(options.apps)];
@@ -139,9 +165,10 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     const { app, node } = planned;
     let output: NodeOutput;
     try {
-      output = await runners.get(node.model)!.batcher.submit({ image, params: planned.params });
+      output = await infer(node.model, image, planned.params, realtime(frame.source) ? work.deadlineMs : Infinity);
     } catch (err) {
-      drop(out, work.lineage.length === 0 ? 'frame' : 'task', 'model-failed', `${app.spec.name}/${node.id}: ${describeError(err)}`, { source: frame.source, seq: frame.seq });
+      const why = err instanceof DeadlineMissed ? 'deadline' : 'model-failed';
+      drop(out, work.lineage.length === 0 ? 'frame' : 'task', why, `${app.spec.name}/${node.id}: ${describeError(err)}`, { source: frame.source, seq: frame.seq });
       return;
     }
     // Boxes from a crop are moved into frame pixels before anyone sees them.
@@ -271,19 +298,38 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     status.rows += out.get(Topics.results)?.length ?? 0;
   };
 
-  const load = async (model: string): Promise<void> => {
-    if (runners.has(model)) return;
-    const runner = await loadModelRunner(options.models[model]!, options.runtime);
-    const batcher = createBatcher<Request, NodeOutput>({
-      maxBatch: Math.min(options.batch, runner.spec.maxBatch),
-      maxWaitMs: options.batchWaitMs ?? 10,
-      run: async (requests) => {
+  /** A model session: its runner's three phases around the executor, ℓ(b) learned from its runs. */
+  const session = (runner: ModelRunner): ExecutableSession<Request, Prepared, Executed> => {
+    const estimate = createLatencyEstimate();
+    return {
+      id: runner.spec.name,
+      targetBatch: Math.min(options.batch, runner.spec.maxBatch),
+      latency: estimate.latency,
+      prepare: (batch) => runner.prepare(batch.map((r) => r.item.image), batch.map((r) => r.item.params)),
+      async execute(prepared) {
+        const started = performance.now();
+        const executed = await runner.execute(prepared);
+        estimate.observe(prepared.size, performance.now() - started);
         status.batches += 1;
-        status.imagesRun += requests.length;
-        return runner.run(requests.map((r) => r.image), requests.map((r) => r.params));
+        status.imagesRun += prepared.size;
+        return executed;
       },
-    });
-    runners.set(model, { runner, batcher });
+      async finish(batch, executed, error) {
+        let outputs: NodeOutput[];
+        try {
+          if (!executed) throw error;
+          outputs = runner.finish(executed);
+        } catch (err) {
+          for (const r of batch) r.item.reject(err);
+          return;
+        }
+        batch.forEach((r, i) => r.item.resolve(outputs[i]!));
+      },
+    };
+  };
+
+  const load = async (model: string): Promise<void> => {
+    if (!runners.has(model)) runners.set(model, await loadModelRunner(options.models[model]!, options.runtime));
   };
 
   return {
@@ -294,7 +340,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           const children = app.spec.edges.filter((e) => e.from === node.id).map((edge) => ({ edge, node: app.spec.nodes.find((n) => n.id === edge.to)! }));
           let params: unknown;
           try {
-            params = runners.get(node.model)!.runner.parseParams(node.params);
+            params = runners.get(node.model)!.parseParams(node.params);
           } catch (err) {
             throw new PanoptesError(ErrorCode.AppInvalid, `app ${app.spec.name}, node ${node.id}: ${describeError(err)}`, { cause: err });
           }
@@ -302,6 +348,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         }
         roots.set(app.spec.name, app.spec.edges.filter((e) => e.from === 'frames').map((e) => nodes.get(`${app.spec.name}/${e.to}`)!));
       }
+      executor.setSessions([...runners.values()].map(session));
       consumer = options.bus.consumer({
         groupId: options.groupId ?? 'panoptes.backend',
         topics,
@@ -315,12 +362,12 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     async drain() {
       status.state = 'draining';
       consumer?.pause(topics);
-      await Promise.all([...runners.values()].map((r) => r.batcher.flush()));
+      await executor.drain();
     },
     async close() {
       await consumer?.close();
       await producer.close();
-      await Promise.all([...runners.values()].map((r) => r.runner.dispose()));
+      await Promise.all([...runners.values()].map((r) => r.dispose()));
       status.state = 'closed';
     },
     status: () => ({ ...status, rowsByTable: { ...status.rowsByTable } }),

@@ -1,4 +1,5 @@
 export type * from './types.js';
 export { loadModelRunner, type ModelRunner } from './zoo.js';
+export type { Executed, Prepared } from './runner.js';
 export { cropImage } from './ocr/index.js';
 export { cpuDeviceName, profileModel, type BatchTiming, type ModelTimings, type ProfileOptions } from './profile.js';

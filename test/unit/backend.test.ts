@@ -63,7 +63,7 @@ describe('backend', () => {
 
   it('turns good frames into rows and every bad one into a drop with its reason, and keeps going', async () => {
     const frame = (source: string, seq: number, bytes: Uint8Array): Uint8Array =>
-      frameContract.encode({ source, seq, captureTimeMs: 1_700_000_000_000 + seq * 500, ptsMs: seq * 500, width: 768, height: 432, jpeg: bytes });
+      frameContract.encode({ source, seq, captureTimeMs: Date.now() + seq * 500, ptsMs: seq * 500, width: 768, height: 432, jpeg: bytes });
     await bus.producer().send(Topics.frames, [
       { key: 'room', value: frame('room', 0, jpeg) },
       { key: 'room', value: frame('room', 1, new Uint8Array([0xff, 0xd8, 1, 2, 3])) },
@@ -82,5 +82,13 @@ describe('backend', () => {
     const people = rows.filter((r) => r.table === 'detections' && r.fields.class === 'person');
     expect(people.map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
     expect(rows.filter((r) => r.table === 'frames').map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
+  });
+
+  it('drops a real-time frame that can no longer meet its SLO, with the reason, and stores nothing for it', async () => {
+    const stale = frameContract.encode({ source: 'room', seq: 7, captureTimeMs: Date.now() - 60_000, ptsMs: 0, width: 768, height: 432, jpeg });
+    await bus.producer().send(Topics.frames, [{ key: 'room', value: stale }]);
+    await waitFor(() => drops.some((d) => d.frameSeq === 7), 'the stale frame dropped');
+    expect(drops.find((d) => d.frameSeq === 7)).toMatchObject({ what: 'frame', why: 'deadline', source: 'room' });
+    expect(rows.filter((r) => r.fields.frame_seq === 7)).toEqual([]);
   });
 });
