@@ -10,6 +10,7 @@ import {
   planWeights,
   resultRowContract,
   routingAssigner,
+  statsContract,
   taskContract,
   Topics,
   type AppEdge,
@@ -27,6 +28,7 @@ import {
   type Plan,
   type ProducerRecord,
   type ResolvedModel,
+  type Stats,
   type Task,
 } from '../../core/index.js';
 import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
@@ -35,6 +37,7 @@ import type { ModelRuntime } from '../runtime/index.js';
 import { cropRegion, passesFilter, shiftBox } from './edges.js';
 import { createExecutor, type DropPolicy, type ExecutableSession } from './executor.js';
 import { createLatencyEstimate } from './latency-estimate.js';
+import { createStatsWindow } from './stats-window.js';
 
 export interface BackendOptions {
   id: string;
@@ -54,6 +57,10 @@ export interface BackendOptions {
   realtime?: (source: string) => boolean;
   /** @defaultValue 'early' (Nexus); 'lazy' is Clipper's, the baseline. */
   dropPolicy?: DropPolicy;
+  /** Stats go to `panoptes.stats` this often, ms. @defaultValue 1000 */
+  statsIntervalMs?: number;
+  /** Called with each interval's stats too (for metrics). */
+  onStats?: (stats: Stats) => void;
   logger: Logger;
   groupId?: string;
   /**
@@ -139,14 +146,36 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       for (const r of dropped) r.item.reject(new DeadlineMissed());
     },
   });
+  const stats = createStatsWindow(options.id, Date.now());
   /** Queues one image for its model; resolves with the image's output when its batch finishes. */
-  const infer = (model: string, image: RgbImage, params: unknown, deadlineMs: number): Promise<NodeOutput> =>
-    new Promise((resolve, reject) => executor.submit(model, { deadlineMs, item: { image, params, resolve, reject } }));
+  const infer = async (model: string, image: RgbImage, params: unknown, deadlineMs: number): Promise<NodeOutput> => {
+    const submitted = Date.now();
+    stats.arrival(model);
+    try {
+      const output = await new Promise<NodeOutput>((resolve, reject) => executor.submit(model, { deadlineMs, item: { image, params, resolve, reject } }));
+      const done = Date.now();
+      stats.done(model, done - submitted, done > deadlineMs);
+      return output;
+    } catch (err) {
+      if (err instanceof DeadlineMissed) stats.dropped(model);
+      throw err;
+    }
+  };
   const realtime = options.realtime ?? (() => true);
   const nodes = new Map<string, PlannedNode>(); // key: app/node
   const roots = new Map<string, PlannedNode[]>(); // key: app; the nodes fed by frames
   const topics = [Topics.frames, ...taskTopics(options.apps)];
   let consumer: Consumer | undefined;
+  let statsTimer: NodeJS.Timeout | undefined;
+
+  /** The last interval's stats to `panoptes.stats`; a failed send is logged, the next second brings another. */
+  const publishStats = (): void => {
+    const snapshot = stats.take(Date.now(), executor.queued());
+    options.onStats?.(snapshot);
+    producer
+      .send(Topics.stats, [{ key: options.id, value: statsContract.encode(snapshot), headers: statsContract.headers }])
+      .catch((err: unknown) => logger.warn({ err }, 'stats not published'));
+  };
 
   const dropRecord = (what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): ProducerRecord => {
     status.drops += 1;
@@ -184,10 +213,12 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     if (output.kind !== 'detections') return;
     const bounds = { x1: offset.x, y1: offset.y, x2: offset.x + image.width, y2: offset.y + image.height };
     for (const child of planned.children) {
+      let children = 0;
       for (const [i, detection] of output.detections.entries()) {
         if (!passesFilter(detection, child.edge.filter, frame)) continue;
         const region = cropRegion(detection.box, child.edge.cropPadding, bounds);
         if (region.x2 - region.x1 < 2 || region.y2 - region.y1 < 2) continue;
+        children += 1;
         const crop = cropImage(image, shiftBox(region, -offset.x, -offset.y));
         const task: Task = {
           app: app.spec.name,
@@ -206,6 +237,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         };
         post(out, Topics.tasks(child.node.model), { key: frame.source, value: taskContract.encode(task), headers: taskContract.headers });
       }
+      stats.fannedOut(app.spec.name, node.id, child.node.id, children);
     }
   };
 
@@ -224,8 +256,10 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
     status.frames += 1;
     const at = { source: frame.source, seq: frame.seq };
-    const planned = options.appsForSource(frame.source).flatMap((app) => roots.get(app) ?? []);
+    const apps = options.appsForSource(frame.source).filter((app) => roots.has(app));
+    const planned = apps.flatMap((app) => roots.get(app) ?? []);
     if (planned.length === 0) return drop(out, 'frame', 'no-app', `no app analyzes source ${frame.source}`, at);
+    for (const app of apps) stats.frame(app);
     let image: RgbImage;
     try {
       image = await decodeJpeg(frame.jpeg);
@@ -310,6 +344,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         const started = performance.now();
         const executed = await runner.execute(prepared);
         estimate.observe(prepared.size, performance.now() - started);
+        stats.batch(runner.spec.name, prepared.size);
         status.batches += 1;
         status.imagesRun += prepared.size;
         return executed;
@@ -357,6 +392,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         assigner: routingAssigner((topic) => planWeights(options.plan?.())(topic)),
       });
       await consumer.run(handle);
+      statsTimer = setInterval(publishStats, options.statsIntervalMs ?? 1000);
       status.state = 'running';
     },
     async drain() {
@@ -365,6 +401,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await executor.drain();
     },
     async close() {
+      clearInterval(statsTimer);
       await consumer?.close();
       await producer.close();
       await Promise.all([...runners.values()].map((r) => r.dispose()));

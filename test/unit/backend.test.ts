@@ -17,6 +17,7 @@ import {
   type BusMessage,
   type Drop,
   type ResultRow,
+  type Stats,
 } from '../../core/index.js';
 import { waitFor } from '../conformance/wait-for.js';
 
@@ -36,14 +37,17 @@ describe('backend', () => {
     apps: [traffic],
     appsForSource: (source) => (source === 'orphan' ? [] : ['traffic']),
     batch: 4,
+    statsIntervalMs: 200,
+    onStats: (s) => stats.push(s),
     logger: silentLogger(),
   });
+  const stats: Stats[] = [];
   const rows: ResultRow[] = [];
   const drops: Drop[] = [];
   const deadLetters: BusMessage[] = [];
 
   beforeAll(async () => {
-    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.dead].map((name) => ({ name, partitions: 2 })));
+    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.dead].map((name) => ({ name, partitions: 2 })));
     await backend.start();
     await bus.consumer({ groupId: 'dead-reader', topics: [Topics.dead] }).run(async (batch) => {
       deadLetters.push(...batch.messages);
@@ -82,6 +86,22 @@ describe('backend', () => {
     const people = rows.filter((r) => r.table === 'detections' && r.fields.class === 'person');
     expect(people.map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
     expect(rows.filter((r) => r.table === 'frames').map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
+  });
+
+  it('reports every interval what each session saw: arrivals, batches, latency, drops, frames per app', async () => {
+    stats.length = 0;
+    const now = Date.now();
+    const frames = [0, 1, 2].map((seq) => ({ key: 'room', value: frameContract.encode({ source: 'room', seq: 100 + seq, captureTimeMs: now, ptsMs: 0, width: 768, height: 432, jpeg }) }));
+    await bus.producer().send(Topics.frames, frames);
+    await waitFor(() => stats.reduce((n, s) => n + (s.sessions.find((x) => x.session === 'centernet')?.batchSizes.reduce((a, b) => a + b, 0) ?? 0), 0) >= 3, 'stats of three images');
+    const centernet = stats.flatMap((s) => s.sessions.filter((x) => x.session === 'centernet'));
+    const arrivals = stats.reduce((n, s) => n + (s.sessions.find((x) => x.session === 'centernet')?.arrivalRate ?? 0) * ((s.toMs - s.fromMs) / 1000), 0);
+    expect(arrivals).toBeCloseTo(3, 6);
+    expect(Math.max(...centernet.map((x) => x.latencyP99Ms))).toBeGreaterThan(0);
+    expect(centernet.every((x) => x.dropped === 0 && x.badRate === 0)).toBe(true);
+    expect(stats.every((s) => s.backend === 'test-0' && s.toMs >= s.fromMs)).toBe(true);
+    const framesSeen = stats.flatMap((s) => s.apps ?? []).filter((a) => a.app === 'traffic');
+    expect(framesSeen.length).toBeGreaterThan(0);
   });
 
   it('drops a real-time frame that can no longer meet its SLO, with the reason, and stores nothing for it', async () => {
