@@ -79,13 +79,13 @@ export default tseslint.config(
   {
     // A folder is entered through its index.ts: an import that reaches into another folder
     // (a sibling, a child, another layer) names that folder's index.js. The tools the product
-    // uses, the local Kafka broker and ClickHouse server (for `npm run bench`), are entered
-    // through their own.
+    // uses, the local Kafka broker and ClickHouse server and the prefix-heads models (for
+    // `npm run bench`), are entered through their own.
     files: LAYERS.map((l) => `${l}/**/*.ts`),
     rules: {
       'no-restricted-imports': ['error', {
         patterns: [{
-          regex: '^(\\./|(\\.\\./)+)(?!tools/(kafka|clickhouse)/index\\.js$)[^./][^/]*/(?!index\\.js$).+$',
+          regex: '^(\\./|(\\.\\./)+)(?!tools/(kafka|clickhouse|prefix-heads)/index\\.js$)[^./][^/]*/(?!index\\.js$).+$',
           message: 'enter a folder through its index.js (DESIGN.md §3)',
         }],
       }],

@@ -10,3 +10,12 @@ export {
   type SharedPrefix,
 } from './shared-prefix.js';
 export { extractSubgraph, splitModel, type SubgraphBounds } from './subgraph.js';
+export {
+  loadPrefixBatched,
+  splitAtSharedPrefix,
+  writePrefixBatch,
+  type PrefixBatch,
+  type PrefixBatchedModel,
+  type PrefixBatchFiles,
+  type PrefixMember,
+} from './prefix-batch.js';
