@@ -66,7 +66,8 @@ export async function sinkBench(): Promise<void> {
     await serverSink.close();
     await fetch(url, { method: 'POST', body: `DROP DATABASE IF EXISTS ${database}` });
     console.log(`server (${url}${server ? `, ClickHouse ${server.version}` : ''}): ${figures.rowsPerS1k} rows/s in batches of 1k, ${figures.rowsPerS100k} rows/s in batches of 100k`);
-    console.log(JSON.stringify({ chdb, server: figures, rows: Object.fromEntries(PLAN.map((p) => [p.batch, p.batch * p.batches])) }));
+    console.log(`rows inserted per batch size: ${PLAN.map((p) => `${p.batch * p.batches} in batches of ${p.batch}`).join(', ')}`);
+    console.log(JSON.stringify({ chdb, server: figures }));
   } finally {
     await server?.stop();
     rmSync(scratch, { recursive: true, force: true });
