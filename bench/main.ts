@@ -3,6 +3,7 @@
 //   npm run bench -- pipeline
 //   npm run bench -- bus
 //   npm run bench -- sink
+//   npm run bench -- backend
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '.
 import { runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
+import { backendBench } from './backend.js';
 import { busBench } from './bus.js';
 import { sinkBench } from './sink.js';
 
@@ -67,7 +69,7 @@ async function pipeline(): Promise<void> {
 
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
-const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench };
+const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {

@@ -46,6 +46,10 @@ export interface RunSummary {
   frames: number;
   rows: number;
   drops: number;
+  /** Frames and tasks dropped because they could no longer meet their deadline. */
+  deadlineDrops: number;
+  /** Frames and tasks analyzed after their deadline. */
+  late: number;
   detections: number;
   sources: SourceResult[];
 }
@@ -202,6 +206,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       frames: backend?.status().frames ?? 0,
       rows: sinkWorker?.status().rowsInserted ?? 0,
       drops: (backend?.status().drops ?? 0) + (sinkWorker?.status().rowsDropped ?? 0),
+      deadlineDrops: backend?.status().dropsByReason.deadline ?? 0,
+      late: backend?.status().late ?? 0,
       detections: backend?.status().rowsByTable.detections ?? 0,
       sources,
     };

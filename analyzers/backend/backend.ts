@@ -78,6 +78,10 @@ export interface BackendStatus {
   /** Rows published per table. */
   rowsByTable: Record<string, number>;
   drops: number;
+  /** Drops by reason (`deadline`, `decode`, ...). */
+  dropsByReason: Record<string, number>;
+  /** Requests whose output came after their deadline. */
+  late: number;
   batches: number;
   imagesRun: number;
 }
@@ -136,7 +140,7 @@ export function taskTopics(apps: readonly AppLogic[]): string[] {
  */
 export function createBackend(options: BackendOptions): Lifecycle<BackendStatus> {
   const logger = options.logger.child({ module: 'analyzers.backend', backend: options.id });
-  const status: BackendStatus = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, batches: 0, imagesRun: 0 };
+  const status: BackendStatus = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, dropsByReason: {}, late: 0, batches: 0, imagesRun: 0 };
   const producer = options.bus.producer();
   const runners = new Map<string, ModelRunner>();
   const executor = createExecutor<Request, Prepared, Executed>({
@@ -155,6 +159,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       const output = await new Promise<NodeOutput>((resolve, reject) => executor.submit(model, { deadlineMs, item: { image, params, resolve, reject } }));
       const done = Date.now();
       stats.done(model, done - submitted, done > deadlineMs);
+      if (done > deadlineMs) status.late += 1;
       return output;
     } catch (err) {
       if (err instanceof DeadlineMissed) stats.dropped(model);
@@ -179,7 +184,9 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
 
   const dropRecord = (what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): ProducerRecord => {
     status.drops += 1;
-    logger.warn({ source: at.source, seq: at.seq, why, detail }, `${what} dropped`);
+    status.dropsByReason[why] = (status.dropsByReason[why] ?? 0) + 1;
+    // Deadline drops are how a loaded backend keeps up: counted and stored, not shouted.
+    logger[why === 'deadline' ? 'debug' : 'warn']({ source: at.source, seq: at.seq, why, detail }, `${what} dropped`);
     const message: Drop = { what, where: `backend:${options.id}`, why, detail, atMs: Date.now() };
     if (at.source !== undefined) message.source = at.source;
     if (at.seq !== undefined) message.frameSeq = at.seq;
@@ -407,6 +414,6 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await Promise.all([...runners.values()].map((r) => r.dispose()));
       status.state = 'closed';
     },
-    status: () => ({ ...status, rowsByTable: { ...status.rowsByTable } }),
+    status: () => ({ ...status, rowsByTable: { ...status.rowsByTable }, dropsByReason: { ...status.dropsByReason } }),
   };
 }
