@@ -23,6 +23,7 @@ const VENDORS = {
   kafkajs: ['core/bus/kafka'],
   'onnxruntime-node': ['analyzers/onnx'],
   'onnx-proto': ['analyzers/onnx'],
+  'prom-client': ['cli'],
   chdb: ['sinks/chdb'],
   '@clickhouse/client': ['sinks/clickhouse'],
   'fluent-ffmpeg': ['ingest'],

@@ -11,6 +11,7 @@ import {
   type CompiledConfig,
   type Lifecycle,
   type Logger,
+  type Stats,
   type TableSpec,
 } from '../core/index.js';
 import { runIngest, type SourceResult } from '../ingest/index.js';
@@ -61,6 +62,8 @@ export interface RunOptions {
   progress?: Progress;
   /** Aborting stops the sources; a process without ingest runs until it is aborted. */
   signal?: AbortSignal;
+  /** Called with the backend's stats each second (for metrics). */
+  onStats?: (stats: Stats) => void;
   /** Called with the open result store before it closes, e.g. to print an example query. */
   beforeClose?: (sink: ResultSink, summary: RunSummary) => Promise<void>;
 }
@@ -155,6 +158,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     realtime: (source) => realtimeSources.has(source),
     batch: backendConfig.batch,
     groupId: Groups.backend,
+    ...(options.onStats ? { onStats: options.onStats } : {}),
     logger,
   });
   const scheduler = scheduling && createEpochService({ bus, ...scheduling });

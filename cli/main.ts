@@ -19,9 +19,11 @@ import {
   type CompiledConfig,
   type ConfigKind,
   type Logger,
+  type Stats,
 } from '../core/index.js';
 import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
 import { parseRoles, runDeployment, type Role, type RunSummary } from './deployment.js';
+import { createMetrics, serveMetrics, type Metrics } from './metrics.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { startQueryServer } from './query-server.js';
 import { addSchedulerCommands } from './scheduler-commands.js';
@@ -44,8 +46,19 @@ function parsePositive(value: string): number {
 
 const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where results and generated footage are kept').default('./data');
 
-/** Runs a deployment's roles with a progress display and SIGINT/SIGTERM for a clean stop. */
-async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger): Promise<void> {
+/** Runs a deployment's roles with a progress display and SIGINT/SIGTERM for a clean stop; with `metricsPort`, serves /metrics and /health. */
+async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger, metricsPort?: number): Promise<void> {
+  const metrics = metricsPort === undefined ? undefined : createMetrics();
+  const server = metrics && (await serveMetrics(metrics, metricsPort!));
+  if (server) process.stderr.write(`metrics at ${server.url}/metrics\n`);
+  try {
+    await runRoles(config, roles, logger, metrics);
+  } finally {
+    await server?.close();
+  }
+}
+
+async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, metrics: Metrics | undefined): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => {
     process.stderr.write('stopping: finishing the frames in flight (press Ctrl-C again to quit at once)\n');
@@ -59,6 +72,7 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
     roles,
     ...(roles.has('ingest') ? { progress: createProgress() } : {}),
     signal: abort.signal,
+    ...(metrics ? { onStats: (stats: Stats) => metrics.update(stats) } : {}),
     beforeClose: async (sink, done) => {
       printSummary(done, config);
       if (done.rows === 0) return;
@@ -145,9 +159,10 @@ export function buildProgram(): Command {
     .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
     .addOption(dataDirOption().default(undefined, "the deployment's dataDir (./data)"))
     .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink,scheduler (split roles need bus.kind: kafka)', 'all')
-    .action(async (file: string, opts: { dataDir?: string; roles: string }) => {
+    .option('--metrics-port <port>', 'serve Prometheus metrics (GET /metrics) and GET /health on 127.0.0.1 at this port', parsePositive)
+    .action(async (file: string, opts: { dataDir?: string; roles: string; metricsPort?: number }) => {
       const config = loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {});
-      await runPipeline(config, parseRoles(opts.roles, config), logger());
+      await runPipeline(config, parseRoles(opts.roles, config), logger(), opts.metricsPort);
     });
 
   program

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { createMetrics, serveMetrics } from '../../cli/metrics.js';
+import type { Stats } from '../../core/index.js';
+
+const stats: Stats = {
+  backend: 'b1',
+  fromMs: 0,
+  toMs: 1000,
+  sessions: [{ session: 'centernet', arrivalRate: 31.5, queueLength: 3, batchSizes: [4, 8], latencyP50Ms: 80, latencyP99Ms: 190, dropped: 2, badRate: 0.05 }],
+  edges: [{ app: 'traffic', from: 'detect', to: 'read', gamma: 1.5 }],
+  apps: [{ app: 'traffic', framesRate: 12 }],
+};
+
+describe('metrics', () => {
+  it('serves backends\' stats in the Prometheus text format, with counters that add up across intervals', async () => {
+    const metrics = createMetrics();
+    metrics.update(stats);
+    metrics.update({ ...stats, fromMs: 1000, toMs: 2000 });
+    const server = await serveMetrics(metrics, 0);
+    try {
+      const response = await fetch(`${server.url}/metrics`);
+      expect(response.status).toBe(200);
+      const text = await response.text();
+      for (const line of [
+        'panoptes_session_arrival_rate{backend="b1",session="centernet"} 31.5',
+        'panoptes_session_queue_length{backend="b1",session="centernet"} 3',
+        'panoptes_session_latency_p99_ms{backend="b1",session="centernet"} 190',
+        'panoptes_session_bad_rate{backend="b1",session="centernet"} 0.05',
+        'panoptes_session_batches_total{backend="b1",session="centernet"} 4',
+        'panoptes_session_requests_run_total{backend="b1",session="centernet"} 24',
+        'panoptes_session_dropped_total{backend="b1",session="centernet"} 4',
+        'panoptes_edge_gamma{backend="b1",app="traffic",from="detect",to="read"} 1.5',
+        'panoptes_app_frames_rate{backend="b1",app="traffic"} 12',
+      ]) {
+        expect(text).toContain(line);
+      }
+      expect(text).toMatch(/^panoptes_process_cpu_seconds_total /m);
+      expect(await (await fetch(`${server.url}/health`)).text()).toBe('ok\n');
+      expect((await fetch(`${server.url}/nope`)).status).toBe(404);
+    } finally {
+      await server.close();
+    }
+  });
+});
