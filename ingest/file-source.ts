@@ -51,7 +51,9 @@ export interface FileSourceOptions {
   loop: boolean;
   /**
    * Capture time of pts 0, ms since epoch.
-   * @defaultValue the wall clock when `frames()` starts
+   * @defaultValue the wall clock when the first frame comes out of ffmpeg, less its pts (at
+   * the replay's speed): ffmpeg's start-up is not footage time, as a camera's frame exists only
+   * once it is captured. So a paced replay's first frame is not already late for its SLO.
    */
   replayStartMs?: number;
   /**
@@ -131,8 +133,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     }
     if (abort.signal.aborted) return;
 
-    const startedAt = clock.now();
-    const replayStartMs = options.replayStartMs ?? startedAt;
+    let startedAt: number | undefined;
     const timestamps = new ShowinfoTimestamps();
     const ffmpeg = runFfmpeg({
       ffmpegPath,
@@ -172,6 +173,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
             logger.warn({ seq: framesEmitted, ptsMs, bytes: jpeg.length }, 'skipping a frame without a JPEG frame header');
             continue;
           }
+          startedAt ??= clock.now() - (options.speed === 'max' ? 0 : ptsMs / options.speed);
           if (options.speed !== 'max') {
             // Timers may fire a little early: wait until the due time has really passed.
             const dueAt = startedAt + ptsMs / options.speed;
@@ -183,7 +185,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           const frame: Frame = {
             source: id,
             seq: framesEmitted,
-            captureTimeMs: replayStartMs + ptsMs,
+            captureTimeMs: (options.replayStartMs ?? startedAt) + ptsMs,
             ...(options.mediaStartMs !== undefined ? { mediaTimeMs: options.mediaStartMs + ptsMs } : {}),
             ptsMs,
             width: size.width,
