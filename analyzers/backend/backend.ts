@@ -340,11 +340,22 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   };
 
   /** A model session: its runner's three phases around the executor, ℓ(b) learned from its runs. */
-  const session = (runner: ModelRunner): ExecutableSession<Request, Prepared, Executed> => {
+  const session = async (runner: ModelRunner): Promise<ExecutableSession<Request, Prepared, Executed>> => {
     const estimate = createLatencyEstimate();
+    const targetBatch = Math.min(options.batch, runner.spec.maxBatch);
+    // Two runs on a blank batch before the first frame: the runtime's first run is slow (it
+    // plans and allocates), and the second gives ℓ(B) for early drop from the start.
+    const blank = Array.from({ length: targetBatch }, () => ({ width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) }));
+    const params = blank.map(() => runner.parseParams({}));
+    for (let run = 0; run < 2; run++) {
+      const prepared = runner.prepare(blank, params);
+      const started = performance.now();
+      await runner.execute(prepared);
+      if (run === 1) estimate.observe(targetBatch, performance.now() - started);
+    }
     return {
       id: runner.spec.name,
-      targetBatch: Math.min(options.batch, runner.spec.maxBatch),
+      targetBatch,
       latency: estimate.latency,
       prepare: (batch) => runner.prepare(batch.map((r) => r.item.image), batch.map((r) => r.item.params)),
       async execute(prepared) {
@@ -390,7 +401,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         }
         roots.set(app.spec.name, app.spec.edges.filter((e) => e.from === 'frames').map((e) => nodes.get(`${app.spec.name}/${e.to}`)!));
       }
-      executor.setSessions([...runners.values()].map(session));
+      executor.setSessions(await Promise.all([...runners.values()].map(session)));
       consumer = options.bus.consumer({
         groupId: options.groupId ?? 'panoptes.backend',
         topics,
