@@ -37,6 +37,7 @@ export {
   reaction,
   runExperiments,
   runSimulation,
+  seededRandom,
   simulate,
   squishyVsOblivious,
   type ArrivalKind,

@@ -2,6 +2,7 @@ export { arrivalStream, type ArrivalKind, type ArrivalSpec, type RateSchedule, t
 export { chooseBatch, type BatchChoice, type DropPolicy } from './drop-policy.js';
 export { runSimulation, type BatchRecord, type Counts, type SimSession, type SimulationConfig, type SimulationResult } from './engine.js';
 export { maxGoodLoad, type MaxGoodLoadOptions } from './max-good-load.js';
+export { seededRandom } from './random.js';
 export { PAPER_PROFILES, paperProfiles, type PaperModel } from './paper-profiles.js';
 export type { ReplanOptions } from './replanning.js';
 export { earlyDropVsLazy, type EarlyDropFigures } from './experiment-early-drop.js';

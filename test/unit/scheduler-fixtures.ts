@@ -20,17 +20,8 @@ export const TABLE_2: BatchProfile[] = (
 }));
 export const TABLE_2_SLO_MS = { A: 200, B: 250, C: 250 } as const;
 
-/** mulberry32: a small seeded PRNG, so every random case can be replayed from its seed. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The simulator's seeded PRNG, so every random case can be replayed from its seed. */
+export { seededRandom } from '../../scheduler/index.js';
 
 export interface Workload {
   sessions: Session[];
