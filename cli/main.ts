@@ -48,13 +48,14 @@ const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where result
 
 /** Runs a deployment's roles with a progress display and SIGINT/SIGTERM for a clean stop; with `metricsPort`, serves /metrics and /health. */
 async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger, metricsPort?: number): Promise<void> {
-  const metrics = metricsPort === undefined ? undefined : createMetrics();
-  const server = metrics && (await serveMetrics(metrics, metricsPort!));
-  if (server) process.stderr.write(`metrics at ${server.url}/metrics\n`);
+  if (metricsPort === undefined) return runRoles(config, roles, logger, undefined);
+  const metrics = createMetrics();
+  const server = await serveMetrics(metrics, metricsPort);
+  process.stderr.write(`metrics at ${server.url}/metrics\n`);
   try {
     await runRoles(config, roles, logger, metrics);
   } finally {
-    await server?.close();
+    await server.close();
   }
 }
 

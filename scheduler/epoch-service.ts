@@ -50,7 +50,7 @@ export interface EpochServiceStatus {
  * within 10 s) plans with `planEpoch` and publishes the plan to `panoptes.plan`, where backends
  * and the sink follow the newest.
  */
-export function createEpochService(options: EpochServiceOptions): Lifecycle<EpochServiceStatus> & { planNow(): Promise<Plan> } {
+export function createEpochService(options: EpochServiceOptions): Lifecycle<EpochServiceStatus> {
   const clock = options.clock ?? systemClock;
   const epochMs = options.epochMs ?? 30_000;
   const minEpochMs = options.minEpochMs ?? 10_000;
@@ -106,8 +106,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
 
   const totalLoad = (apps: readonly AppDemand[]): number => apps.reduce((sum, a) => sum + a.framesRate, 0);
 
-  async function planNow(): Promise<Plan> {
-    const { apps, backends } = demand();
+  async function planNow({ apps, backends }: { apps: AppDemand[]; backends: string[] }): Promise<Plan> {
     const result = planEpoch(
       { epoch: status.epoch + 1, nowMs: clock.now(), apps, backends, ...(state ? { previous: state } : {}), ...(options.families ? { families: options.families } : {}) },
       options.profileOf,
@@ -122,23 +121,22 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
     return result.plan;
   }
 
-  const due = (): boolean =>
-    status.lastPlanAtMs === undefined ||
-    replanDue(clock.now() - status.lastPlanAtMs, totalLoad(demand().apps), loadAtLastPlan, { epochMs, minEpochMs, loadChange });
+  const due = (apps: readonly AppDemand[]): boolean =>
+    status.lastPlanAtMs === undefined || replanDue(clock.now() - status.lastPlanAtMs, totalLoad(apps), loadAtLastPlan, { epochMs, minEpochMs, loadChange });
 
   async function run(): Promise<void> {
     while (!stopping.signal.aborted) {
       // No plan before a backend reports: an empty one would only displace the one in force.
-      if (demand().backends.length > 0 && due()) {
+      const current = demand();
+      if (current.backends.length > 0 && due(current.apps)) {
         // A failed plan is retried at the next tick; the last published plan stays in force.
-        await planNow().catch((err: unknown) => logger.error({ err }, 'planning failed; the previous plan stays'));
+        await planNow(current).catch((err: unknown) => logger.error({ err }, 'planning failed; the previous plan stays'));
       }
       await clock.sleep(1000, stopping.signal).catch(() => undefined);
     }
   }
 
   return {
-    planNow,
     async start() {
       consumer = options.bus.consumer({ groupId: options.groupId ?? 'panoptes.scheduler', topics: [Topics.stats] });
       await consumer.run(onStats);

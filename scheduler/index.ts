@@ -25,7 +25,6 @@ export { edgeKey, planEpoch, replanDue, sessionId, type ReplanRule, type AppDema
 export { createEpochService, type EpochServiceOptions, type EpochServiceStatus } from './epoch-service.js';
 export {
   arrivalStream,
-  chooseBatch,
   earlyDropVsLazy,
   efficiencyVsLowerBound,
   EXPERIMENT_NAMES,
@@ -42,10 +41,8 @@ export {
   squishyVsOblivious,
   type ArrivalKind,
   type ArrivalSpec,
-  type BatchChoice,
   type BatchRecord,
   type Counts,
-  type DropPolicy,
   type EarlyDropFigures,
   type EfficiencyFigures,
   type ExperimentName,

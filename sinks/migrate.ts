@@ -57,9 +57,11 @@ async function ensureTable(db: SqlRunner, table: TableSpec, options: SchemaOptio
   }
 
   await db.command(createTableSql(table, options.dialect, options.retentionDays));
-  for (const column of missingColumns(table, await db.rows(columnsSql(raw)), options.dialect)) {
+  const columns = await db.rows(columnsSql(raw));
+  for (const column of missingColumns(table, columns, options.dialect)) {
     logger.info({ table: raw, column: column.name }, `adding column ${column.name} to ${raw}`);
     await db.command(`ALTER TABLE ${quoteIdentifier(raw)} ADD COLUMN ${quoteIdentifier(column.name)} ${column.type}`);
+    columns.push(column);
   }
 
   const rawEngine = (await engines(db)).get(raw);
@@ -71,7 +73,7 @@ async function ensureTable(db: SqlRunner, table: TableSpec, options: SchemaOptio
 
   const describe = (columns: Record<string, unknown>[]): string => columns.map((c) => `${String(c.name)} ${String(c.type)}`).sort().join(', ');
   const viewColumns = await db.rows(columnsSql(table.name));
-  if (viewColumns.length > 0 && describe(viewColumns) === describe(await db.rows(columnsSql(raw)))) return;
+  if (viewColumns.length > 0 && describe(viewColumns) === describe(columns)) return;
   // A view fixes its columns when created: after a column is added, it is made again.
   if (viewColumns.length > 0) await db.command(`DROP TABLE IF EXISTS ${quoteIdentifier(table.name)}`);
   await db.command(createViewSql(table));

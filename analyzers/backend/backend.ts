@@ -35,8 +35,9 @@ import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
 import { cropImage, loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { cropRegion, passesFilter, shiftBox } from './edges.js';
-import { createExecutor, type DropPolicy, type ExecutableSession } from './executor.js';
+import { createExecutor, type ExecutableSession } from './executor.js';
 import { createLatencyEstimate } from './latency-estimate.js';
+import type { DropPolicy } from './session-queue.js';
 import { createStatsWindow } from './stats-window.js';
 
 export interface BackendOptions {

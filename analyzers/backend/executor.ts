@@ -1,4 +1,4 @@
-import { SessionQueue, type BatchLatency, type Queued } from './session-queue.js';
+import { SessionQueue, type BatchLatency, type DropPolicy, type Queued } from './session-queue.js';
 
 /**
  * How one session's batch is run, in three steps so that only the middle one holds the
@@ -16,8 +16,6 @@ export interface ExecutableSession<T, P, R> {
   execute(prepared: P): Promise<R>;
   finish(batch: readonly Queued<T>[], result: R | undefined, error: unknown): Promise<void>;
 }
-
-export type DropPolicy = 'early' | 'lazy';
 
 export interface ExecutorOptions<T> {
   policy: DropPolicy;
@@ -67,8 +65,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       const index = turn % sessions.length;
       const session = sessions[index]!;
       const queue = queueOf(session.id);
-      const { batch, dropped } =
-        options.policy === 'early' ? queue.takeEarly(atMs, session.targetBatch, session.latency) : queue.takeLazy(atMs, session.targetBatch, session.latency);
+      const { batch, dropped } = queue.take(options.policy, atMs, session.targetBatch, session.latency);
       if (dropped.length > 0) options.onDrop(session.id, dropped);
       if (queue.length === 0 && !planned.has(session.id)) {
         // A leaving session with nothing left: out of the rotation; the next one moves into its place.

@@ -14,9 +14,55 @@ export interface TakenBatch<T> {
 export type BatchLatency = (batch: number) => number;
 
 /**
- * A session's queue, ordered by deadline (earliest first), with the two drop policies of
- * Nexus §4.3: early drop (the Nexus rule) and lazy drop (Clipper's), the baseline.
+ * How a session's batch is formed when its turn comes (Nexus §4.3, §6.3), from a queue ordered
+ * by deadline, never waiting for a batch to fill:
+ * - `early` (Nexus): slide a window of the target batch from the head; the first window whose
+ *   head (the tightest deadline in it) still makes its deadline when the whole window runs,
+ *   now + ℓ(|window|) ≤ deadline, is the batch, and every request before it is dropped. A
+ *   request that would force a small batch is dropped before it costs a slot.
+ * - `lazy` (Clipper, the baseline): a request is dropped only once it cannot finish in time even
+ *   alone; the batch is the largest b up to the target that the oldest request's deadline
+ *   allows. The paper says lazy drop shrinks the batch "in order to meet the deadline"; serving
+ *   a hopeless request late would only make it worse.
+ * The backend and the scheduler's simulator both form batches with `chooseBatch`.
  */
+export type DropPolicy = 'early' | 'lazy';
+
+/** Requests [head, start) are dropped; [start, start + size) run as one batch (size 0: none). */
+export interface BatchChoice {
+  start: number;
+  size: number;
+}
+
+/** Float noise in deadlines computed two ways must not drop a request. */
+const SLACK_MS = 1e-9;
+
+/** Over the requests [head, end) of a deadline-ordered queue, where `deadlineAt(i)` is request i's deadline. */
+export function chooseBatch(
+  policy: DropPolicy,
+  deadlineAt: (index: number) => number,
+  head: number,
+  end: number,
+  nowMs: number,
+  targetBatch: number,
+  latency: BatchLatency,
+): BatchChoice {
+  if (policy === 'early') {
+    for (let start = head; start < end; start++) {
+      const size = Math.min(targetBatch, end - start);
+      if (nowMs + latency(size) <= deadlineAt(start) + SLACK_MS) return { start, size };
+    }
+    return { start: end, size: 0 };
+  }
+  let start = head;
+  while (start < end && nowMs + latency(1) > deadlineAt(start) + SLACK_MS) start++;
+  if (start === end) return { start, size: 0 };
+  let size = Math.min(targetBatch, end - start);
+  while (size > 1 && nowMs + latency(size) > deadlineAt(start) + SLACK_MS) size--;
+  return { start, size };
+}
+
+/** A session's queue, ordered by deadline (earliest first). */
 export class SessionQueue<T> {
   private readonly queue: Queued<T>[] = [];
 
@@ -36,37 +82,10 @@ export class SessionQueue<T> {
     this.queue.splice(lo, 0, request);
   }
 
-  /**
-   * Early drop: slide a window of the target batch B from the head; the first window whose head
-   * (the tightest deadline in it) can still finish the whole window, now + ℓ(|window|) ≤ its
-   * deadline, is the batch, and every request before it is dropped. A request the batch would
-   * make late is dropped before it costs a slot, so the batch stays large enough to keep up.
-   */
-  takeEarly(nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
-    for (let i = 0; i < this.queue.length; i++) {
-      const size = Math.min(targetBatch, this.queue.length - i);
-      if (nowMs + latency(size) <= this.queue[i]!.deadlineMs) {
-        const dropped = this.queue.splice(0, i);
-        return { dropped, batch: this.queue.splice(0, size) };
-      }
-    }
-    return { dropped: this.queue.splice(0), batch: [] };
-  }
-
-  /**
-   * Lazy drop (Clipper): a request is dropped only once it cannot finish in time even alone
-   * (now + ℓ(1) past its deadline); the batch is the largest b up to `maxBatch` that the oldest
-   * request's deadline allows, now + ℓ(b) ≤ it. The paper's "shrinks the batch in order to meet
-   * the deadline", read as the Panoptes simulator reads it (`scheduler/simulator`).
-   */
-  takeLazy(nowMs: number, maxBatch: number, latency: BatchLatency): TakenBatch<T> {
-    let hopeless = 0;
-    while (hopeless < this.queue.length && nowMs + latency(1) > this.queue[hopeless]!.deadlineMs) hopeless++;
-    const dropped = this.queue.splice(0, hopeless);
-    const head = this.queue[0];
-    if (!head) return { dropped, batch: [] };
-    let size = Math.min(maxBatch, this.queue.length);
-    while (size > 1 && nowMs + latency(size) > head.deadlineMs) size--;
+  /** The next batch by `policy`, and what it drops before it. */
+  take(policy: DropPolicy, nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
+    const { start, size } = chooseBatch(policy, (i) => this.queue[i]!.deadlineMs, 0, this.queue.length, nowMs, targetBatch, latency);
+    const dropped = this.queue.splice(0, start);
     return { dropped, batch: this.queue.splice(0, size) };
   }
 

@@ -1,13 +1,13 @@
+import { chooseBatch, type DropPolicy } from '../../analyzers/index.js';
 import { ErrorCode, PanoptesError } from '../../core/index.js';
+import { replanDue } from '../epoch.js';
 import type { ModelProfile, ProfileLookup } from '../profile.js';
 import { repack } from '../repack.js';
 import type { GpuNode } from '../squishy.js';
 import { EPSILON, peakThroughput } from '../worst-case.js';
 import { arrivalStream, type ArrivalSpec, type ArrivalStream } from './arrivals.js';
-import { chooseBatch, type DropPolicy } from './drop-policy.js';
 import { EventQueue } from './event-queue.js';
 import { seededRandom, streamSeed } from './random.js';
-import { replanDue } from '../epoch.js';
 import { RateMeter, replanSettings, type ReplanOptions, type ReplanSettings } from './replanning.js';
 import { WeightedRoundRobin } from './routing.js';
 
@@ -282,7 +282,7 @@ class Simulation {
       if (queue.length === 0) continue;
       const session = this.#sessions[slot.session] as SessionState;
       const { profile } = session;
-      const choice = chooseBatch(this.#config.drop, queue.items, queue.head, now, slot.batch, profile.latency);
+      const choice = chooseBatch(this.#config.drop, (i) => (queue.items[i] as Request).dueMs, queue.head, queue.items.length, now, slot.batch, profile.latency);
       for (const request of queue.take(choice.start - queue.head)) this.#drop(request, now);
       if (choice.size === 0) continue;
       const batch = queue.take(choice.size);

@@ -1,7 +1,7 @@
 import { linearProfile, profileLookup } from '../profile.js';
 import { peakThroughput } from '../worst-case.js';
 import { runSimulation } from './engine.js';
-import type { DropPolicy } from './drop-policy.js';
+import type { DropPolicy } from '../../analyzers/index.js';
 import { maxGoodLoad } from './max-good-load.js';
 
 /**

@@ -1,5 +1,4 @@
 export { arrivalStream, type ArrivalKind, type ArrivalSpec, type RateSchedule, type RateStep } from './arrivals.js';
-export { chooseBatch, type BatchChoice, type DropPolicy } from './drop-policy.js';
 export { runSimulation, type BatchRecord, type Counts, type SimSession, type SimulationConfig, type SimulationResult } from './engine.js';
 export { maxGoodLoad, type MaxGoodLoadOptions } from './max-good-load.js';
 export { seededRandom } from './random.js';

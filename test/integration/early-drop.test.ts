@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import onnxProto from 'onnx-proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createExecutor, type DropPolicy } from '../../analyzers/backend/executor.js';
+import { createExecutor } from '../../analyzers/backend/executor.js';
+import type { DropPolicy } from '../../analyzers/index.js';
 import { createOnnxRuntime, type LoadedModel, type NamedTensors } from '../../analyzers/index.js';
 import { silentLogger } from '../../core/index.js';
 

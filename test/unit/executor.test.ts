@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createExecutor, type DropPolicy, type ExecutableSession } from '../../analyzers/backend/executor.js';
+import { createExecutor, type ExecutableSession } from '../../analyzers/backend/executor.js';
+import type { DropPolicy } from '../../analyzers/index.js';
 import type { Queued } from '../../analyzers/backend/session-queue.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { chooseBatch, type DropPolicy } from '../../analyzers/index.js';
 import { ErrorCode, PanoptesError } from '../../core/index.js';
 import {
   arrivalStream,
-  chooseBatch,
   linearProfile,
   maxGoodLoad,
   paperProfiles,
@@ -13,7 +13,6 @@ import {
   squishyBinPacking,
   type ArrivalSpec,
   type BatchRecord,
-  type DropPolicy,
   type GpuNode,
   type Session,
   type SimSession,
@@ -41,21 +40,22 @@ const section26Run = (drop: DropPolicy, rate: number, seed = 1): SimulationResul
   });
 
 describe('batch formation (Nexus §4.3, §6.3)', () => {
-  const queue = [21, 22, 23, 24, 25, 26].map((dueMs) => ({ dueMs }));
+  const due = [21, 22, 23, 24, 25, 26];
+  const dueAt = (i: number): number => due[i]!;
 
   it('early drop slides a window of the plan batch to the first request that makes it with the whole window', () => {
     // At 10 ms a window of 4 takes 13 ms: ends 23 > 21, > 22; from the third request it ends 23 ≤ 23.
-    expect(chooseBatch('early', queue, 0, 10, 4, small('m').latency)).toEqual({ start: 2, size: 4 });
+    expect(chooseBatch('early', dueAt, 0, due.length, 10, 4, small('m').latency)).toEqual({ start: 2, size: 4 });
     // The window shrinks at the tail of the queue.
-    expect(chooseBatch('early', queue, 4, 10, 4, small('m').latency)).toEqual({ start: 4, size: 2 });
-    expect(chooseBatch('early', queue, 0, 20, 4, small('m').latency)).toEqual({ start: 6, size: 0 });
+    expect(chooseBatch('early', dueAt, 4, due.length, 10, 4, small('m').latency)).toEqual({ start: 4, size: 2 });
+    expect(chooseBatch('early', dueAt, 0, due.length, 20, 4, small('m').latency)).toEqual({ start: 6, size: 0 });
   });
 
   it('lazy drop serves the oldest request that can still make it, in the largest batch its deadline allows', () => {
-    expect(chooseBatch('lazy', queue, 0, 10, 4, small('m').latency)).toEqual({ start: 0, size: 2 });
+    expect(chooseBatch('lazy', dueAt, 0, due.length, 10, 4, small('m').latency)).toEqual({ start: 0, size: 2 });
     // At 12 ms the first request cannot finish by 21 ms even alone (22 ms): dropped.
-    expect(chooseBatch('lazy', queue, 0, 12, 4, small('m').latency)).toEqual({ start: 1, size: 1 });
-    expect(chooseBatch('lazy', queue, 0, 17, 4, small('m').latency)).toEqual({ start: 6, size: 0 });
+    expect(chooseBatch('lazy', dueAt, 0, due.length, 12, 4, small('m').latency)).toEqual({ start: 1, size: 1 });
+    expect(chooseBatch('lazy', dueAt, 0, due.length, 17, 4, small('m').latency)).toEqual({ start: 6, size: 0 });
   });
 });
 

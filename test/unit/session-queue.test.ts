@@ -20,7 +20,7 @@ describe('SessionQueue', () => {
   it('early drop: the first window of B whose head can finish the whole window is the batch; what is before it is dropped', () => {
     // ℓ(3) = 25: the heads due at 10 and 20 cannot finish a batch of 3; the one due at 100 can.
     const queue = queueOf([10, 20, 100, 100, 100, 100]);
-    const { batch, dropped } = queue.takeEarly(0, 3, latency);
+    const { batch, dropped } = queue.take('early', 0, 3, latency);
     expect(items(dropped)).toEqual(['r0', 'r1']);
     expect(items(batch)).toEqual(['r2', 'r3', 'r4']);
     expect(queue.length).toBe(1);
@@ -28,23 +28,23 @@ describe('SessionQueue', () => {
 
   it('early drop: a short tail window is judged at its own size', () => {
     // At i = 1 the window is [r1] alone: ℓ(1) = 15 ≤ 18.
-    const { batch, dropped } = queueOf([12, 18]).takeEarly(0, 4, latency);
+    const { batch, dropped } = queueOf([12, 18]).take('early', 0, 4, latency);
     expect(items(dropped)).toEqual(['r0']);
     expect(items(batch)).toEqual(['r1']);
   });
 
   it('early drop: drops everything when no window can make it, and takes nothing from an empty queue', () => {
     const queue = queueOf([5, 8]);
-    expect(queue.takeEarly(0, 2, latency)).toMatchObject({ batch: [], dropped: [{ item: 'r0' }, { item: 'r1' }] });
-    expect(queue.takeEarly(0, 2, latency)).toEqual({ batch: [], dropped: [] });
+    expect(queue.take('early', 0, 2, latency)).toMatchObject({ batch: [], dropped: [{ item: 'r0' }, { item: 'r1' }] });
+    expect(queue.take('early', 0, 2, latency)).toEqual({ batch: [], dropped: [] });
   });
 
   it('lazy drop: drops only what cannot finish even alone, and sizes the batch by the oldest deadline', () => {
     // ℓ(1) = 15: due at 10 is hopeless; due at 20 fits alone, and ℓ(2) = 20 ≤ 20 takes one more.
     const queue = queueOf([-1, 10, 20, 100, 100]);
-    const first = queue.takeLazy(0, 4, latency);
+    const first = queue.take('lazy', 0, 4, latency);
     expect(items(first.dropped)).toEqual(['r0', 'r1']);
     expect(items(first.batch)).toEqual(['r2', 'r3']);
-    expect(items(queue.takeLazy(0, 4, latency).batch)).toEqual(['r4']);
+    expect(items(queue.take('lazy', 0, 4, latency).batch)).toEqual(['r4']);
   });
 });
