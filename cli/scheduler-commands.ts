@@ -4,7 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
 import { createOnnxRuntime, cpuDeviceName, decodeJpeg, profileModel } from '../analyzers/index.js';
 import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger } from '../core/index.js';
-import { batchProfileSchema, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, simulate, squishyBinPacking, type BatchProfile, type Packing } from '../scheduler/index.js';
+import { batchProfileSchema, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, runExperiments, squishyBinPacking, type BatchProfile, type Packing } from '../scheduler/index.js';
 import { formatTable } from './output.js';
 
 /** `panoptes plan --sessions`: what the scheduler is asked to place. */
@@ -108,8 +108,8 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
     .description("run the scheduler's experiments in the discrete-event simulator and print their figures (docs/scheduler.md puts them beside the paper's)")
     .argument('<experiment>', `all, or one of ${EXPERIMENT_NAMES.join(', ')}`)
     .option('--json', 'print the figures as one JSON object, as the last line')
-    .action(async (experiment: string, opts: { json?: boolean }) => {
-      const figures = await simulate(experiment);
+    .action((experiment: string, opts: { json?: boolean }) => {
+      const figures = runExperiments([experiment]);
       if (opts.json) process.stdout.write(`${JSON.stringify(figures)}\n`);
       else for (const [name, value] of Object.entries(figures)) process.stdout.write(`${name}: ${JSON.stringify(value)}\n`);
     });

@@ -13,7 +13,7 @@ import {
   type Plan,
   type Stats,
 } from '../core/index.js';
-import { edgeKey, planEpoch, replanDue, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
+import { DEFAULT_REPLAN_RULE, edgeKey, planEpoch, replanDue, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
 import type { PrefixFamily } from './prefix-merge.js';
 import type { ProfileLookup } from './profile.js';
 
@@ -46,15 +46,17 @@ export interface EpochServiceStatus {
 
 /**
  * The scheduler role (Nexus §6, "epoch scheduling"): reads every backend's stats from
- * `panoptes.stats`, and every epoch (30 s, sooner when the load moves by a third, never twice
+ * `panoptes.stats`, and every epoch (30 s, sooner when the load moves by more than 30%, never twice
  * within 10 s) plans with `planEpoch` and publishes the plan to `panoptes.plan`, where backends
  * and the sink follow the newest.
  */
 export function createEpochService(options: EpochServiceOptions): Lifecycle<EpochServiceStatus> {
   const clock = options.clock ?? systemClock;
-  const epochMs = options.epochMs ?? 30_000;
-  const minEpochMs = options.minEpochMs ?? 10_000;
-  const loadChange = options.loadChange ?? 0.3;
+  const rule = {
+    epochMs: options.epochMs ?? DEFAULT_REPLAN_RULE.epochMs,
+    minEpochMs: options.minEpochMs ?? DEFAULT_REPLAN_RULE.minEpochMs,
+    loadChange: options.loadChange ?? DEFAULT_REPLAN_RULE.loadChange,
+  };
   const backendTimeoutMs = options.backendTimeoutMs ?? 10_000;
   const logger = options.logger.child({ module: 'scheduler.epoch' });
   const producer = options.bus.producer();
@@ -122,7 +124,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
   }
 
   const due = (apps: readonly AppDemand[]): boolean =>
-    status.lastPlanAtMs === undefined || replanDue(clock.now() - status.lastPlanAtMs, totalLoad(apps), loadAtLastPlan, { epochMs, minEpochMs, loadChange });
+    status.lastPlanAtMs === undefined || replanDue(clock.now() - status.lastPlanAtMs, totalLoad(apps), loadAtLastPlan, rule);
 
   async function run(): Promise<void> {
     while (!stopping.signal.aborted) {

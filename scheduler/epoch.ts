@@ -3,6 +3,7 @@ import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
 import type { ProfileLookup } from './profile.js';
 import { FRAMES, analyzeQuery } from './query-analysis.js';
 import { repack } from './repack.js';
+import { planViolations } from './plan-check.js';
 import { evenSloSplit } from './slo-split.js';
 import { squishyBinPacking, type GpuNode, type PackOptions, type Session } from './squishy.js';
 
@@ -54,6 +55,9 @@ export interface ReplanRule {
   /** The share of the planned-for load the load must move by to re-plan early. */
   loadChange: number;
 }
+
+/** 30 s epochs, 10 s apart at least, early when the load moved by more than 30% (Nexus §6; the 30% is ours). */
+export const DEFAULT_REPLAN_RULE: ReplanRule = { epochMs: 30_000, minEpochMs: 10_000, loadChange: 0.3 };
 
 /**
  * Whether to re-plan `sinceLastMs` after the last plan, with `load` measured now and `plannedLoad`
@@ -110,6 +114,8 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
 
   const packing = input.previous ? repack(input.previous.nodes, merge.sessions, profileOf, options) : squishyBinPacking(merge.sessions, profileOf, options);
   for (const u of packing.unschedulable) warnings.push(`session ${u.id} cannot be served: ${u.reason}`);
+  // The packer's constraints hold by construction; a breach would be a bug, said rather than published silently.
+  for (const violation of planViolations(packing, merge.sessions, profileOf, options)) warnings.push(`plan check: ${violation}`);
   const backendOf = assignBackends(packing.nodes, input.backends, input.previous?.backendOf ?? {});
   const unplaced = packing.nodes.filter((n) => !backendOf[n.id]);
   if (unplaced.length > 0) {
@@ -146,9 +152,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
 function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOptions, warnings: string[]): { sloMs: Record<string, number>; rates: Record<string, number> } {
   const edges = app.edges.map((e) => ({ ...e, gamma: e.from === FRAMES ? 1 : (app.gammas[edgeKey(e.from, e.to)] ?? 1) }));
   try {
-    const split = analyzeQuery({ sloMs: app.sloMs, nodes: app.nodes, edges }, app.framesRate, profileOf, options);
-    if (Number.isFinite(split.gpus)) return split;
-    warnings.push(`app ${app.app}: no split of ${app.sloMs} ms serves ${app.framesRate} frames/s; splitting evenly`);
+    return analyzeQuery({ sloMs: app.sloMs, nodes: app.nodes, edges }, app.framesRate, profileOf, options);
   } catch (err) {
     warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
   }

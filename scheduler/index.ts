@@ -37,7 +37,6 @@ export {
   runExperiments,
   runSimulation,
   seededRandom,
-  simulate,
   squishyVsOblivious,
   type ArrivalKind,
   type ArrivalSpec,

@@ -10,7 +10,7 @@ import { peakLoad, scaled, zipf } from './workload.js';
  * released about 10 s after demand fell, and 0.27% of requests were bad overall.
  *
  * The paper's timeline (the load rises at 326 s and falls at 644 s of a 1,000 s window) on a
- * smaller cluster, to run in seconds: 20 sessions with Zipf-0.9 rates needing 10 GPUs at peak
+ * smaller cluster, to run in seconds: 20 sessions with Zipf-0.9 rates needing 25 GPUs at peak
  * throughput, twice that between the rise and the fall: four classifiers (ResNet-50,
  * Inception4, GoogleNet-car, VGG-Face) at SLOs 50, 100, 200 and 400 ms, and SSD at 250, 300,
  * 350 and 400 ms (a detector needs a longer SLO to batch at all). Re-planning is `repack` on

@@ -44,9 +44,5 @@ export function runExperiments(names: readonly string[]): Record<string, unknown
   return Object.fromEntries(wanted.map((name) => [name, EXPERIMENTS[name]()]));
 }
 
-/** `panoptes simulate <experiment|all>`: the figures of one experiment, or of all. */
-export async function simulate(experiment: string): Promise<Record<string, unknown>> {
-  return runExperiments([experiment]);
-}
 
 const round = (value: number, digits: number): number => Number(value.toFixed(digits));

@@ -10,4 +10,4 @@ export { queryAnalysisVsEven, type QueryAnalysisFigures } from './experiment-que
 export { efficiencyVsLowerBound, type EfficiencyFigures } from './experiment-efficiency.js';
 export { reaction, type ReactionFigures } from './experiment-reaction.js';
 export { planningTime, type PlanningFigures } from './experiment-planning.js';
-export { EXPERIMENT_NAMES, runExperiments, simulate, type ExperimentName } from './experiments.js';
+export { EXPERIMENT_NAMES, runExperiments, type ExperimentName } from './experiments.js';

@@ -1,3 +1,5 @@
+import { DEFAULT_REPLAN_RULE } from '../epoch.js';
+
 /**
  * When the simulated control plane re-plans (Nexus §4 "epochs", digest §1.4): every epoch
  * (30 s), and earlier when the load changed a lot, but never sooner than the minimum gap (10 s)
@@ -27,11 +29,11 @@ export type ReplanSettings = Required<ReplanOptions>;
 
 export function replanSettings(options: ReplanOptions): ReplanSettings {
   return {
-    epochMs: options.epochMs ?? 30_000,
-    minEpochMs: options.minEpochMs ?? 10_000,
+    epochMs: options.epochMs ?? DEFAULT_REPLAN_RULE.epochMs,
+    minEpochMs: options.minEpochMs ?? DEFAULT_REPLAN_RULE.minEpochMs,
     beaconMs: options.beaconMs ?? 1_000,
     rateWindowMs: options.rateWindowMs ?? 10_000,
-    loadChange: options.loadChange ?? 0.3,
+    loadChange: options.loadChange ?? DEFAULT_REPLAN_RULE.loadChange,
     deviceMemoryMB: options.deviceMemoryMB ?? Infinity,
   };
 }
