@@ -14,8 +14,8 @@ import { benchPrefixBatching } from './prefix.js';
 const logger = createLogger({ level: 'warn' });
 const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
 const STREAMS = 8;
-/** Per-stream frame rates tried, low to high; the clip is 30 s, so each try takes about 30 s. */
-const RATES = [0.5, 1, 1.5, 2, 3];
+/** Per-stream frame rates tried, low to high, until one misses 99%; the clip is 30 s, so each try takes about 30 s. */
+const RATES = [0.5, 0.75, 1, 1.25, 1.5, 2, 3];
 
 interface Trial {
   fpsPerStream: number;
@@ -52,12 +52,17 @@ async function trial(scratch: string, fpsPerStream: number): Promise<Trial> {
   };
 }
 
-/** The detector alone on the clip's frames at the backend's batch: pre-processing, the run, decoding, back to back. */
-async function rawFps(batch: number): Promise<number> {
+/** The clip's frames at 5 fps, decoded as the backend receives them. */
+async function clipFrames(): Promise<RgbImage[]> {
   const images: RgbImage[] = [];
   for await (const frame of createFileSource({ id: 'road', path: clip, fps: 5, speed: 'max', loop: false, logger }).frames()) images.push(await decodeJpeg(frame.jpeg));
+  return images;
+}
+
+/** The detector alone on those frames at the backend's batch: pre-processing, the run, decoding, back to back. */
+async function rawFps(images: readonly RgbImage[], probe: CompiledConfig): Promise<number> {
+  const batch = probe.deployment.backend.batch;
   const runtime = createOnnxRuntime({ logger });
-  const probe = config(mkdtempSync(join(tmpdir(), 'panoptes-bench-raw-')), 1);
   const runner = await loadModelRunner(probe.models.centernet!, runtime);
   try {
     const params = runner.parseParams(probe.apps.traffic!.nodes[0]!.params);
@@ -71,7 +76,6 @@ async function rawFps(batch: number): Promise<number> {
   } finally {
     await runner.dispose();
     await runtime.close();
-    rmSync(probe.dataDir, { recursive: true, force: true });
   }
 }
 
@@ -79,8 +83,9 @@ export async function backendBench(): Promise<void> {
   if (!existsSync(clip)) throw new Error(`the backend benchmark needs ${clip} (../shared/footage beside the project)`);
   const scratch = mkdtempSync(join(tmpdir(), 'panoptes-bench-backend-'));
   try {
-    const batch = config(scratch, 1).deployment.backend.batch;
-    const rawBefore = await rawFps(batch);
+    const probe = config(scratch, 1);
+    const images = await clipFrames();
+    const rawBefore = await rawFps(images, probe);
     let best: Trial | undefined;
     for (const rate of RATES) {
       const result = await trial(scratch, rate);
@@ -91,9 +96,10 @@ export async function backendBench(): Promise<void> {
       if (result.onTimeFraction < 0.99) break;
       best = result;
     }
-    const rawAfter = await rawFps(batch);
+    if (best?.fpsPerStream === RATES.at(-1)) console.log('every rate tried kept 99% on time: endToEndFps is a floor');
+    const rawAfter = await rawFps(images, probe);
     const raw = (rawBefore + rawAfter) / 2;
-    console.log(`detector alone, batch ${batch}: ${rawBefore.toFixed(2)} frames/s before, ${rawAfter.toFixed(2)} after`);
+    console.log(`detector alone, batch ${probe.deployment.backend.batch}: ${rawBefore.toFixed(2)} frames/s before, ${rawAfter.toFixed(2)} after`);
 
     const prefix = await benchPrefixBatching();
     for (const p of prefix) {

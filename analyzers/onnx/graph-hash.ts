@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import onnxProto from 'onnx-proto';
 import { ErrorCode, PanoptesError } from '../../core/index.js';
-import { feedInputs, graphOf, nodeReads, subgraphReads, type OnnxModel } from './onnx-model.js';
+import { feedInputs, graphOf, subgraphReads, type OnnxModel } from './onnx-model.js';
 
 const { onnx } = onnxProto;
 type Tensor = onnxProto.onnx.ITensorProto;
@@ -69,6 +69,7 @@ export function hashGraph(model: OnnxModel): GraphHashes {
       );
     };
     const domain = canonicalDomain(node.domain);
+    const outerReads = subgraphReads(node);
     const hash = digest(
       'node',
       domain,
@@ -76,11 +77,11 @@ export function hashGraph(model: OnnxModel): GraphHashes {
       node.opType ?? '',
       digest(...(node.attribute ?? []).map(attributeDigest).sort()),
       digest(...(node.input ?? []).map((name) => (name === '' ? 'absent' : hashOf(name)))),
-      digest(...subgraphReads(node).map(hashOf).sort()),
+      digest(...outerReads.map(hashOf).sort()),
       // Which optional outputs are asked for can change what an operator computes.
       (node.output ?? []).map((name) => (name === '' ? '-' : '+')).join(''),
     );
-    const reads = nodeReads(node);
+    const reads = [...(node.input ?? []).filter((name) => name !== ''), ...outerReads];
     const writes = (node.output ?? []).filter((name) => name !== '');
     const dependsOnInputs = reads.some((name) => fromInputs.has(name));
     (node.output ?? []).forEach((name, position) => {

@@ -5,7 +5,7 @@ import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../run
 import { hashGraph } from './graph-hash.js';
 import { encodeOnnxModel, feedInputs, graphOf, type OnnxModel } from './onnx-model.js';
 import { sharedPrefix } from './shared-prefix.js';
-import { splitModel } from './subgraph.js';
+import { extractSubgraph } from './subgraph.js';
 
 /** One member of a prefix-batched model: its own suffix, fed by the shared prefix. */
 export interface PrefixMember<Model> {
@@ -38,11 +38,12 @@ export function splitAtSharedPrefix(models: readonly OnnxModel[]): PrefixBatch<O
   }
   const shared = sharedPrefix(models.map(hashGraph));
   const cutNames = (member: number): string[] => shared.cut.flatMap((c) => c.names[member] ?? []);
-  const prefix = splitModel(models[0]!, cutNames(0)).prefix;
+  const prefix = extractSubgraph(models[0]!, { inputs: [], outputs: cutNames(0) });
   const members = models.map((model, i) => {
     // The first name of each cut tensor in the first model is what the prefix outputs it as.
     const cut = Object.fromEntries(shared.cut.flatMap((c) => (c.names[i] ?? []).map((name) => [name, c.names[0]?.[0] ?? ''])));
-    return { suffix: splitModel(model, cutNames(i)).suffix, cut };
+    const outputs = (graphOf(model).output ?? []).map((v) => v.name ?? '');
+    return { suffix: extractSubgraph(model, { inputs: cutNames(i), outputs }), cut };
   });
   return { prefix, members };
 }

@@ -13,6 +13,7 @@ import { createExecutor } from '../../analyzers/backend/executor.js';
 import type { DropPolicy } from '../../analyzers/index.js';
 import { createOnnxRuntime, type LoadedModel, type NamedTensors } from '../../analyzers/index.js';
 import { silentLogger } from '../../core/index.js';
+import { arrivalStream } from '../../scheduler/index.js';
 
 const { onnx } = onnxProto;
 const WIDTH = 256;
@@ -85,8 +86,7 @@ async function profile(model: LoadedModel): Promise<(b: number) => number> {
 
 /** Poisson arrivals at `rate` for `durationMs`; returns the share of requests dropped or late. */
 async function badCount(model: LoadedModel, policy: DropPolicy, latency: (b: number) => number, rate: number, sloMs: number, durationMs: number): Promise<{ bad: number; requests: number }> {
-  let random = 7;
-  const uniform = (): number => ((random = (random * 16807) % 2147483647) / 2147483647);
+  const arrivals = arrivalStream({ kind: 'poisson', rate }, 7);
   let requests = 0;
   let bad = 0;
   const executor = createExecutor<number, number, number>({
@@ -111,10 +111,10 @@ async function badCount(model: LoadedModel, policy: DropPolicy, latency: (b: num
     },
   ]);
   const start = performance.now();
-  let next = start;
+  let next = start + arrivals();
   while (next < start + durationMs) {
     const now = performance.now();
-    for (; next <= now; next += -Math.log(1 - uniform()) * (1000 / rate)) {
+    for (; next <= now; next = start + arrivals()) {
       requests += 1;
       executor.submit('mlp', { deadlineMs: next + sloMs, item: requests });
     }

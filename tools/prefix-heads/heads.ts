@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { encodeOnnxModel, splitAtSharedPrefix, writePrefixBatch, type OnnxModel, type PrefixBatchFiles } from '../../analyzers/index.js';
+import { seededRandom } from '../../scheduler/index.js';
 
 /** Operators whose second input is a weight: the layers a head is made of. */
 const WEIGHTED_OPS = new Set(['Conv', 'ConvTranspose', 'Gemm', 'MatMul']);
@@ -58,7 +59,7 @@ export function buildHeads(model: OnnxModel, options: HeadOptions): OnnxModel[] 
   const head = new Set(headWeights(model, layers));
   return Array.from({ length: heads }, (_, i) => {
     if (i === 0) return model;
-    const random = mulberry32(seed + i);
+    const random = seededRandom(seed + i);
     const graph = model.graph ?? {};
     // Only the head's initializers are copied; the rest are shared with `model`, never changed.
     const initializer = (graph.initializer ?? []).map((t) => {
@@ -94,16 +95,4 @@ export async function writeHeads(model: OnnxModel, dir: string, options: HeadOpt
   // One head alone would be all prefix: split it where a second head differs, so its suffix is its head.
   const split = splitAtSharedPrefix(heads.length > 1 ? heads : buildHeads(model, { ...options, heads: 2 }));
   return { models, split: await writePrefixBatch({ prefix: split.prefix, members: split.members.slice(0, heads.length) }, dir) };
-}
-
-/** A small, fast, seeded PRNG (mulberry32): uniform in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
