@@ -72,6 +72,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
     for (const message of batch.messages) {
       try {
         const stats = statsContract.decode(message.value);
+        if (!latest.has(stats.backend)) logger.info({ backend: stats.backend, device: stats.device }, 'backend registered');
         latest.set(stats.backend, { stats, atMs: clock.now() });
       } catch (err) {
         // Stats are a sample: a bad one is skipped (and said), the next second brings another.

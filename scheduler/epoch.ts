@@ -86,6 +86,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   const warnings: string[] = [];
   const rates = new Map<string, Session>();
   const topics = new Map<string, Set<string>>();
+  const nodesOf = new Map<string, { app: string; node: string }[]>();
   for (const app of input.apps) {
     if (app.framesRate <= 0) continue;
     const split = splitSlo(app, profileOf, options, warnings);
@@ -98,6 +99,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
       rates.set(id, session);
       const fed = app.edges.find((e) => e.to === node.id)?.from === FRAMES ? Topics.frames : Topics.tasks(node.model);
       topics.set(id, (topics.get(id) ?? new Set()).add(fed));
+      nodesOf.set(id, [...(nodesOf.get(id) ?? []), { app: app.app, node: node.id }]);
     }
   }
 
@@ -110,7 +112,10 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   };
   const merge = mergeSharedPrefixes([...rates.values()], input.families ?? [], hasProfile);
   warnings.push(...merge.notes);
-  for (const [id, members] of Object.entries(merge.members)) topics.set(id, new Set(members.flatMap((m) => [...(topics.get(m.id) ?? [])])));
+  for (const [id, members] of Object.entries(merge.members)) {
+    topics.set(id, new Set(members.flatMap((m) => [...(topics.get(m.id) ?? [])])));
+    nodesOf.set(id, members.flatMap((m) => nodesOf.get(m.id) ?? []));
+  }
 
   const packing = input.previous ? repack(input.previous.nodes, merge.sessions, profileOf, options) : squishyBinPacking(merge.sessions, profileOf, options);
   for (const u of packing.unschedulable) warnings.push(`session ${u.id} cannot be served: ${u.reason}`);
@@ -123,7 +128,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   }
 
   const placed = packing.nodes.filter((n) => backendOf[n.id]);
-  const sessions = merge.sessions.map((s) => ({ id: s.id, model: s.model, sloMs: s.sloMs }));
+  const sessions = merge.sessions.map((s) => ({ id: s.id, model: s.model, sloMs: s.sloMs, nodes: nodesOf.get(s.id) ?? [] }));
   const plan: Plan = {
     epoch: input.epoch,
     createdAtMs: input.nowMs,

@@ -7,6 +7,7 @@ import {
   frameContract,
   frameId,
   outputId,
+  planContract,
   planWeights,
   resultRowContract,
   routingAssigner,
@@ -31,12 +32,14 @@ import {
   type Stats,
   type Task,
 } from '../../core/index.js';
+import { randomUUID } from 'node:crypto';
+import { cpus, hostname, totalmem } from 'node:os';
 import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
-import { cropImage, loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
+import { cropImage, type Executed, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { cropRegion, passesFilter, shiftBox } from './edges.js';
-import { createExecutor, type ExecutableSession } from './executor.js';
-import { createLatencyEstimate } from './latency-estimate.js';
+import { createExecutor } from './executor.js';
+import { createHosting, type Request } from './hosting.js';
 import type { DropPolicy } from './session-queue.js';
 import { createStatsWindow } from './stats-window.js';
 
@@ -48,7 +51,7 @@ export interface BackendOptions {
   apps: readonly AppLogic[];
   /** Which apps analyze a source's frames. */
   appsForSource: (source: string) => readonly string[];
-  /** Target batch of each model session: images per model run, at most. */
+  /** Target batch of a model's own session (before any plan, or for a node no plan hosts here): images per run, at most. */
   batch: number;
   /**
    * Whether a source's frames must meet their app's SLO (live, or replayed at speed 1): those
@@ -64,11 +67,8 @@ export interface BackendOptions {
   onStats?: (stats: Stats) => void;
   logger: Logger;
   groupId?: string;
-  /**
-   * The scheduler's current plan: the group leader splits partitions by its routing weights
-   * (round-robin while there is none). Read at each rebalance.
-   */
-  plan?: () => Plan | undefined;
+  /** The accelerator this backend runs on, announced in its stats. @defaultValue this host's CPUs */
+  device?: NonNullable<Stats['device']>;
 }
 
 export interface BackendStatus {
@@ -85,6 +85,12 @@ export interface BackendStatus {
   late: number;
   batches: number;
   imagesRun: number;
+  /** The epoch of the plan followed; undefined before the first. */
+  planEpoch?: number;
+  /** Partitions of its topics this backend consumes now. */
+  partitions: number;
+  /** Models loaded now. */
+  models: string[];
 }
 
 /** A node of an app's DAG, ready to run: its checked params and the edges leaving it. */
@@ -115,9 +121,6 @@ function post(out: Outbox, topic: string, record: ProducerRecord): void {
   else out.set(topic, [record]);
 }
 
-/** A request waiting in a model session's queue, settled when its batch finishes or is dropped. */
-type Request = { image: RgbImage; params: unknown; resolve: (output: NodeOutput) => void; reject: (err: unknown) => void };
-
 /** Why a request got no output: its deadline could no longer be met. */
 class DeadlineMissed extends Error {
   constructor() {
@@ -141,9 +144,8 @@ export function taskTopics(apps: readonly AppLogic[]): string[] {
  */
 export function createBackend(options: BackendOptions): Lifecycle<BackendStatus> {
   const logger = options.logger.child({ module: 'analyzers.backend', backend: options.id });
-  const status: BackendStatus = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, dropsByReason: {}, late: 0, batches: 0, imagesRun: 0 };
+  const status: Omit<BackendStatus, 'partitions' | 'models'> = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, dropsByReason: {}, late: 0, batches: 0, imagesRun: 0 };
   const producer = options.bus.producer();
-  const runners = new Map<string, ModelRunner>();
   const executor = createExecutor<Request, Prepared, Executed>({
     policy: options.dropPolicy ?? 'early',
     now: Date.now,
@@ -152,18 +154,32 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     },
   });
   const stats = createStatsWindow(options.id, Date.now());
-  /** Queues one image for its model; resolves with the image's output when its batch finishes. */
-  const infer = async (model: string, image: RgbImage, params: unknown, deadlineMs: number): Promise<NodeOutput> => {
+  const hosting = createHosting({
+    backend: options.id,
+    models: options.models,
+    runtime: options.runtime,
+    executor,
+    batch: options.batch,
+    onBatch: (session, size) => {
+      stats.batch(session, size);
+      status.batches += 1;
+      status.imagesRun += size;
+    },
+    logger,
+  });
+  /** Queues one image for its node's session; resolves with the image's output when its batch finishes. */
+  const infer = async ({ app, node }: PlannedNode, image: RgbImage, params: unknown, deadlineMs: number): Promise<NodeOutput> => {
+    const session = await hosting.sessionFor(app.spec.name, node.id, node.model);
     const submitted = Date.now();
-    stats.arrival(model);
+    stats.arrival(session);
     try {
-      const output = await new Promise<NodeOutput>((resolve, reject) => executor.submit(model, { deadlineMs, item: { image, params, resolve, reject } }));
+      const output = await new Promise<NodeOutput>((resolve, reject) => executor.submit(session, { deadlineMs, item: { image, params, resolve, reject } }));
       const done = Date.now();
-      stats.done(model, done - submitted, done > deadlineMs);
+      stats.done(session, done - submitted, done > deadlineMs);
       if (done > deadlineMs) status.late += 1;
       return output;
     } catch (err) {
-      if (err instanceof DeadlineMissed) stats.dropped(model);
+      if (err instanceof DeadlineMissed) stats.dropped(session);
       throw err;
     }
   };
@@ -176,7 +192,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
 
   /** The last interval's stats to `panoptes.stats`; a failed send is logged, the next second brings another. */
   const publishStats = (): void => {
-    const snapshot = stats.take(Date.now(), executor.queued());
+    const snapshot = { ...stats.take(Date.now(), executor.queued()), device };
     options.onStats?.(snapshot);
     producer
       .send(Topics.stats, [{ key: options.id, value: statsContract.encode(snapshot), headers: statsContract.headers }])
@@ -202,7 +218,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     const { app, node } = planned;
     let output: NodeOutput;
     try {
-      output = await infer(node.model, image, planned.params, realtime(frame.source) ? work.deadlineMs : Infinity);
+      output = await infer(planned, image, planned.params, realtime(frame.source) ? work.deadlineMs : Infinity);
     } catch (err) {
       const why = err instanceof DeadlineMissed ? 'deadline' : 'model-failed';
       drop(out, work.lineage.length === 0 ? 'frame' : 'task', why, `${app.spec.name}/${node.id}: ${describeError(err)}`, { source: frame.source, seq: frame.seq });
@@ -340,61 +356,65 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     status.rows += out.get(Topics.results)?.length ?? 0;
   };
 
-  /** A model session: its runner's three phases around the executor, ℓ(b) learned from its runs. */
-  const session = async (runner: ModelRunner): Promise<ExecutableSession<Request, Prepared, Executed>> => {
-    const estimate = createLatencyEstimate();
-    const targetBatch = Math.min(options.batch, runner.spec.maxBatch);
-    // Two runs on a blank batch before the first frame: the runtime's first run is slow (it
-    // plans and allocates), and the second gives ℓ(B) for early drop from the start.
-    const blank = Array.from({ length: targetBatch }, () => ({ width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) }));
-    const params = blank.map(() => runner.parseParams({}));
-    for (let run = 0; run < 2; run++) {
-      const prepared = runner.prepare(blank, params);
-      const started = performance.now();
-      await runner.execute(prepared);
-      if (run === 1) estimate.observe(targetBatch, performance.now() - started);
+  /** The newest plan seen: sessions to host here and, through the group's assigner, partitions to consume. */
+  let plan: Plan | undefined;
+  /** The routing the consumer joined under; a plan that changes it makes the backend rejoin. */
+  let joinedRouting = '';
+  const routingOf = (p: Plan | undefined): string => JSON.stringify(topics.map((topic) => planWeights(p)(topic) ?? null));
+  const join = async (): Promise<void> => {
+    joinedRouting = routingOf(plan);
+    consumer = options.bus.consumer({
+      groupId: options.groupId ?? 'panoptes.backend',
+      topics,
+      maxBatchSize: options.batch,
+      metadata: { backend: options.id },
+      assigner: routingAssigner((topic) => planWeights(plan)(topic)),
+    });
+    await consumer.run(handle);
+  };
+  /**
+   * A newer plan: its sessions are built first; if it routes partitions differently, the backend
+   * leaves the group (finishing and committing the batch in hand) and joins again, so the group's
+   * leader deals partitions by the new weights (kafkajs has no "rebalance now").
+   */
+  const follow = async (next: Plan): Promise<void> => {
+    if (plan && next.createdAtMs <= plan.createdAtMs) return;
+    plan = next;
+    let rejoin = false;
+    await hosting.follow(next, async () => {
+      rejoin = status.state === 'running' && routingOf(next) !== joinedRouting;
+      if (rejoin) await consumer?.close();
+    });
+    if (rejoin && status.state === 'running') await join();
+    status.planEpoch = next.epoch;
+  };
+  let following = Promise.resolve();
+  const onPlans = async (batch: Batch): Promise<void> => {
+    for (const message of batch.messages) {
+      let next: Plan;
+      try {
+        next = planContract.decode(message.value);
+      } catch (err) {
+        // The scheduler publishes a new plan every epoch; a bad one is said and skipped.
+        logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable plan skipped');
+        continue;
+      }
+      following = following.then(() => follow(next)).catch((err: unknown) => logger.error({ err, epoch: next.epoch }, 'plan not followed'));
     }
-    return {
-      id: runner.spec.name,
-      targetBatch,
-      latency: estimate.latency,
-      prepare: (batch) => runner.prepare(batch.map((r) => r.item.image), batch.map((r) => r.item.params)),
-      async execute(prepared) {
-        const started = performance.now();
-        const executed = await runner.execute(prepared);
-        estimate.observe(prepared.size, performance.now() - started);
-        stats.batch(runner.spec.name, prepared.size);
-        status.batches += 1;
-        status.imagesRun += prepared.size;
-        return executed;
-      },
-      async finish(batch, executed, error) {
-        let outputs: NodeOutput[];
-        try {
-          if (!executed) throw error;
-          outputs = runner.finish(executed);
-        } catch (err) {
-          for (const r of batch) r.item.reject(err);
-          return;
-        }
-        batch.forEach((r, i) => r.item.resolve(outputs[i]!));
-      },
-    };
+    await following;
   };
-
-  const load = async (model: string): Promise<void> => {
-    if (!runners.has(model)) runners.set(model, await loadModelRunner(options.models[model]!, options.runtime));
-  };
+  let planReader: Consumer | undefined;
+  const device = options.device ?? { kind: 'cpu', name: cpus()[0]?.model ?? 'cpu', memoryMB: Math.round(totalmem() / 2 ** 20), host: hostname() };
 
   return {
     async start() {
+      const models = options.apps.flatMap((app) => app.spec.nodes.map((n) => n.model));
       for (const app of options.apps) {
         for (const node of app.spec.nodes) {
-          await load(node.model);
           const children = app.spec.edges.filter((e) => e.from === node.id).map((edge) => ({ edge, node: app.spec.nodes.find((n) => n.id === edge.to)! }));
           let params: unknown;
           try {
-            params = runners.get(node.model)!.parseParams(node.params);
+            params = (await hosting.runner(node.model)).parseParams(node.params);
           } catch (err) {
             throw new PanoptesError(ErrorCode.AppInvalid, `app ${app.spec.name}, node ${node.id}: ${describeError(err)}`, { cause: err });
           }
@@ -402,30 +422,38 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         }
         roots.set(app.spec.name, app.spec.edges.filter((e) => e.from === 'frames').map((e) => nodes.get(`${app.spec.name}/${e.to}`)!));
       }
-      executor.setSessions(await Promise.all([...runners.values()].map(session)));
-      consumer = options.bus.consumer({
-        groupId: options.groupId ?? 'panoptes.backend',
-        topics,
-        maxBatchSize: options.batch,
-        metadata: { backend: options.id },
-        assigner: routingAssigner((topic) => planWeights(options.plan?.())(topic)),
-      });
-      await consumer.run(handle);
-      statsTimer = setInterval(publishStats, options.statsIntervalMs ?? 1000);
+      await hosting.start(models);
       status.state = 'running';
+      await join();
+      // Its own group, new at each start: every backend reads every plan, the newest first.
+      planReader = options.bus.consumer({ groupId: `${options.groupId ?? 'panoptes.backend'}.plan.${options.id}.${randomUUID()}`, topics: [Topics.plan] });
+      await planReader.run(onPlans);
+      statsTimer = setInterval(() => {
+        publishStats();
+        hosting.unloadIdle().catch((err: unknown) => logger.warn({ err }, 'model unload failed'));
+      }, options.statsIntervalMs ?? 1000);
     },
     async drain() {
       status.state = 'draining';
+      await following;
       consumer?.pause(topics);
       await executor.drain();
     },
     async close() {
+      status.state = 'closed';
       clearInterval(statsTimer);
+      await planReader?.close();
+      await following;
       await consumer?.close();
       await producer.close();
-      await Promise.all([...runners.values()].map((r) => r.dispose()));
-      status.state = 'closed';
+      await hosting.close();
     },
-    status: () => ({ ...status, rowsByTable: { ...status.rowsByTable }, dropsByReason: { ...status.dropsByReason } }),
+    status: () => ({
+      ...status,
+      rowsByTable: { ...status.rowsByTable },
+      dropsByReason: { ...status.dropsByReason },
+      partitions: consumer?.assignment().length ?? 0,
+      models: hosting.models(),
+    }),
   };
 }

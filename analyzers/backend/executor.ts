@@ -32,6 +32,8 @@ export interface Executor<T, P, R> {
   submit(session: string, request: Queued<T>): void;
   /** Requests queued per session. */
   queued(): Record<string, number>;
+  /** Sessions in the rotation or with a batch not yet finished: their models must stay loaded. */
+  inUse(): Set<string>;
   /** Stops taking turns once the queues are empty and every batch has finished. */
   drain(): Promise<void>;
 }
@@ -49,6 +51,8 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   let planned = new Set<string>();
   const queues = new Map<string, SessionQueue<T>>();
   const finishing = new Set<Promise<void>>();
+  /** Batches taken and not yet finished, per session. */
+  const unfinished = new Map<string, number>();
   let turn = 0;
   let running: Promise<void> | undefined;
   let wake: (() => void) | undefined;
@@ -76,17 +80,27 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
         turn = index + 1;
       }
       if (batch.length === 0) continue;
+      unfinished.set(session.id, (unfinished.get(session.id) ?? 0) + 1);
       try {
         return { session, batch, prepared: session.prepare(batch) };
       } catch (err) {
-        track(session.finish(batch, undefined, err));
+        track(session, batch, undefined, err);
       }
     }
     return undefined;
   };
 
-  const track = (promise: Promise<void>): void => {
-    const settled = promise.catch(() => undefined).finally(() => finishing.delete(settled));
+  /** Finishes a batch off the loop; the session stays in use until it has. */
+  const track = (session: ExecutableSession<T, P, R>, batch: Queued<T>[], result: R | undefined, error: unknown): void => {
+    const settled = session
+      .finish(batch, result, error)
+      .catch(() => undefined)
+      .finally(() => {
+        finishing.delete(settled);
+        const left = (unfinished.get(session.id) ?? 1) - 1;
+        if (left > 0) unfinished.set(session.id, left);
+        else unfinished.delete(session.id);
+      });
     finishing.add(settled);
   };
 
@@ -100,10 +114,9 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       // Prepared now, run when this batch ends: judged against that end, not against now.
       next = nextBatch(startedMs + session.latency(batch.length));
       try {
-        const result = await executing;
-        track(session.finish(batch, result, undefined));
+        track(session, batch, await executing, undefined);
       } catch (err) {
-        track(session.finish(batch, undefined, err));
+        track(session, batch, undefined, err);
       }
       next ??= nextBatch(options.now());
     }
@@ -134,6 +147,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       if (sessions.some((s) => s.id === session)) kick();
     },
     queued: () => Object.fromEntries([...queues].map(([id, q]) => [id, q.length])),
+    inUse: () => new Set([...sessions.map((s) => s.id), ...unfinished.keys()]),
     async drain() {
       while (running || finishing.size > 0) {
         if (running) await new Promise<void>((resolve) => (wake = resolve));

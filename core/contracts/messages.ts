@@ -131,6 +131,10 @@ const stats = z.object({
   edges: z.array(z.object({ app: z.string(), from: z.string(), to: z.string(), gamma: z.number().nonnegative() })),
   /** Frames per second this backend took in for each app: the load the query analysis splits. */
   apps: z.array(z.object({ app: z.string().min(1), framesRate: z.number().nonnegative() })).optional(),
+  /** The accelerator behind this backend: stats double as its registration with the scheduler. */
+  device: z
+    .object({ kind: z.string().min(1), name: z.string(), memoryMB: z.number().nonnegative(), host: z.string().min(1) })
+    .optional(),
 });
 export type Stats = z.infer<typeof stats>;
 
@@ -141,7 +145,15 @@ export const statsContract = defineJsonContract<Stats>('stats', 1, stats);
 const plan = z.object({
   epoch: count,
   createdAtMs: ms,
-  sessions: z.array(z.object({ id: z.string().min(1), model: z.string().min(1), sloMs: z.number().positive() })),
+  sessions: z.array(
+    z.object({
+      id: z.string().min(1),
+      model: z.string().min(1),
+      sloMs: z.number().positive(),
+      /** The app DAG nodes whose requests this session serves. */
+      nodes: z.array(z.object({ app: z.string().min(1), node: z.string().min(1) })).optional(),
+    }),
+  ),
   backends: z.array(
     z.object({
       backend: z.string().min(1),

@@ -36,6 +36,8 @@ describe('planEpoch', () => {
     const detector = plan.sessions.find((s) => s.model === 'detector')!;
     const reader = plan.sessions.find((s) => s.model === 'reader')!;
     expect(detector.sloMs + reader.sloMs).toBeLessThanOrEqual(1000);
+    expect(detector.nodes).toEqual([{ app: 'north', node: 'detect' }, { app: 'south', node: 'detect' }]);
+    expect(reader.nodes).toEqual([{ app: 'north', node: 'read' }, { app: 'south', node: 'read' }]);
     expect(plan.routing.filter((r) => r.session === detector.id).map((r) => r.topic)).toEqual([Topics.frames]);
     expect(plan.routing.filter((r) => r.session === reader.id).map((r) => r.topic)).toEqual([Topics.tasks('reader')]);
     for (const route of plan.routing) expect(Object.values(route.weights).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);

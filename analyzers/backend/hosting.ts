@@ -1,0 +1,227 @@
+import type { Logger, NodeOutput, Plan, ResolvedModel } from '../../core/index.js';
+import type { RgbImage } from '../image/index.js';
+import { loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
+import type { ModelRuntime } from '../runtime/index.js';
+import type { ExecutableSession, Executor } from './executor.js';
+import { createLatencyEstimate, type LatencyEstimate } from './latency-estimate.js';
+
+/** A request waiting in a session's queue, settled when its batch finishes or is dropped. */
+export interface Request {
+  image: RgbImage;
+  params: unknown;
+  resolve: (output: NodeOutput) => void;
+  reject: (err: unknown) => void;
+  /** A blank image run to learn ℓ(B) before the first request: not counted as work. */
+  warmUp?: boolean;
+}
+
+type Session = ExecutableSession<Request, Prepared, Executed> & { model: string; maxBatch: number };
+
+export interface HostingOptions {
+  backend: string;
+  models: Readonly<Record<string, ResolvedModel>>;
+  runtime: ModelRuntime;
+  executor: Executor<Request, Prepared, Executed>;
+  /** Target batch of a model's own session. */
+  batch: number;
+  /** A batch ran: its session and size. */
+  onBatch: (session: string, size: number) => void;
+  logger: Logger;
+}
+
+export interface Hosting {
+  /** Builds one session per model (loaded and warmed up): how a backend runs before any plan. */
+  start(models: readonly string[]): Promise<void>;
+  /** The session serving an app node's requests: the plan's when hosted here, else the model's own, built on first use. */
+  sessionFor(app: string, node: string, model: string): Promise<string>;
+  /**
+   * Follows a plan: builds the sessions it gives this backend, then (after `beforeSwitch`, where
+   * the backend leaves its consumer group when its routing changed) runs them in the plan's
+   * order. Sessions no longer planned serve what they hold and leave.
+   */
+  follow(plan: Plan, beforeSwitch: () => Promise<void>): Promise<void>;
+  runner(model: string): Promise<ModelRunner>;
+  /** Models loaded or loading now. */
+  models(): string[];
+  /** Unloads the models no session uses any more, with nothing queued or running. */
+  unloadIdle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Under a plan, a model's own session that took no request for this long leaves the rotation. */
+const MODEL_SESSION_IDLE_MS = 5000;
+
+/**
+ * The model sessions one backend hosts. A session is the plan's (`model@slo`, its target batch
+ * from the plan, run in the plan's duty-cycle order) or, for a node no plan hosts here (no plan
+ * yet, an app the plan has not seen, a frame routed here for another backend's session), the
+ * model's own (`model`, the configured batch), so no request waits on a plan. Models load when a
+ * session needs them and unload when none does.
+ */
+export function createHosting(options: HostingOptions): Hosting {
+  const logger = options.logger.child({ module: 'analyzers.backend.hosting' });
+  const runners = new Map<string, Promise<ModelRunner>>();
+  /** ℓ(b) per model, learned from its batches: a property of the model, shared by its sessions. */
+  const estimates = new Map<string, LatencyEstimate>();
+  /** Models whose first run is over: that one plans and allocates, and would skew ℓ(b). */
+  const warm = new Set<string>();
+  const built = new Map<string, { model: string; ready: Promise<Session>; session?: Session }>();
+  let rotation: Session[] = [];
+  /** `app/node` → the plan session serving it here; undefined before the first plan. */
+  let hosted: Map<string, string> | undefined;
+  /** When each model session last took a request: under a plan, an idle one leaves. */
+  const lastUsed = new Map<string, number>();
+  /** While a plan is being followed its sessions are built but not yet in the rotation: nothing unloads. */
+  let switching = false;
+
+  const runnerOf = (model: string): Promise<ModelRunner> => {
+    let runner = runners.get(model);
+    if (!runner) {
+      const spec = options.models[model];
+      runner = spec ? loadModelRunner(spec, options.runtime) : Promise.reject(new Error(`model ${model} is not in this deployment's zoo`));
+      runners.set(model, runner);
+      runner.catch(() => runners.delete(model));
+    }
+    return runner;
+  };
+
+  const build = async (id: string, model: string, batch: number): Promise<Session> => {
+    const runner = await runnerOf(model);
+    const estimate = estimates.get(model) ?? createLatencyEstimate();
+    estimates.set(model, estimate);
+    return {
+      id,
+      model,
+      maxBatch: runner.spec.maxBatch,
+      targetBatch: Math.min(batch, runner.spec.maxBatch),
+      latency: estimate.latency,
+      prepare: (batch) => runner.prepare(batch.map((r) => r.item.image), batch.map((r) => r.item.params)),
+      async execute(prepared) {
+        const started = performance.now();
+        const executed = await runner.execute(prepared);
+        if (warm.has(model)) estimate.observe(prepared.size, performance.now() - started);
+        warm.add(model);
+        return executed;
+      },
+      async finish(batch, executed, error) {
+        if (executed && !batch[0]?.item.warmUp) options.onBatch(id, batch.length);
+        let outputs: NodeOutput[];
+        try {
+          if (!executed) throw error;
+          outputs = runner.finish(executed);
+        } catch (err) {
+          for (const r of batch) r.item.reject(err);
+          return;
+        }
+        batch.forEach((r, i) => r.item.resolve(outputs[i]!));
+      },
+    };
+  };
+
+  /** The session `id`, built once; a plan that changes its batch changes it in place. */
+  const session = async (id: string, model: string, batch: number): Promise<Session> => {
+    let entry = built.get(id);
+    if (!entry) {
+      const created: { model: string; ready: Promise<Session>; session?: Session } = { model, ready: build(id, model, batch) };
+      built.set(id, (entry = created));
+      created.ready.then((s) => (created.session = s)).catch(() => built.delete(id));
+    }
+    const s = await entry.ready;
+    s.targetBatch = Math.min(batch, s.maxBatch);
+    return s;
+  };
+
+  const setRotation = (sessions: Session[]): void => {
+    rotation = sessions;
+    options.executor.setSessions(sessions);
+  };
+
+  /**
+   * Two blank batches through the executor (so they never overlap another batch): the first
+   * run of a model is slow, the second gives ℓ(B) for early drop before the first request.
+   */
+  const warmUp = async (sessions: readonly Session[]): Promise<void> => {
+    const cold = [...new Map(sessions.map((s) => [s.model, s])).values()].filter((s) => estimates.get(s.model)?.latency(s.targetBatch) === 0);
+    const blanks = await Promise.all(
+      cold.map(async (s) => {
+        const params = (await runnerOf(s.model)).parseParams({});
+        const image = { width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) };
+        return Array.from({ length: 2 * s.targetBatch }, () =>
+          new Promise<void>((resolve, reject) =>
+            options.executor.submit(s.id, { deadlineMs: Infinity, item: { image, params, resolve: () => resolve(), reject, warmUp: true } }),
+          ),
+        );
+      }),
+    );
+    await Promise.all(blanks.flat());
+  };
+
+  const switchTo = async (plan: Plan, beforeSwitch: () => Promise<void>): Promise<void> => {
+    const mine = plan.backends.find((b) => b.backend === options.backend)?.sessions ?? [];
+    const planned: Session[] = [];
+    const next = new Map<string, string>();
+    for (const { session: id, batch } of mine) {
+      const spec = plan.sessions.find((s) => s.id === id);
+      try {
+        if (!spec) throw new Error('the plan lists it for this backend but does not define it');
+        planned.push(await session(id, spec.model, batch));
+      } catch (err) {
+        logger.warn({ epoch: plan.epoch, session: id, err }, 'planned session not hosted; its requests go to the model session');
+        continue;
+      }
+      for (const n of spec.nodes ?? []) next.set(`${n.app}/${n.node}`, id);
+    }
+    await beforeSwitch();
+    hosted = next;
+    setRotation(planned);
+    await warmUp(planned);
+    logger.info({ epoch: plan.epoch, sessions: planned.map((s) => `${s.id}:${s.targetBatch}`) }, 'following plan');
+  };
+
+  return {
+    async start(models) {
+      const sessions = await Promise.all([...new Set(models)].map((model) => session(model, model, options.batch)));
+      setRotation(sessions);
+      await warmUp(sessions);
+    },
+    async sessionFor(app, node, model) {
+      const planned = built.get(hosted?.get(`${app}/${node}`) ?? '');
+      const s = await (planned?.ready ?? session(model, model, options.batch));
+      if (!planned) lastUsed.set(s.id, Date.now());
+      if (!rotation.includes(s)) setRotation([...rotation, s]);
+      return s.id;
+    },
+    async follow(plan, beforeSwitch) {
+      switching = true;
+      try {
+        await switchTo(plan, beforeSwitch);
+      } finally {
+        switching = false;
+      }
+    },
+    runner: runnerOf,
+    models: () => [...runners.keys()].sort(),
+    async unloadIdle() {
+      if (switching) return;
+      const idle = rotation.filter((s) => hosted && s.id === s.model && Date.now() - (lastUsed.get(s.id) ?? 0) > MODEL_SESSION_IDLE_MS);
+      if (idle.length > 0) setRotation(rotation.filter((s) => !idle.includes(s)));
+      const inUse = options.executor.inUse();
+      for (const [id, entry] of built) {
+        if (entry.session && !rotation.includes(entry.session) && !inUse.has(id)) built.delete(id);
+      }
+      const needed = new Set([...built.values()].map((entry) => entry.model));
+      for (const [model, runner] of runners) {
+        if (needed.has(model)) continue;
+        runners.delete(model);
+        warm.delete(model);
+        logger.info({ model }, 'model unloaded: no session uses it');
+        await (await runner).dispose();
+      }
+    },
+    async close() {
+      const loaded = [...runners.values()];
+      runners.clear();
+      await Promise.all(loaded.map(async (r) => (await r).dispose()));
+    },
+  };
+}

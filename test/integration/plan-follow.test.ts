@@ -1,0 +1,121 @@
+/**
+ * Backends follow the scheduler's plan: a plan that moves the detector session from backend A
+ * to backend B while frames keep coming moves the frames' partitions and the model, and every
+ * frame still gets its rows. On the memory bus and on the real broker.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createBackend, createOnnxRuntime } from '../../analyzers/index.js';
+import { createAppLogic } from '../../apps/index.js';
+import {
+  createKafkaBus,
+  createMemoryBus,
+  dropContract,
+  frameContract,
+  loadApp,
+  loadModelZoo,
+  planContract,
+  projectRoot,
+  resultRowContract,
+  silentLogger,
+  Topics,
+  type Bus,
+  type Drop,
+  type Plan,
+} from '../../core/index.js';
+import { waitFor } from '../conformance/wait-for.js';
+import { serverAddress, serverSkipReason } from '../servers.js';
+
+const root = projectRoot();
+const jpeg = readFileSync(join(root, 'test/fixtures/images/room-person.jpg'));
+const models = loadModelZoo();
+const traffic = createAppLogic(loadApp(join(root, 'configs/apps/traffic.yaml'), models));
+const SESSION = 'centernet@1000';
+
+/** The detector session on one backend, all of the frames topic routed to it. */
+const planOn = (backend: string, epoch: number): Plan => ({
+  epoch,
+  createdAtMs: Date.now(),
+  sessions: [{ id: SESSION, model: 'centernet', sloMs: 1000, nodes: [{ app: 'traffic', node: 'detect' }] }],
+  backends: [{ backend, dutyCycleMs: 500, sessions: [{ session: SESSION, batch: 2 }] }],
+  routing: [{ session: SESSION, topic: Topics.frames, weights: { [backend]: 1 } }],
+});
+
+function describeMove(name: string, openBus: () => Promise<Bus>, timeoutMs: number): void {
+  it(`${name}: a plan moves a session to another backend without losing a frame`, async () => {
+    const bus = await openBus();
+    const runtime = createOnnxRuntime({ logger: silentLogger() });
+    const run = randomUUID().slice(0, 8);
+    const groupId = `plan-follow-${run}`;
+    const backendOf = (id: string) =>
+      createBackend({ id, bus, runtime, models, apps: [traffic], appsForSource: () => ['traffic'], realtime: () => false, batch: 2, groupId, statsIntervalMs: 200, logger: silentLogger() });
+    const [a, b] = [backendOf(`a-${run}`), backendOf(`b-${run}`)];
+    const framesStored = new Set<string>();
+    const drops: Drop[] = [];
+    try {
+      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((topic) => ({ name: topic, partitions: 4 })));
+      await bus.consumer({ groupId: `observer-${run}`, topics: [Topics.results, Topics.drops] }).run(async (batch) => {
+        for (const m of batch.messages) {
+          if (batch.topic === Topics.drops) drops.push(dropContract.decode(m.value));
+          const row = batch.topic === Topics.results ? resultRowContract.decode(m.value) : undefined;
+          if (row?.table === 'frames') framesStored.add(`${String(row.fields.source)}/${String(row.fields.frame_seq)}`);
+        }
+      });
+      await Promise.all([a.start(), b.start()]);
+      const producer = bus.producer();
+      let sent = 0;
+      const send = async (): Promise<void> => {
+        const source = `cam-${run}-${sent % 4}`;
+        const frame = { source, seq: sent, captureTimeMs: Date.now(), ptsMs: sent * 100, width: 768, height: 432, jpeg };
+        await producer.send(Topics.frames, [{ key: source, value: frameContract.encode(frame) }]);
+        sent += 1;
+      };
+      const publish = (plan: Plan) => producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(plan) }]);
+
+      await publish(planOn(`a-${run}`, 1));
+      await waitFor(() => a.status().planEpoch === 1 && b.status().planEpoch === 1 && a.status().partitions === 4, 'both backends to follow plan 1', { timeoutMs });
+      expect(b.status().partitions).toBe(0);
+      for (let i = 0; i < 8; i++) await send();
+      await waitFor(() => framesStored.size === 8, 'the first 8 frames stored', { timeoutMs });
+      expect(a.status().frames).toBe(8);
+      expect(b.status().frames).toBe(0);
+
+      // Frames keep coming while the session moves.
+      let sending = true;
+      const stream = (async () => {
+        while (sending) {
+          await send();
+          await new Promise((r) => setTimeout(r, 150));
+        }
+      })();
+      await publish(planOn(`b-${run}`, 2));
+      await waitFor(() => a.status().planEpoch === 2 && b.status().planEpoch === 2 && b.status().partitions === 4, 'both backends to follow plan 2', { timeoutMs });
+      const aFrames = a.status().frames;
+      await new Promise((r) => setTimeout(r, 1500));
+      sending = false;
+      await stream;
+      await waitFor(() => framesStored.size === sent, `all ${sent} frames stored`, { timeoutMs });
+
+      expect(drops).toEqual([]);
+      expect(a.status().partitions).toBe(0);
+      expect(a.status().frames).toBe(aFrames);
+      expect(b.status().frames).toBeGreaterThan(0);
+      // A hosts nothing now: its detector is unloaded once its last batch is done.
+      await waitFor(() => a.status().models.length === 0, 'backend A to unload the detector', { timeoutMs });
+      expect(b.status().models).toEqual(['centernet']);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await runtime.close();
+      await bus.close();
+    }
+  }, timeoutMs * 4);
+}
+
+describe('backends following the plan', () => {
+  describeMove('memory bus', async () => createMemoryBus(), 20_000);
+  describe.skipIf(serverSkipReason('kafka') !== undefined)('kafka', () => {
+    describeMove('kafka', async () => createKafkaBus({ brokers: [serverAddress('kafka') ?? ''], logger: silentLogger() }), 60_000);
+  });
+});
