@@ -12,7 +12,8 @@
  *
  * Backpressure: the consumer of `frames()` pulls; while it is busy nothing reads ffmpeg's
  * stdout, the pipe fills and ffmpeg blocks. Pacing (`speed`) is a wait before each yield, not
- * ffmpeg's `-re`, for the same reason.
+ * ffmpeg's `-re`, for the same reason; at speed 1 `-re` is added too, only to spread ffmpeg's
+ * decoding over the replay (small JPEGs fit in the pipe, so ffmpeg would otherwise race ahead).
  */
 import { stat } from 'node:fs/promises';
 import {
@@ -138,7 +139,13 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     const ffmpeg = runFfmpeg({
       ffmpegPath,
       input: path,
-      inputOptions: ['-hide_banner', '-nostdin', '-nostats', '-loglevel', 'info', ...(options.loop ? ['-stream_loop', '-1'] : [])],
+      inputOptions: [
+        '-hide_banner', '-nostdin', '-nostats', '-loglevel', 'info',
+        ...(options.loop ? ['-stream_loop', '-1'] : []),
+        // A real-time replay decodes as a camera delivers: spread over the clip, not a burst at
+        // start that takes the cores from the first frames' analysis.
+        ...(options.speed === 1 ? ['-re'] : []),
+      ],
       outputOptions: [
         '-map', '0:v:0',
         '-vf', filterChain(options),

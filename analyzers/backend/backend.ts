@@ -169,11 +169,11 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   });
   /** Queues one image for its node's session; resolves with the image's output when its batch finishes. */
   const infer = async ({ app, node }: PlannedNode, image: RgbImage, params: unknown, deadlineMs: number): Promise<NodeOutput> => {
-    const session = await hosting.sessionFor(app.spec.name, node.id, node.model);
+    const session = await hosting.serving(app.spec.name, node.id, node.model);
     const submitted = Date.now();
     stats.arrival(session);
     try {
-      const output = await new Promise<NodeOutput>((resolve, reject) => executor.submit(session, { deadlineMs, item: { image, params, resolve, reject } }));
+      const output = await new Promise<NodeOutput>((resolve, reject) => hosting.enqueue(session, { deadlineMs, item: { image, params, resolve, reject } }));
       const done = Date.now();
       stats.done(session, done - submitted, done > deadlineMs);
       if (done > deadlineMs) status.late += 1;
@@ -360,7 +360,9 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   let plan: Plan | undefined;
   /** The routing the consumer joined under; a plan that changes it makes the backend rejoin. */
   let joinedRouting = '';
-  const routingOf = (p: Plan | undefined): string => JSON.stringify(topics.map((topic) => planWeights(p)(topic) ?? null));
+  /** Weights to two decimals: an epoch's small shifts in rate do not move a partition, nor make every backend rejoin. */
+  const routingOf = (p: Plan | undefined): string =>
+    JSON.stringify(topics.map((topic) => Object.entries(planWeights(p)(topic) ?? {}).sort().map(([backend, w]) => [backend, w.toFixed(2)])));
   const join = async (): Promise<void> => {
     joinedRouting = routingOf(plan);
     consumer = options.bus.consumer({
@@ -381,26 +383,33 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     if (plan && next.createdAtMs <= plan.createdAtMs) return;
     plan = next;
     let rejoin = false;
-    await hosting.follow(next, async () => {
-      rejoin = status.state === 'running' && routingOf(next) !== joinedRouting;
-      if (rejoin) await consumer?.close();
-    });
-    if (rejoin && status.state === 'running') await join();
+    try {
+      await hosting.follow(next, async () => {
+        rejoin = status.state === 'running' && routingOf(next) !== joinedRouting;
+        if (rejoin) await consumer?.close();
+      });
+    } finally {
+      // Back in the group even when the plan could not be followed in full.
+      if (rejoin && status.state === 'running') await join();
+    }
     status.planEpoch = next.epoch;
   };
   let following = Promise.resolve();
   const onPlans = async (batch: Batch): Promise<void> => {
+    // Only the newest plan counts: at start the backend reads every plan kept on the topic.
+    let newest: Plan | undefined;
     for (const message of batch.messages) {
-      let next: Plan;
       try {
-        next = planContract.decode(message.value);
+        const next = planContract.decode(message.value);
+        if (!newest || next.createdAtMs > newest.createdAtMs) newest = next;
       } catch (err) {
         // The scheduler publishes a new plan every epoch; a bad one is said and skipped.
         logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable plan skipped');
-        continue;
       }
-      following = following.then(() => follow(next)).catch((err: unknown) => logger.error({ err, epoch: next.epoch }, 'plan not followed'));
     }
+    if (!newest) return;
+    const next = newest;
+    following = following.then(() => follow(next)).catch((err: unknown) => logger.error({ err, epoch: next.epoch }, 'plan not followed'));
     await following;
   };
   let planReader: Consumer | undefined;
@@ -425,7 +434,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await hosting.start(models);
       status.state = 'running';
       await join();
-      // Its own group, new at each start: every backend reads every plan, the newest first.
+      // Its own group, new at each start: every backend reads every plan kept, and follows the newest.
       planReader = options.bus.consumer({ groupId: `${options.groupId ?? 'panoptes.backend'}.plan.${options.id}.${randomUUID()}`, topics: [Topics.plan] });
       await planReader.run(onPlans);
       statsTimer = setInterval(() => {
@@ -435,6 +444,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     },
     async drain() {
       status.state = 'draining';
+      planReader?.pause([Topics.plan]);
       await following;
       consumer?.pause(topics);
       await executor.drain();

@@ -126,7 +126,8 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     if (running) return;
     running = loop().finally(() => {
       running = undefined;
-      if ([...queues.values()].some((q) => q.length > 0)) kick();
+      // Only a session in the rotation can take its queue's turn; re-kicking for any other would spin.
+      if (sessions.some((s) => queueOf(s.id).length > 0)) kick();
       wake?.();
     });
   };

@@ -3,6 +3,7 @@ import type { RgbImage } from '../image/index.js';
 import { loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import type { ExecutableSession, Executor } from './executor.js';
+import type { Queued } from './session-queue.js';
 import { createLatencyEstimate, type LatencyEstimate } from './latency-estimate.js';
 
 /** A request waiting in a session's queue, settled when its batch finishes or is dropped. */
@@ -33,7 +34,9 @@ export interface Hosting {
   /** Builds one session per model (loaded and warmed up): how a backend runs before any plan. */
   start(models: readonly string[]): Promise<void>;
   /** The session serving an app node's requests: the plan's when hosted here, else the model's own, built on first use. */
-  sessionFor(app: string, node: string, model: string): Promise<string>;
+  serving(app: string, node: string, model: string): Promise<string>;
+  /** Queues a request in a session `serving` named; one that left the rotation meanwhile rejoins it, and idles out later. */
+  enqueue(session: string, request: Queued<Request>): void;
   /**
    * Follows a plan: builds the sessions it gives this backend, then (after `beforeSwitch`, where
    * the backend leaves its consumer group when its routing changed) runs them in the plan's
@@ -43,13 +46,13 @@ export interface Hosting {
   runner(model: string): Promise<ModelRunner>;
   /** Models loaded or loading now. */
   models(): string[];
-  /** Unloads the models no session uses any more, with nothing queued or running. */
+  /** Sessions the plan does not list that sat idle leave; models no session uses are unloaded. */
   unloadIdle(): Promise<void>;
   close(): Promise<void>;
 }
 
-/** Under a plan, a model's own session that took no request for this long leaves the rotation. */
-const MODEL_SESSION_IDLE_MS = 5000;
+/** Under a plan, a session it does not list that took no request for this long leaves the rotation. */
+const IDLE_SESSION_MS = 5000;
 
 /**
  * The model sessions one backend hosts. A session is the plan's (`model@slo`, its target batch
@@ -66,11 +69,11 @@ export function createHosting(options: HostingOptions): Hosting {
   /** Models whose first run is over: that one plans and allocates, and would skew ℓ(b). */
   const warm = new Set<string>();
   const built = new Map<string, { model: string; ready: Promise<Session>; session?: Session }>();
+  /** The sessions the executor runs, in order: the plan's first, then others that took requests. */
   let rotation: Session[] = [];
-  /** `app/node` → the plan session serving it here; undefined before the first plan. */
-  let hosted: Map<string, string> | undefined;
-  /** When each model session last took a request: under a plan, an idle one leaves. */
-  const lastUsed = new Map<string, number>();
+  /** The plan's sessions here, and `app/node` → the one serving it; undefined before the first plan. */
+  let plan: { sessions: Set<Session>; hosted: Map<string, string> } | undefined;
+  const lastUsed = new Map<Session, number>();
   /** While a plan is being followed its sessions are built but not yet in the rotation: nothing unloads. */
   let switching = false;
 
@@ -95,7 +98,7 @@ export function createHosting(options: HostingOptions): Hosting {
       maxBatch: runner.spec.maxBatch,
       targetBatch: Math.min(batch, runner.spec.maxBatch),
       latency: estimate.latency,
-      prepare: (batch) => runner.prepare(batch.map((r) => r.item.image), batch.map((r) => r.item.params)),
+      prepare: (requests) => runner.prepare(requests.map((r) => r.item.image), requests.map((r) => r.item.params)),
       async execute(prepared) {
         const started = performance.now();
         const executed = await runner.execute(prepared);
@@ -103,32 +106,30 @@ export function createHosting(options: HostingOptions): Hosting {
         warm.add(model);
         return executed;
       },
-      async finish(batch, executed, error) {
-        if (executed && !batch[0]?.item.warmUp) options.onBatch(id, batch.length);
+      async finish(requests, executed, error) {
+        const work = requests.filter((r) => !r.item.warmUp).length;
+        if (executed && work > 0) options.onBatch(id, work);
         let outputs: NodeOutput[];
         try {
           if (!executed) throw error;
           outputs = runner.finish(executed);
         } catch (err) {
-          for (const r of batch) r.item.reject(err);
+          for (const r of requests) r.item.reject(err);
           return;
         }
-        batch.forEach((r, i) => r.item.resolve(outputs[i]!));
+        requests.forEach((r, i) => r.item.resolve(outputs[i]!));
       },
     };
   };
 
-  /** The session `id`, built once; a plan that changes its batch changes it in place. */
-  const session = async (id: string, model: string, batch: number): Promise<Session> => {
-    let entry = built.get(id);
-    if (!entry) {
-      const created: { model: string; ready: Promise<Session>; session?: Session } = { model, ready: build(id, model, batch) };
-      built.set(id, (entry = created));
-      created.ready.then((s) => (created.session = s)).catch(() => built.delete(id));
-    }
-    const s = await entry.ready;
-    s.targetBatch = Math.min(batch, s.maxBatch);
-    return s;
+  /** The session `id`, built once. */
+  const session = (id: string, model: string, batch: number): Promise<Session> => {
+    const entry = built.get(id);
+    if (entry) return entry.ready;
+    const created: { model: string; ready: Promise<Session>; session?: Session } = { model, ready: build(id, model, batch) };
+    built.set(id, created);
+    created.ready.then((s) => (created.session = s)).catch(() => built.delete(id));
+    return created.ready;
   };
 
   const setRotation = (sessions: Session[]): void => {
@@ -156,26 +157,28 @@ export function createHosting(options: HostingOptions): Hosting {
     await Promise.all(blanks.flat());
   };
 
-  const switchTo = async (plan: Plan, beforeSwitch: () => Promise<void>): Promise<void> => {
-    const mine = plan.backends.find((b) => b.backend === options.backend)?.sessions ?? [];
+  const switchTo = async (next: Plan, beforeSwitch: () => Promise<void>): Promise<void> => {
+    const mine = next.backends.find((b) => b.backend === options.backend)?.sessions ?? [];
     const planned: Session[] = [];
-    const next = new Map<string, string>();
+    const hosted = new Map<string, string>();
     for (const { session: id, batch } of mine) {
-      const spec = plan.sessions.find((s) => s.id === id);
+      const spec = next.sessions.find((s) => s.id === id);
       try {
         if (!spec) throw new Error('the plan lists it for this backend but does not define it');
-        planned.push(await session(id, spec.model, batch));
+        const s = await session(id, spec.model, batch);
+        s.targetBatch = Math.min(batch, s.maxBatch);
+        planned.push(s);
       } catch (err) {
-        logger.warn({ epoch: plan.epoch, session: id, err }, 'planned session not hosted; its requests go to the model session');
+        logger.warn({ epoch: next.epoch, session: id, err }, 'planned session not hosted; its requests go to the model session');
         continue;
       }
-      for (const n of spec.nodes ?? []) next.set(`${n.app}/${n.node}`, id);
+      for (const n of spec.nodes ?? []) hosted.set(`${n.app}/${n.node}`, id);
     }
     await beforeSwitch();
-    hosted = next;
+    plan = { sessions: new Set(planned), hosted };
     setRotation(planned);
     await warmUp(planned);
-    logger.info({ epoch: plan.epoch, sessions: planned.map((s) => `${s.id}:${s.targetBatch}`) }, 'following plan');
+    logger.info({ epoch: next.epoch, sessions: planned.map((s) => `${s.id}:${s.targetBatch}`) }, 'following plan');
   };
 
   return {
@@ -184,17 +187,21 @@ export function createHosting(options: HostingOptions): Hosting {
       setRotation(sessions);
       await warmUp(sessions);
     },
-    async sessionFor(app, node, model) {
-      const planned = built.get(hosted?.get(`${app}/${node}`) ?? '');
-      const s = await (planned?.ready ?? session(model, model, options.batch));
-      if (!planned) lastUsed.set(s.id, Date.now());
-      if (!rotation.includes(s)) setRotation([...rotation, s]);
-      return s.id;
+    async serving(app, node, model) {
+      const planned = built.get(plan?.hosted.get(`${app}/${node}`) ?? '');
+      return (await (planned?.ready ?? session(model, model, options.batch))).id;
     },
-    async follow(plan, beforeSwitch) {
+    enqueue(id, request) {
+      const s = built.get(id)?.session;
+      if (!s) throw new Error(`session ${id} is not built here`);
+      lastUsed.set(s, Date.now());
+      if (!rotation.includes(s)) setRotation([...rotation, s]);
+      options.executor.submit(id, request);
+    },
+    follow: async (next, beforeSwitch) => {
       switching = true;
       try {
-        await switchTo(plan, beforeSwitch);
+        await switchTo(next, beforeSwitch);
       } finally {
         switching = false;
       }
@@ -202,21 +209,27 @@ export function createHosting(options: HostingOptions): Hosting {
     runner: runnerOf,
     models: () => [...runners.keys()].sort(),
     async unloadIdle() {
-      if (switching) return;
-      const idle = rotation.filter((s) => hosted && s.id === s.model && Date.now() - (lastUsed.get(s.id) ?? 0) > MODEL_SESSION_IDLE_MS);
+      if (switching || !plan) return;
+      const now = Date.now();
+      const inForce = plan.sessions;
+      const idle = rotation.filter((s) => !inForce.has(s) && now - (lastUsed.get(s) ?? 0) > IDLE_SESSION_MS);
       if (idle.length > 0) setRotation(rotation.filter((s) => !idle.includes(s)));
       const inUse = options.executor.inUse();
       for (const [id, entry] of built) {
-        if (entry.session && !rotation.includes(entry.session) && !inUse.has(id)) built.delete(id);
+        if (entry.session && !rotation.includes(entry.session) && !inUse.has(id)) {
+          built.delete(id);
+          lastUsed.delete(entry.session);
+        }
       }
+      // Chosen and forgotten before the first await, so a session built meanwhile loads its model afresh.
       const needed = new Set([...built.values()].map((entry) => entry.model));
-      for (const [model, runner] of runners) {
-        if (needed.has(model)) continue;
+      const unused = [...runners].filter(([model]) => !needed.has(model));
+      for (const [model] of unused) {
         runners.delete(model);
         warm.delete(model);
         logger.info({ model }, 'model unloaded: no session uses it');
-        await (await runner).dispose();
       }
+      await Promise.all(unused.map(async ([, runner]) => (await runner).dispose()));
     },
     async close() {
       const loaded = [...runners.values()];
