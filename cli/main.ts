@@ -59,6 +59,9 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
   }
 }
 
+/** How long a stopped `run` waits for the event loop to empty by itself. */
+const EXIT_GRACE_MS = 5000;
+
 async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, metrics: Metrics | undefined): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => {
@@ -84,6 +87,12 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
     },
   });
   if (!roles.has('sink')) printSummary(summary, config);
+  // Every stage has committed and closed. A client library that still holds a socket (kafkajs can
+  // keep one after a broker restart) must not keep a stopped process alive: said, then exit.
+  setTimeout(() => {
+    logger.warn({ open: process.getActiveResourcesInfo() }, 'stopped, but handles are still open; exiting');
+    process.exit();
+  }, EXIT_GRACE_MS).unref();
   const failed = summary.sources.filter((s) => s.error);
   if (failed.length === summary.sources.length && failed.length > 0) {
     throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);

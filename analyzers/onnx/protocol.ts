@@ -3,7 +3,7 @@ import type { NamedTensors } from '../runtime/index.js';
 
 /** Messages between the runtime and its worker threads. */
 export type WorkerRequest =
-  | { type: 'load'; id: number; modelId: string; file: string; intraOpThreads: number }
+  | { type: 'load'; id: number; modelId: string; file: string; intraOpThreads: number; spinning: boolean }
   | { type: 'run'; id: number; modelId: string; feeds: NamedTensors }
   | { type: 'unload'; id: number; modelId: string };
 

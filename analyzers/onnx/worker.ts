@@ -30,9 +30,7 @@ async function serve(request: WorkerRequest): Promise<WorkerResponse> {
       const session = await ort.InferenceSession.create(request.file, {
         intraOpNumThreads: request.intraOpThreads,
         graphOptimizationLevel: 'all',
-        // Idle intra-op threads sleep instead of spinning: the cores are shared with decoding,
-        // resizing and the sink, and a spinning pool takes them (no loss alone, measured here).
-        extra: { session: { intra_op: { allow_spinning: '0' } } },
+        extra: { session: { intra_op: { allow_spinning: request.spinning ? '1' : '0' } } },
       }).catch((err: unknown) => {
         throw new PanoptesError(ErrorCode.ModelLoad, `cannot load model ${request.modelId} from ${request.file}`, {
           cause: err,
