@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { cpus, hostname, totalmem } from 'node:os';
 import {
   deadLetter,
   describeError,
@@ -32,8 +34,6 @@ import {
   type Stats,
   type Task,
 } from '../../core/index.js';
-import { randomUUID } from 'node:crypto';
-import { cpus, hostname, totalmem } from 'node:os';
 import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
 import { cropImage, type Executed, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
