@@ -24,6 +24,7 @@ import {
   type Clock,
   type Frame,
   type Logger,
+  type SamplePolicy,
 } from '../core/index.js';
 import { resolveFfmpegPath, runFfmpeg, type FfmpegExit, type FfmpegRun } from './ffmpeg.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
@@ -41,6 +42,8 @@ export interface FileSourceOptions {
    * @defaultValue the clip's native rate (every decoded frame)
    */
   fps?: number;
+  /** Sample by frame count, keyframes or scene changes instead of `fps` (see {@link SamplePolicy}). */
+  sample?: SamplePolicy;
   /**
    * Scale to this width at decode, keeping the aspect ratio; rounded down to an even number,
    * and the height is made even too.
@@ -142,6 +145,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       inputOptions: [
         '-hide_banner', '-nostdin', '-nostats', '-loglevel', 'info',
         ...(options.loop ? ['-stream_loop', '-1'] : []),
+        // The decoder itself skips all but keyframes: nothing else is even decoded.
+        ...(options.sample && 'keyframes' in options.sample ? ['-skip_frame', 'nokey'] : []),
         // A real-time replay decodes as a camera delivers: spread over the clip, not a burst at
         // start that takes the cores from the first frames' analysis.
         ...(options.speed === 1 ? ['-re'] : []),
@@ -248,6 +253,10 @@ export function createFileSource(options: FileSourceOptions): FileSource {
 function filterChain(options: FileSourceOptions): string {
   const filters: string[] = [];
   if (options.fps !== undefined) filters.push(`fps=${options.fps}`);
+  const sample = options.sample;
+  // Commas inside a filter's expression are escaped: unescaped, they would end the filter.
+  if (sample && 'everyNth' in sample) filters.push(`select=not(mod(n\\,${sample.everyNth}))`);
+  if (sample && 'sceneChange' in sample) filters.push(`select=eq(n\\,0)+gt(scene\\,${sample.sceneChange})`);
   if (options.width !== undefined) filters.push(`scale=${evenWidth(options.width)}:-2`);
   filters.push('showinfo');
   return filters.join(',');
@@ -276,7 +285,8 @@ function evenWidth(width: number): number {
 function validate(options: FileSourceOptions): void {
   if (!options.id) throw new TypeError('id: expected a non-empty string');
   if (!options.path) throw new TypeError(`source ${options.id}: path: expected a non-empty string`);
-  const { fps, width, speed, quality } = options;
+  const { fps, width, speed, quality, sample } = options;
+  if (fps !== undefined && sample !== undefined) throw new RangeError(`source ${options.id}: fps and sample: use one of them`);
   if (fps !== undefined && !(Number.isFinite(fps) && fps > 0)) {
     throw new RangeError(`source ${options.id}: fps: expected a positive number, got ${fps}`);
   }

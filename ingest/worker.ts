@@ -49,8 +49,11 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
       const { durationMs, nativeFps } = source.status();
       const config = options.sources.find((s) => s.id === id);
       const fps = config?.fps ?? nativeFps;
-      if (total === undefined || durationMs === undefined || config?.loop || !fps) total = undefined;
-      else total += Math.ceil((durationMs / 1000) * fps);
+      // Keyframes and scene changes cannot be counted ahead; every Nth frame can.
+      const sample = config?.sample;
+      const sampled = !sample ? fps : 'everyNth' in sample && fps ? fps / sample.everyNth : undefined;
+      if (total === undefined || durationMs === undefined || config?.loop || !sampled) total = undefined;
+      else total += Math.ceil((durationMs / 1000) * sampled);
     }
     options.onProgress(frames, total);
   };
@@ -75,6 +78,7 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
         loop: config.loop,
         logger: sourceLogger,
         ...(config.fps ? { fps: config.fps } : {}),
+        ...(config.sample ? { sample: config.sample } : {}),
         ...(config.width ? { width: config.width } : {}),
       });
       running.set(config.id, source);

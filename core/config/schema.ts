@@ -86,6 +86,18 @@ export type EdgeFilter = z.infer<typeof edgeFilterSchema>;
 
 // ---- deployments ----
 
+/**
+ * Which decoded frames a source keeps, besides (or instead of) a fixed `fps`: every Nth frame,
+ * keyframes only (the decoder skips the rest, the cheapest), or frames whose scene-change score
+ * (ffmpeg's `scene`, 0..1) exceeds a threshold, the first frame always.
+ */
+export const samplePolicySchema = z.union([
+  z.strictObject({ everyNth: z.number().int().min(2).max(10_000) }),
+  z.strictObject({ keyframes: z.literal(true) }),
+  z.strictObject({ sceneChange: z.number().gt(0).lt(1) }),
+]);
+export type SamplePolicy = z.infer<typeof samplePolicySchema>;
+
 export const sourceSchema = z
   .strictObject({
     id,
@@ -102,6 +114,8 @@ export const sourceSchema = z
     apps: z.array(id).min(1),
     /** Sampled frames per second; the file's own rate when absent. */
     fps: z.number().positive().max(120).optional(),
+    /** Or sample by frame count, keyframes or scene changes (one policy; not with `fps`). */
+    sample: samplePolicySchema.optional(),
     /** Scale to this width at decode time, keeping the aspect ratio. */
     width: z.number().int().min(16).max(7680).optional(),
     /** Replay speed: 1 is real time, N is N times faster, `max` is as fast as it decodes. */
@@ -117,6 +131,10 @@ export const sourceSchema = z
   })
   .refine((s) => (s.path === undefined) !== (s.synthetic === undefined), {
     message: 'a source needs exactly one of `path` or `synthetic`',
+  })
+  .refine((s) => s.fps === undefined || s.sample === undefined, {
+    message: 'a source samples by `fps` or by `sample`, not both',
+    path: ['sample'],
   });
 export type SourceConfig = z.infer<typeof sourceSchema>;
 

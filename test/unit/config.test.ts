@@ -23,7 +23,7 @@ import { thrown } from '../helpers.js';
 
 const root = projectRoot();
 const CENTERNET = join(root, 'models/centernet.onnx');
-const SOURCE_KEYS = ['id', 'path', 'synthetic', 'apps', 'fps', 'width', 'speed', 'loop', 'startTime', 'optional'];
+const SOURCE_KEYS = ['id', 'path', 'synthetic', 'apps', 'fps', 'sample', 'width', 'speed', 'loop', 'startTime', 'optional'];
 
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -158,6 +158,17 @@ describe('parseConfig', () => {
     const { err, issues } = invalid(() => parseConfig(deploymentSchema, both, file));
     expect(issues[0]?.path).toBe('sources[0]');
     expect(err.message).toContain('synthetic');
+  });
+
+  it('takes one sampling policy, and refuses fps with sample or an unknown policy', () => {
+    const withoutFps = GOOD_SOURCE.replace('    fps: 2\n', '');
+    const scenes = parseConfig(deploymentSchema, deployment(`${withoutFps}    sample: { sceneChange: 0.4 }\n`), file);
+    expect(scenes.sources[0]?.sample).toEqual({ sceneChange: 0.4 });
+    const both = invalid(() => parseConfig(deploymentSchema, deployment(`${GOOD_SOURCE}    sample: { everyNth: 5 }\n`), file));
+    expect(both.issues[0]?.path).toBe('sources[0].sample');
+    expect(both.err.message).toContain('not both');
+    const unknown = invalid(() => parseConfig(deploymentSchema, deployment(`${withoutFps}    sample: { everyOther: true }\n`), file));
+    expect(unknown.issues[0]?.path).toMatch(/^sources\[0\]\.sample/);
   });
 
   it('rejects a YAML syntax error, naming the file', () => {

@@ -12,7 +12,7 @@ const hasFootage = existsSync(FOOTAGE);
 
 let dir: string;
 let ffmpegPath: string;
-const clips = { fourSeconds: '', oneSecond: '', corrupt: '', avs2: '' };
+const clips = { fourSeconds: '', oneSecond: '', corrupt: '', avs2: '', keyframes: '', scenes: '' };
 
 /** Encodes a synthetic clip with ffmpeg's lavfi test source. */
 function makeClip(file: string, seconds: number, codecArgs: string[]): string {
@@ -30,6 +30,17 @@ beforeAll(() => {
   const h264 = ['-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p'];
   clips.fourSeconds = makeClip('four.mp4', 4, h264);
   clips.oneSecond = makeClip('one.mp4', 1, h264);
+  // 2 s at 25 fps with a keyframe every 10 frames and none at scene cuts: keyframes 0, 10, ... 40.
+  clips.keyframes = makeClip('gop10.mp4', 2, [...h264, '-g', '10', '-keyint_min', '10', '-sc_threshold', '0']);
+  // Three flat scenes of 10 frames each (red, green, blue): two cuts, at frames 10 and 20.
+  clips.scenes = join(dir, 'scenes.mp4');
+  execFileSync(ffmpegPath, [
+    '-hide_banner', '-loglevel', 'error',
+    '-f', 'lavfi', '-i', 'color=c=red:s=160x90:r=10:d=1',
+    '-f', 'lavfi', '-i', 'color=c=green:s=160x90:r=10:d=1',
+    '-f', 'lavfi', '-i', 'color=c=blue:s=160x90:r=10:d=1',
+    '-filter_complex', '[0][1][2]concat=n=3:v=1', ...h264, clips.scenes,
+  ]);
 
   clips.corrupt = join(dir, 'corrupt.mp4');
   writeFileSync(clips.corrupt, Buffer.from(Array.from({ length: 64 * 1024 }, (_, i) => (i * 7919 + 13) % 251)));
@@ -98,6 +109,21 @@ describe('createFileSource: sampling and timestamps', () => {
     expect(frames.map((f) => f.ptsMs)).toEqual(Array.from({ length: 12 }, (_, k) => k * 200));
     expect(frames.map((f) => f.captureTimeMs)).toEqual(frames.map((f) => f.ptsMs));
     expect(src.status().state).toBe('stopped'); // leaving the loop stopped it
+  });
+
+  it('samples every Nth frame: every 5th of 25 gives pts 0, 200, ... 800', async () => {
+    const frames = await collect(source({ path: clips.oneSecond, sample: { everyNth: 5 } }));
+    expect(frames.map((f) => f.ptsMs)).toEqual([0, 200, 400, 600, 800]);
+  });
+
+  it('samples keyframes only: one every 10 frames of a 2 s clip at 25 fps', async () => {
+    const frames = await collect(source({ path: clips.keyframes, sample: { keyframes: true } }));
+    expect(frames.map((f) => f.ptsMs)).toEqual([0, 400, 800, 1200, 1600]);
+  });
+
+  it('samples on scene changes: the first frame and each cut', async () => {
+    const frames = await collect(source({ path: clips.scenes, sample: { sceneChange: 0.3 } }));
+    expect(frames.map((f) => f.ptsMs)).toEqual([0, 1000, 2000]);
   });
 
   it('scales to width 160, keeping the aspect ratio', async () => {
