@@ -44,6 +44,8 @@ export interface FileSourceOptions {
   fps?: number;
   /** Sample by frame count, keyframes or scene changes instead of `fps` (see {@link SamplePolicy}). */
   sample?: SamplePolicy;
+  /** More ffmpeg input options, before `-i` (a live source's low-latency flags). */
+  inputOptions?: readonly string[];
   /**
    * Scale to this width at decode, keeping the aspect ratio; rounded down to an even number,
    * and the height is made even too.
@@ -150,6 +152,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
         // A real-time replay decodes as a camera delivers: spread over the clip, not a burst at
         // start that takes the cores from the first frames' analysis.
         ...(options.speed === 1 ? ['-re'] : []),
+        ...(options.inputOptions ?? []),
       ],
       outputOptions: [
         '-map', '0:v:0',

@@ -89,6 +89,9 @@ describe('backend', () => {
   });
 
   it('reports every interval what each session saw: arrivals, batches, latency, drops, frames per app', async () => {
+    // Start on an interval boundary: the next interval holds only this test's requests.
+    stats.length = 0;
+    await waitFor(() => stats.length > 0, 'one stats interval');
     stats.length = 0;
     const now = Date.now();
     const frames = [0, 1, 2].map((seq) => ({ key: 'room', value: frameContract.encode({ source: 'room', seq: 100 + seq, captureTimeMs: now, ptsMs: 0, width: 768, height: 432, jpeg }) }));
