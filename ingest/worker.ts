@@ -10,6 +10,7 @@ import {
   type SourceConfig,
 } from '../core/index.js';
 import { createFileSource, type FileSource } from './file-source.js';
+import { createLiveSource, type LiveSource } from './live-source.js';
 import { ensureSyntheticClip } from './synthetic.js';
 
 export interface IngestOptions {
@@ -38,7 +39,7 @@ export interface SourceResult {
 export async function runIngest(options: IngestOptions): Promise<SourceResult[]> {
   const { bus, logger } = options;
   const producer = bus.producer();
-  const running = new Map<string, FileSource>();
+  const running = new Map<string, Source>();
   const published = new Map<string, number>();
   const report = (): void => {
     if (!options.onProgress) return;
@@ -46,7 +47,9 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
     let total: number | undefined = 0;
     for (const [id, source] of running) {
       frames += published.get(id) ?? 0;
-      const { durationMs, nativeFps } = source.status();
+      // A live stream has no length: no total.
+      const status = source.status();
+      const [durationMs, nativeFps] = 'durationMs' in status ? [status.durationMs, status.nativeFps] : [undefined, undefined];
       const config = options.sources.find((s) => s.id === id);
       const fps = config?.fps ?? nativeFps;
       // Keyframes and scene changes cannot be counted ahead; every Nth frame can.
@@ -69,18 +72,16 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
         ? await ensureSyntheticClip(config.id, config.synthetic, join(options.dataDir, 'footage'), sourceLogger)
         : config.path!;
       if (options.signal?.aborted) return { id: config.id, frames: 0 };
-      const mediaStartMs = recordedAt(config, path);
-      const source = createFileSource({
-        id: config.id,
-        path,
-        ...(mediaStartMs !== undefined ? { mediaStartMs } : {}),
-        speed: config.speed,
-        loop: config.loop,
+      const sampling = {
         logger: sourceLogger,
         ...(config.fps ? { fps: config.fps } : {}),
         ...(config.sample ? { sample: config.sample } : {}),
         ...(config.width ? { width: config.width } : {}),
-      });
+      };
+      const mediaStartMs = recordedAt(config, path);
+      const source: Source = isLive(config)
+        ? createLiveSource({ id: config.id, url: path, ...sampling })
+        : createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...sampling });
       running.set(config.id, source);
       for await (const frame of source.frames()) {
         await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode(frame), headers: frameContract.headers }]);
@@ -102,6 +103,13 @@ export async function runIngest(options: IngestOptions): Promise<SourceResult[]>
     options.signal?.removeEventListener('abort', stopAll);
     await producer.close();
   }
+}
+
+type Source = FileSource | LiveSource;
+
+/** Streams that never end by themselves: `live` when set, else the URL schemes of cameras and streams. */
+function isLive(config: SourceConfig): boolean {
+  return config.live ?? /^(rtsps?|rtmps?|udp|srt|tcp):\/\//i.test(config.path ?? '');
 }
 
 /**

@@ -116,6 +116,12 @@ export const sourceSchema = z
     fps: z.number().positive().max(120).optional(),
     /** Or sample by frame count, keyframes or scene changes (one policy; not with `fps`). */
     sample: samplePolicySchema.optional(),
+    /**
+     * A live stream (camera, broadcast): read as it comes, reconnected when lost, stamped with
+     * the wall clock; `speed`, `loop` and `startTime` do not apply. Default: true for rtsp,
+     * rtmp, udp, srt and tcp URLs; set it for an HTTP camera.
+     */
+    live: z.boolean().optional(),
     /** Scale to this width at decode time, keeping the aspect ratio. */
     width: z.number().int().min(16).max(7680).optional(),
     /** Replay speed: 1 is real time, N is N times faster, `max` is as fast as it decodes. */

@@ -10,8 +10,8 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Frame } from '../../core/index.js';
-import { createLiveSource, resolveFfmpegPath } from '../../ingest/index.js';
+import { createMemoryBus, frameContract, silentLogger, sourceSchema, Topics, type Frame } from '../../core/index.js';
+import { createLiveSource, resolveFfmpegPath, runIngest } from '../../ingest/index.js';
 
 const ffmpeg = resolveFfmpegPath();
 let dir: string;
@@ -82,5 +82,37 @@ describe('a live source', () => {
     expect(source.status().reconnects).toBeGreaterThanOrEqual(2);
     expect(reconnectMs).toBeGreaterThan(0);
     console.log(`reconnected ${reconnectMs} ms after the camera came back (${source.status().reconnects} reconnects)`);
+  }, 60_000);
+
+  it('runs as a deployment source (`live: true`) until stopped, publishing its frames', async () => {
+    const cam = await camera();
+    const bus = createMemoryBus();
+    const stop = new AbortController();
+    const published: Frame[] = [];
+    try {
+      await bus.createTopics([{ name: Topics.frames, partitions: 1 }]);
+      await bus.consumer({ groupId: 'reader', topics: [Topics.frames] }).run(async (batch) => {
+        published.push(...batch.messages.map((m) => frameContract.decode(m.value)));
+      });
+      const source = sourceSchema.parse({ id: 'http-cam', path: `http://127.0.0.1:${cam.port}/live`, live: true, apps: ['traffic'], fps: 5 });
+      const results = await runIngest({
+        bus,
+        sources: [source],
+        dataDir: dir,
+        logger: silentLogger(),
+        signal: stop.signal,
+        onProgress: (frames, total) => {
+          expect(total).toBeUndefined();
+          if (frames >= 3) stop.abort();
+        },
+      });
+      expect(results[0]?.error).toBeUndefined();
+      expect(results[0]?.frames).toBeGreaterThanOrEqual(3);
+      expect(published.map((f) => f.source).every((s) => s === 'http-cam')).toBe(true);
+      expect(published.length).toBeGreaterThanOrEqual(3);
+    } finally {
+      cam.kill();
+      await bus.close();
+    }
   }, 60_000);
 });
