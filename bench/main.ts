@@ -4,6 +4,7 @@
 //   npm run bench -- bus
 //   npm run bench -- sink
 //   npm run bench -- backend
+//   npm run bench -- ingest
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '
 import { createFileSource } from '../ingest/index.js';
 import { backendBench } from './backend.js';
 import { busBench } from './bus.js';
+import { ingestBench } from './ingest.js';
 import { sinkBench } from './sink.js';
 
 const logger = createLogger({ level: 'warn' });
@@ -69,7 +71,7 @@ async function pipeline(): Promise<void> {
 
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
-const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench };
+const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {
