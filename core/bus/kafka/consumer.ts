@@ -61,12 +61,6 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
   const retryDelays = new Map<string, number>();
 
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
-    // kafkajs cannot cancel a restart already under way when close() ran: the consumer comes back
-    // into the group after it, and would hold the process open. It leaves again at once.
-    if (state === 'closed') {
-      consumer.disconnect().catch(() => undefined);
-      return;
-    }
     memberId = payload.memberId;
     assignment = Object.entries(payload.memberAssignment).flatMap(([topic, partitions]) =>
       partitions.map((partition) => ({ topic, partition })),
