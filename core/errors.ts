@@ -14,6 +14,7 @@ export const ErrorCode = {
   SourceNotFound: 'PANOPTES_SOURCE_NOT_FOUND',
   SourceDecode: 'PANOPTES_SOURCE_DECODE',
   SourceUnsupportedCodec: 'PANOPTES_SOURCE_UNSUPPORTED_CODEC',
+  SourceOffline: 'PANOPTES_SOURCE_OFFLINE',
   FfmpegExited: 'PANOPTES_FFMPEG_EXITED',
   FfmpegNotFound: 'PANOPTES_FFMPEG_NOT_FOUND',
   ModelLoad: 'PANOPTES_MODEL_LOAD',

@@ -56,11 +56,14 @@ export interface FfmpegExit {
   signal: NodeJS.Signals | null;
   /** Set when the process could not be spawned at all. */
   spawnError?: Error;
+  /** Set when a stream input failed; ffmpeg was killed for it. */
+  inputError?: Error;
 }
 
 export interface FfmpegRunOptions {
   ffmpegPath: string;
-  input: string;
+  /** A path or URL, or a byte stream piped into ffmpeg's stdin. */
+  input: string | Readable;
   /** Options placed before `-i input` (e.g. `-stream_loop -1`). */
   inputOptions?: string[];
   /** Options after the input; the output itself is always `pipe:1`. */
@@ -95,13 +98,14 @@ export interface FfmpegRun {
   kill(signal?: NodeJS.Signals): void;
 }
 
-/** Starts `ffmpeg [inputOptions] -i input [outputOptions] pipe:1` under supervision. */
+/** Starts `ffmpeg [inputOptions] -i input [outputOptions] pipe:1` under supervision (`-i pipe:0` for a stream input). */
 export function runFfmpeg(options: FfmpegRunOptions): FfmpegRun {
   const { logger } = options;
   const tailLines = options.tailLines ?? 20;
   const tail: string[] = [];
   let proc: ChildProcess | undefined;
   let pendingSignal: NodeJS.Signals | undefined;
+  let inputError: Error | undefined;
 
   const command = ffmpeg(options.input)
     .setFfmpegPath(options.ffmpegPath) // fluent-ffmpeg keeps this per process, not per command
@@ -130,13 +134,14 @@ export function runFfmpeg(options: FfmpegRunOptions): FfmpegRun {
     });
     const stderrClosed = new Promise<void>((resolve) => proc?.stderr?.once('close', () => resolve()));
     proc.once('error', (spawnError) => resolveExit({ code: null, signal: null, spawnError }));
-    void Promise.all([exit, stderrClosed]).then(([status]) => resolveExit(status));
+    void Promise.all([exit, stderrClosed]).then(([status]) => resolveExit({ ...status, ...(inputError ? { inputError } : {}) }));
     if (pendingSignal) proc.kill(pendingSignal);
   });
 
   // fluent-ffmpeg reports every failure here, including exits we classify ourselves from
-  // `exited`; only a failure before the process started is news.
-  command.on('error', (err: Error) => {
+  // `exited`; only a failure before the process started, or of the input stream, is news.
+  command.on('error', (err: Error & { inputStreamError?: Error }) => {
+    inputError ??= err.inputStreamError;
     if (!proc) resolveExit({ code: null, signal: null, spawnError: err });
   });
 

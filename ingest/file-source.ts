@@ -16,6 +16,7 @@
  * decoding over the replay (small JPEGs fit in the pipe, so ffmpeg would otherwise race ahead).
  */
 import { stat } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 import {
   ErrorCode,
   PanoptesError,
@@ -37,6 +38,8 @@ export interface FileSourceOptions {
   id: string;
   /** The clip to read (anything ffmpeg reads: mp4, mkv, gif, ...). */
   path: string;
+  /** A byte stream (e.g. MPEG-TS segments) piped into ffmpeg instead of reading `path`, which then only names it in messages. */
+  input?: Readable;
   /**
    * Frames per second to sample (ffmpeg's `fps` filter).
    * @defaultValue the clip's native rate (every decoded frame)
@@ -84,6 +87,10 @@ export type FileSourceState = 'idle' | 'running' | 'ended' | 'stopped' | 'failed
 export interface FileSourceStatus {
   state: FileSourceState;
   framesEmitted: number;
+  /** Frames ffmpeg decoded, before sampling. */
+  framesDecoded: number;
+  /** Frames sampled but not emitted because they were not a readable JPEG. */
+  framesSkipped: number;
   /** ffmpeg's process id while it runs. */
   pid: number | undefined;
   /** The input's duration as ffmpeg reported it, once known (not for live streams). */
@@ -115,6 +122,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   const abort = new AbortController();
   let state: FileSourceState = 'idle';
   let framesEmitted = 0;
+  let framesDecoded = 0;
+  let framesSkipped = 0;
   let durationMs: number | undefined;
   let nativeFps: number | undefined;
   let run: FfmpegRun | undefined;
@@ -131,7 +140,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   async function* generate(): AsyncGenerator<Frame> {
     let ffmpegPath: string;
     try {
-      if (!isUrl(path)) await assertFileExists(path, sourceError);
+      if (!options.input && !isUrl(path)) await assertFileExists(path, sourceError);
       ffmpegPath = resolveFfmpegPath(options.ffmpegPath);
     } catch (err) {
       state = 'failed';
@@ -140,10 +149,11 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     if (abort.signal.aborted) return;
 
     let startedAt: number | undefined;
-    const timestamps = new ShowinfoTimestamps();
+    const filters = filterChain(options);
+    const timestamps = new ShowinfoTimestamps(filters.length - 1, () => (framesDecoded += 1));
     const ffmpeg = runFfmpeg({
       ffmpegPath,
-      input: path,
+      input: options.input ?? path,
       inputOptions: [
         '-hide_banner', '-nostdin', '-nostats', '-loglevel', 'info',
         ...(options.loop ? ['-stream_loop', '-1'] : []),
@@ -156,7 +166,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       ],
       outputOptions: [
         '-map', '0:v:0',
-        '-vf', filterChain(options),
+        '-vf', filters.join(','),
         '-vsync', '0',
         '-f', 'image2pipe',
         '-c:v', 'mjpeg',
@@ -185,6 +195,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           }
           const size = readJpegSize(jpeg);
           if (!size) {
+            framesSkipped += 1;
             logger.warn({ seq: framesEmitted, ptsMs, bytes: jpeg.length }, 'skipping a frame without a JPEG frame header');
             continue;
           }
@@ -248,21 +259,25 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       await run.exited;
       if (state === 'running') state = 'stopped';
     },
-    status: () => ({ state, framesEmitted, durationMs, nativeFps, pid: state === 'running' ? run?.pid() : undefined }),
+    status: () => ({ state, framesEmitted, framesDecoded, framesSkipped, durationMs, nativeFps, pid: state === 'running' ? run?.pid() : undefined }),
   };
 }
 
-/** `fps=N` (drop early, before scaling), `scale=W:-2`, then `showinfo` for the timestamps. */
-function filterChain(options: FileSourceOptions): string {
-  const filters: string[] = [];
+/**
+ * `showinfo` to count decoded frames, the sampling (`fps=N` or `select`, before scaling),
+ * `scale=W:-2`, then `showinfo` for the timestamps. Neither showinfo checksums the pixels,
+ * which would cost more than the JPEG encode.
+ */
+function filterChain(options: FileSourceOptions): string[] {
+  const filters: string[] = ['showinfo=checksum=0'];
   if (options.fps !== undefined) filters.push(`fps=${options.fps}`);
   const sample = options.sample;
   // Commas inside a filter's expression are escaped: unescaped, they would end the filter.
   if (sample && 'everyNth' in sample) filters.push(`select=not(mod(n\\,${sample.everyNth}))`);
   if (sample && 'sceneChange' in sample) filters.push(`select=eq(n\\,0)+gt(scene\\,${sample.sceneChange})`);
   if (options.width !== undefined) filters.push(`scale=${evenWidth(options.width)}:-2`);
-  filters.push('showinfo');
-  return filters.join(',');
+  filters.push('showinfo=checksum=0');
+  return filters;
 }
 
 /** `ffmpeg -i` prints `Duration: 00:00:30.03, start: ...` for inputs with a known length. */
@@ -341,6 +356,9 @@ function classifyExit(
   if (exit.spawnError) {
     return sourceError(ErrorCode.FfmpegExited, `ffmpeg could not start: ${exit.spawnError.message}`, details, exit.spawnError);
   }
+  if (exit.inputError) {
+    return sourceError(ErrorCode.FfmpegExited, `the input stream failed after ${framesEmitted} frames: ${exit.inputError.message}`, details, exit.inputError);
+  }
   if (exit.code === 0) return undefined;
   if (exit.signal) {
     return sourceError(ErrorCode.FfmpegExited, `ffmpeg was killed by ${exit.signal} after ${framesEmitted} frames\n${lastLines}`, details);
@@ -357,12 +375,13 @@ function classifyExit(
   return sourceError(ErrorCode.FfmpegExited, `ffmpeg exited with code ${exit.code} after ${framesEmitted} frames${why ? `: ${why}` : ''}\n${lastLines}`, details);
 }
 
-const SHOWINFO = /^\[Parsed_showinfo_\d+ @ [^\]]+\] /;
+const SHOWINFO = /^\[Parsed_showinfo_(\d+) @ [^\]]+\] /;
 const SHOWINFO_TIME_BASE = /config in time_base: (\d+)\/(\d+)/;
 const SHOWINFO_FRAME = /\bn:\s*\d+\s+pts:\s*(\S+)/;
 
 /**
- * The pts of each frame leaving the filter graph, in order, from showinfo's stderr lines.
+ * The pts of each frame leaving the filter graph, in order, from the last showinfo's stderr
+ * lines (the filter at `outputIndex`); frame lines of the first one count decoded frames.
  * ffmpeg writes a frame's line before the frame's JPEG, so `next()` waits at most for the
  * stderr pipe to catch up with stdout.
  */
@@ -373,9 +392,19 @@ class ShowinfoTimestamps {
   #closed = false;
   #wake: (() => void) | undefined;
 
+  constructor(
+    private readonly outputIndex: number,
+    private readonly onDecoded: () => void,
+  ) {}
+
   /** Returns true for showinfo lines (they are data, not messages). */
   onLine(line: string): boolean {
-    if (!SHOWINFO.test(line)) return false;
+    const showinfo = SHOWINFO.exec(line);
+    if (!showinfo) return false;
+    if (Number(showinfo[1]) !== this.outputIndex) {
+      if (SHOWINFO_FRAME.test(line)) this.onDecoded();
+      return true;
+    }
     const timeBase = SHOWINFO_TIME_BASE.exec(line);
     if (timeBase) {
       this.#timeBase = { num: Number(timeBase[1]), den: Number(timeBase[2]) };

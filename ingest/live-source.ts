@@ -4,8 +4,23 @@
  * after an exponential backoff with jitter; the first frame of a connection resets the backoff.
  * Frames are stamped with the wall clock when they are read (a camera's pts is not a time of
  * day) and numbered on across reconnects.
+ *
+ * Each connection reads `url`, or what `connect` gives (Twitch resolves its channel there, so an
+ * expired token is renewed by the next connection). A `SourceOffline` error from `connect` is a
+ * state, not a failure: the source waits `offlineRetryMs` and looks again, logging once.
  */
-import { describeError, silentLogger, systemClock, type Clock, type Frame, type Logger, type SamplePolicy } from '../core/index.js';
+import type { Readable } from 'node:stream';
+import {
+  describeError,
+  ErrorCode,
+  PanoptesError,
+  silentLogger,
+  systemClock,
+  type Clock,
+  type Frame,
+  type Logger,
+  type SamplePolicy,
+} from '../core/index.js';
 import { createFileSource, type FileSource } from './file-source.js';
 
 export interface Backoff {
@@ -25,8 +40,17 @@ export interface LiveSourceOptions {
   sample?: SamplePolicy;
   width?: number;
   quality?: number;
+  /**
+   * Wait for the camera to push its stream here (RTSP `-rtsp_flags listen`, RTMP `-listen 1`)
+   * instead of pulling it; no frame counts as a stall before the first of a connection.
+   */
+  listen?: boolean;
+  /** What each connection reads: a URL for ffmpeg, or a byte stream piped into it. @defaultValue `url` */
+  connect?: (signal: AbortSignal) => Promise<string | Readable>;
   /** No frame for this long counts as a lost stream. @defaultValue 10000 */
   stallMs?: number;
+  /** How long an offline channel waits before it looks again. @defaultValue 60000 */
+  offlineRetryMs?: number;
   backoff?: Backoff;
   logger?: Logger;
   ffmpegPath?: string;
@@ -36,8 +60,16 @@ export interface LiveSourceOptions {
 }
 
 export interface LiveSourceStatus {
-  state: 'idle' | 'connecting' | 'streaming' | 'waiting' | 'stopped';
+  state: 'idle' | 'connecting' | 'streaming' | 'waiting' | 'offline' | 'stopped';
   framesEmitted: number;
+  /** Frames ffmpeg decoded, before sampling, over all connections. */
+  framesDecoded: number;
+  /** Sampled frames that were not a readable JPEG. */
+  framesSkipped: number;
+  /** Time since the first connection without a stream (lost, waiting, reconnecting or offline). */
+  downtimeMs: number;
+  /** The stream's own frame rate, once ffmpeg has reported it. */
+  nativeFps: number | undefined;
   /** Connections lost so far (ended, failed or stalled). */
   reconnects: number;
   lastFrameAtMs: number | undefined;
@@ -69,10 +101,15 @@ class Stalled extends Error {
  * Low-latency input: no input buffering, a probe of at most one second of stream (ffmpeg's
  * default five would delay the first frame), and RTSP over TCP (UDP loses frames on busy links).
  */
-function lowLatencyInput(url: string): string[] {
+function lowLatencyInput(url: string, listen: boolean): string[] {
+  const rtsp = /^rtsps?:/i.test(url);
   return [
     '-fflags', 'nobuffer', '-flags', 'low_delay', '-analyzeduration', '1000000', '-probesize', '1000000',
-    ...(/^rtsps?:/i.test(url) ? ['-rtsp_transport', 'tcp'] : []),
+    // A timestamp jump over 1 s (an HLS discontinuity, a skipped ad, lost segments) is smoothed
+    // over; otherwise the fps filter would fill the gap with copies of the last frame.
+    '-dts_delta_threshold', '1',
+    ...(rtsp ? ['-rtsp_transport', 'tcp'] : []),
+    ...(listen ? (rtsp ? ['-rtsp_flags', 'listen'] : ['-listen', '1']) : []),
   ];
 }
 
@@ -82,14 +119,24 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
   const random = options.random ?? Math.random;
   const backoff = options.backoff ?? DEFAULT_BACKOFF;
   const stallMs = options.stallMs ?? 10_000;
+  const offlineRetryMs = options.offlineRetryMs ?? 60_000;
+  const listen = options.listen ?? false;
   const logger = (options.logger ?? silentLogger()).child({ module: 'ingest.live-source', source: id });
   const abort = new AbortController();
-  const status: LiveSourceStatus = { state: 'idle', framesEmitted: 0, reconnects: 0, lastFrameAtMs: undefined, lastError: undefined };
+  const status: LiveSourceStatus = {
+    state: 'idle', framesEmitted: 0, framesDecoded: 0, framesSkipped: 0, downtimeMs: 0, nativeFps: undefined,
+    reconnects: 0, lastFrameAtMs: undefined, lastError: undefined,
+  };
+  /** Counts of the connections before the current one. */
+  const closed = { framesDecoded: 0, framesSkipped: 0 };
+  /** When the stream was last lost (or first asked for), while it is down. */
+  let downSinceMs: number | undefined;
   let current: FileSource | undefined;
   let iterated = false;
 
   /** The next frame of this connection, or a Stalled error when none comes in time. */
-  const nextWithin = async (frames: AsyncIterator<Frame>): Promise<IteratorResult<Frame>> => {
+  const nextWithin = async (frames: AsyncIterator<Frame>, waitForever: boolean): Promise<IteratorResult<Frame>> => {
+    if (waitForever) return frames.next();
     let timer: NodeJS.Timeout | undefined;
     const next = frames.next();
     next.catch(() => undefined); // settled by stop() after a stall; nobody waits for it then
@@ -100,37 +147,73 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
     }
   };
 
+  /** One connection's frames, until it ends, fails or stalls. */
+  async function* connection(): AsyncGenerator<Frame> {
+    const input = options.connect ? await options.connect(abort.signal) : url;
+    if (abort.signal.aborted) return;
+    current = createFileSource({
+      id,
+      path: typeof input === 'string' ? input : url,
+      ...(typeof input === 'string' ? {} : { input }),
+      speed: 'max',
+      loop: false,
+      inputOptions: lowLatencyInput(typeof input === 'string' ? input : 'pipe:', listen),
+      logger,
+      ...(options.fps !== undefined ? { fps: options.fps } : {}),
+      ...(options.sample ? { sample: options.sample } : {}),
+      ...(options.width !== undefined ? { width: options.width } : {}),
+      ...(options.quality !== undefined ? { quality: options.quality } : {}),
+      ...(options.ffmpegPath ? { ffmpegPath: options.ffmpegPath } : {}),
+    });
+    const frames = current.frames()[Symbol.asyncIterator]();
+    let first = true;
+    try {
+      for (let next = await nextWithin(frames, listen); !next.done; next = await nextWithin(frames, false)) {
+        if (first) onStreaming();
+        first = false;
+        yield next.value;
+      }
+    } finally {
+      await current.stop();
+      const ended = current.status();
+      closed.framesDecoded += ended.framesDecoded;
+      closed.framesSkipped += ended.framesSkipped;
+      status.nativeFps = ended.nativeFps ?? status.nativeFps;
+    }
+  }
+
+  const onStreaming = (): void => {
+    if (downSinceMs !== undefined) status.downtimeMs += clock.now() - downSinceMs;
+    downSinceMs = undefined;
+    status.state = 'streaming';
+  };
+
   async function* generate(): AsyncGenerator<Frame> {
+    downSinceMs = clock.now();
+    let offline = false;
     for (let attempt = 0; !abort.signal.aborted; ) {
       status.state = 'connecting';
-      current = createFileSource({
-        id,
-        path: url,
-        speed: 'max',
-        loop: false,
-        inputOptions: lowLatencyInput(url),
-        logger,
-        ...(options.fps !== undefined ? { fps: options.fps } : {}),
-        ...(options.sample ? { sample: options.sample } : {}),
-        ...(options.width !== undefined ? { width: options.width } : {}),
-        ...(options.quality !== undefined ? { quality: options.quality } : {}),
-        ...(options.ffmpegPath ? { ffmpegPath: options.ffmpegPath } : {}),
-      });
-      const frames = current.frames()[Symbol.asyncIterator]();
       try {
-        for (let next = await nextWithin(frames); !next.done; next = await nextWithin(frames)) {
+        for await (const frame of connection()) {
           attempt = 0;
-          status.state = 'streaming';
+          offline = false;
           status.lastFrameAtMs = clock.now();
-          yield { ...next.value, seq: status.framesEmitted++, captureTimeMs: status.lastFrameAtMs };
+          yield { ...frame, seq: status.framesEmitted++, captureTimeMs: status.lastFrameAtMs };
         }
         status.lastError = 'the stream ended';
       } catch (err) {
         status.lastError = describeError(err);
-      } finally {
-        await current.stop();
+        if (err instanceof PanoptesError && err.code === ErrorCode.SourceOffline) {
+          if (!offline) logger.info({ retryInMs: offlineRetryMs }, `offline: ${status.lastError}`);
+          offline = true;
+          status.state = 'offline';
+          downSinceMs ??= clock.now();
+          await clock.sleep(offlineRetryMs, abort.signal).catch(() => undefined);
+          continue;
+        }
       }
       if (abort.signal.aborted) break;
+      downSinceMs ??= clock.now();
       status.reconnects += 1;
       status.state = 'waiting';
       const waitMs = backoffMs(attempt++, backoff, random);
@@ -152,6 +235,16 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
       await current?.stop();
       status.state = 'stopped';
     },
-    status: () => ({ ...status }),
+    status: () => {
+      const live = current?.status();
+      const running = live && live.state === 'running';
+      return {
+        ...status,
+        framesDecoded: closed.framesDecoded + (running ? live.framesDecoded : 0),
+        framesSkipped: closed.framesSkipped + (running ? live.framesSkipped : 0),
+        downtimeMs: status.downtimeMs + (downSinceMs !== undefined && status.state !== 'stopped' ? clock.now() - downSinceMs : 0),
+        nativeFps: status.nativeFps ?? live?.nativeFps,
+      };
+    },
   };
 }
