@@ -28,4 +28,16 @@ export {
 } from './onnx/index.js';
 export { decodeJpeg, encodeJpeg, type RgbImage } from './image/index.js';
 export { cpuDeviceName, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
-export { chooseBatch, createBackend, taskTopics, type BackendOptions, type BackendStatus, type BatchChoice, type DropPolicy } from './backend/index.js';
+export {
+  chooseBatch,
+  createBackend,
+  createLocalAnalysis,
+  taskTopics,
+  type BackendOptions,
+  type BackendStatus,
+  type BatchChoice,
+  type DropPolicy,
+  type LocalAnalysis,
+  type LocalAnalysisOptions,
+  type LocalAnalysisStatus,
+} from './backend/index.js';

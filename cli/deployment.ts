@@ -1,9 +1,11 @@
 import { dirname, join, resolve } from 'node:path';
-import { createBackend, createOnnxRuntime, taskTopics } from '../analyzers/index.js';
+import { createBackend, createLocalAnalysis, createOnnxRuntime, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import {
   createKafkaBus,
   createMemoryBus,
+  describeError,
+  loadDeployment,
   ErrorCode,
   PanoptesError,
   Topics,
@@ -11,10 +13,11 @@ import {
   type CompiledConfig,
   type Lifecycle,
   type Logger,
+  type SourceConfig,
   type Stats,
   type TableSpec,
 } from '../core/index.js';
-import { runIngest, type SourceResult } from '../ingest/index.js';
+import { createIngest, isLive, type Ingest, type SourceResult } from '../ingest/index.js';
 import { createEpochService, loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
 import { createChdbSink, createClickHouseSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
 import type { Progress } from './progress.js';
@@ -62,6 +65,13 @@ export interface RunOptions {
   progress?: Progress;
   /** Aborting stops the sources; a process without ingest runs until it is aborted. */
   signal?: AbortSignal;
+  /**
+   * With ingest: keep running after every source has ended, until `signal` aborts (a service
+   * that takes sources through its HTTP API).
+   */
+  keepRunning?: boolean;
+  /** Called with the running ingest worker, to add and remove sources while it runs. */
+  onIngest?: (ingest: Ingest) => void;
   /** Called with the backend's stats each second (for metrics). */
   onStats?: (stats: Stats) => void;
   /** Called with the open result store before it closes, e.g. to print an example query. */
@@ -142,8 +152,13 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     });
 
   const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
+  // Frames name their apps; this is for frames from older ingest workers.
   const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
-  const realtimeSources = new Set(config.sources.filter((s) => s.speed === 1).map((s) => s.id));
+  // Replays faster than real time are backfill: analyzed in full, after the real-time work.
+  // A source this process has not heard of (added to an ingest worker elsewhere) is real-time.
+  const backfill = new Set<string>();
+  const noteSource = (source: SourceConfig): void => void (isLive(source) || source.speed === 1 ? backfill.delete(source.id) : backfill.add(source.id));
+  config.sources.forEach(noteSource);
   const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
   const runtime = roles.has('backend') ? createOnnxRuntime({ workers: backendConfig.threads, logger }) : undefined;
@@ -154,18 +169,34 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     models: config.models,
     apps,
     appsForSource: (source) => appsBySource.get(source) ?? [],
-    // Replays faster than real time are backfill: analyzed in full, after the real-time work.
-    realtime: (source) => realtimeSources.has(source),
+    realtime: (source) => !backfill.has(source),
     batch: backendConfig.batch,
     groupId: Groups.backend,
     ...(options.onStats ? { onStats: options.onStats } : {}),
     logger,
   });
   const scheduler = scheduling && createEpochService({ bus, ...scheduling });
+  const localSettings = roles.has('ingest') ? config.deployment.ingest.localAnalysis : undefined;
+  // Without the backend role here, local analysis gets a runtime of its own.
+  const localRuntime = localSettings && !runtime ? createOnnxRuntime({ workers: 1, logger }) : runtime;
+  const localAnalysis: LocalAnalysis | undefined = localSettings && localRuntime
+    ? createLocalAnalysis({
+        bus,
+        runtime: localRuntime,
+        models: config.models,
+        apps: Object.values(config.apps),
+        model: localSettings.model,
+        replaces: localSettings.replaces ?? localSettings.model,
+        maxBadRate: localSettings.maxBadRate,
+        holdMs: localSettings.holdS * 1000,
+        logger,
+      })
+    : undefined;
   const stages: Lifecycle<unknown>[] = [scheduler, sinkWorker, backend].filter((s) => s !== undefined);
 
   try {
     for (const stage of stages) await stage.start();
+    await localAnalysis?.start();
     const processingStarted = Date.now();
     let sources: SourceResult[] = [];
     // Progress counts frames the models have seen here (ingest runs ahead by what the bus
@@ -177,17 +208,24 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     try {
       if (roles.has('ingest')) {
         for (const skipped of config.skipped) logger.info(skipped, 'source skipped');
-        sources = await runIngest({
+        const ingest = createIngest({
           bus,
-          sources: config.sources,
           dataDir: config.dataDir,
           logger,
-          signal: stopping.signal,
+          onAdd: noteSource,
+          ...(localAnalysis ? { local: localAnalysis } : {}),
           onProgress: (frames, total) => {
             published = frames;
             expected = total;
           },
         });
+        try {
+          for (const source of config.sources) ingest.add(source, 'file');
+          options.onIngest?.(ingest);
+          await Promise.race([options.keepRunning ? new Promise(() => undefined) : ingest.idle(), aborted(stopping.signal)]);
+        } finally {
+          sources = await ingest.close();
+        }
       } else {
         await aborted(stopping.signal);
       }
@@ -219,10 +257,29 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     return summary;
   } finally {
     options.progress?.stop();
+    await localAnalysis?.close().catch((err: unknown) => logger.error({ err }, 'local analysis close failed'));
     for (const stage of [...stages].reverse()) await stage.close().catch((err: unknown) => logger.error({ err }, 'stage close failed'));
     await runtime?.close();
+    if (localRuntime !== runtime) await localRuntime?.close();
     await bus.close();
     await sink?.close();
+  }
+}
+
+/**
+ * Reads the deployment file again and makes the running sources match it; the sources whose
+ * config did not change keep running. Apps, models, bus and sink are read at start only: a
+ * reload that changes the apps is refused, whole.
+ */
+export async function reloadSources(config: CompiledConfig, ingest: Ingest, logger: Logger): Promise<void> {
+  try {
+    const next = loadDeployment(config.file, { dataDir: config.dataDir });
+    const [before, after] = [Object.keys(config.apps).sort().join(','), Object.keys(next.apps).sort().join(',')];
+    if (before !== after) throw new PanoptesError(ErrorCode.ConfigInvalid, `${config.file}: apps changed (${before} → ${after}); restart to load other apps`);
+    const changes = await ingest.reconcile(next.sources);
+    logger.warn(changes, `reloaded ${config.file}`);
+  } catch (err) {
+    logger.error({ code: (err as { code?: string }).code }, `reload refused; the sources run as before: ${describeError(err)}`);
   }
 }
 

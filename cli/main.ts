@@ -21,9 +21,11 @@ import {
   type Logger,
   type Stats,
 } from '../core/index.js';
+import type { Ingest } from '../ingest/index.js';
 import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
-import { parseRoles, runDeployment, type Role, type RunSummary } from './deployment.js';
-import { createMetrics, serveMetrics, type Metrics } from './metrics.js';
+import { parseRoles, reloadSources, runDeployment, type Role, type RunSummary } from './deployment.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { startHttpServer, type HttpServer } from './http-server.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { startQueryServer } from './query-server.js';
 import { addSchedulerCommands } from './scheduler-commands.js';
@@ -46,14 +48,18 @@ function parsePositive(value: string): number {
 
 const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where results and generated footage are kept').default('./data');
 
-/** Runs a deployment's roles with a progress display and SIGINT/SIGTERM for a clean stop; with `metricsPort`, serves /metrics and /health. */
-async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger, metricsPort?: number): Promise<void> {
-  if (metricsPort === undefined) return runRoles(config, roles, logger, undefined);
+/**
+ * Runs a deployment's roles with a progress display and SIGINT/SIGTERM for a clean stop, and
+ * SIGHUP to reload its sources. With `httpPort`, serves /health, /metrics and /sources and
+ * keeps running after the sources end, until stopped.
+ */
+async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger, httpPort?: number): Promise<void> {
+  if (httpPort === undefined) return runRoles(config, roles, logger, undefined);
   const metrics = createMetrics();
-  const server = await serveMetrics(metrics, metricsPort);
-  process.stderr.write(`metrics at ${server.url}/metrics\n`);
+  const server = await startHttpServer({ metrics, config, port: httpPort, logger });
+  process.stderr.write(`serving ${server.url}/metrics, /health and /sources\n`);
   try {
-    await runRoles(config, roles, logger, metrics);
+    await runRoles(config, roles, logger, { metrics, server });
   } finally {
     await server.close();
   }
@@ -62,7 +68,7 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
 /** How long a stopped `run` waits for the event loop to empty by itself. */
 const EXIT_GRACE_MS = 5000;
 
-async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, metrics: Metrics | undefined): Promise<void> {
+async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, http: { metrics: Metrics; server: HttpServer } | undefined): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => {
     process.stderr.write('stopping: finishing the frames in flight (press Ctrl-C again to quit at once)\n');
@@ -71,12 +77,21 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  let ingest: Ingest | undefined;
+  const reload = (): void => {
+    if (ingest) void reloadSources(config, ingest, logger);
+  };
+  process.on('SIGHUP', reload);
   const summary = await runDeployment(config, {
     logger,
     roles,
     ...(roles.has('ingest') ? { progress: createProgress() } : {}),
     signal: abort.signal,
-    ...(metrics ? { onStats: (stats: Stats) => metrics.update(stats) } : {}),
+    ...(http ? { keepRunning: true, onStats: (stats: Stats) => http.metrics.update(stats) } : {}),
+    onIngest: (worker) => {
+      ingest = worker;
+      http?.server.attach(worker);
+    },
     beforeClose: async (sink, done) => {
       printSummary(done, config);
       if (done.rows === 0) return;
@@ -85,7 +100,7 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
       const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${process.env.PANOPTES_CLICKHOUSE_URL ?? config.deployment.sink.url} --database ${config.deployment.sink.database}`;
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" ${where}\n`);
     },
-  });
+  }).finally(() => process.off('SIGHUP', reload));
   if (!roles.has('sink')) printSummary(summary, config);
   // Every stage has committed and closed. A client library that still holds a socket (kafkajs can
   // keep one after a broker restart) must not keep a stopped process alive: said, then exit.
@@ -169,10 +184,10 @@ export function buildProgram(): Command {
     .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
     .addOption(dataDirOption().default(undefined, "the deployment's dataDir (./data)"))
     .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink,scheduler (split roles need bus.kind: kafka)', 'all')
-    .option('--metrics-port <port>', 'serve Prometheus metrics (GET /metrics) and GET /health on 127.0.0.1 at this port', parsePositive)
-    .action(async (file: string, opts: { dataDir?: string; roles: string; metricsPort?: number }) => {
+    .option('--http-port <port>', 'serve GET /health, /metrics (Prometheus) and /sources, POST /sources and DELETE /sources/<id> on 127.0.0.1 at this port, and keep running until stopped', parsePositive)
+    .action(async (file: string, opts: { dataDir?: string; roles: string; httpPort?: number }) => {
       const config = loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {});
-      await runPipeline(config, parseRoles(opts.roles, config), logger(), opts.metricsPort);
+      await runPipeline(config, parseRoles(opts.roles, config), logger(), opts.httpPort);
     });
 
   program

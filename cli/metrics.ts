@@ -1,10 +1,11 @@
-import { createServer, type Server } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Stats } from '../core/index.js';
+import type { SourceMetrics } from '../ingest/index.js';
 
 /**
  * Backends' stats as Prometheus metrics: the same figures each second's `Stats` carries,
- * labelled by backend and session, plus the process's own (CPU, memory, event-loop lag).
+ * labelled by backend and session; the sources of this process's ingest worker, read at each
+ * scrape; and the process's own (CPU, memory, event-loop lag).
  */
 export function createMetrics() {
   const registry = new Registry();
@@ -23,8 +24,51 @@ export function createMetrics() {
   const gamma = new Gauge({ name: 'panoptes_edge_gamma', help: 'Fan-out: child tasks per parent request over the last interval', labelNames: ['backend', 'app', 'from', 'to'], registers: [registry] });
   const framesRate = new Gauge({ name: 'panoptes_app_frames_rate', help: 'Frames per second taken in for the app', labelNames: ['backend', 'app'], registers: [registry] });
 
+  let sources: (() => SourceMetrics[]) | undefined;
+  const sourceLabels = ['source'] as const;
+  new Gauge({
+    name: 'panoptes_source_frames_total',
+    help: 'Frames of a source by stage: received (decoded), sampled, published, lost, analyzed_here (its first model run by the ingest worker)',
+    labelNames: [...sourceLabels, 'stage'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of sources?.() ?? []) {
+        for (const stage of ['received', 'sampled', 'published', 'lost'] as const) this.set({ source: s.id, stage }, s[stage]);
+        this.set({ source: s.id, stage: 'analyzed_here' }, s.analyzedHere);
+      }
+    },
+  });
+  new Gauge({
+    name: 'panoptes_source_latency_ms',
+    help: 'Capture-to-publish latency of a source over its last frames, ms',
+    labelNames: [...sourceLabels, 'quantile'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of sources?.() ?? []) {
+        if (s.latencyP50Ms !== undefined) this.set({ source: s.id, quantile: '0.5' }, s.latencyP50Ms);
+        if (s.latencyP99Ms !== undefined) this.set({ source: s.id, quantile: '0.99' }, s.latencyP99Ms);
+      }
+    },
+  });
+  new Gauge({
+    name: 'panoptes_source_reconnects_total',
+    help: 'Connections a live source has lost',
+    labelNames: sourceLabels,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const s of sources?.() ?? []) if (s.reconnects !== undefined) this.set({ source: s.id }, s.reconnects);
+    },
+  });
+
   return {
     registry,
+    /** Where the source figures come from (the ingest worker, once it runs). */
+    watchSources(provider: () => SourceMetrics[]): void {
+      sources = provider;
+    },
     update(stats: Stats): void {
       for (const s of stats.sessions) {
         const labels = { backend: stats.backend, session: s.session };
@@ -44,30 +88,3 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
-
-/** `GET /metrics` (Prometheus text format) and `GET /health` on host:port. */
-export async function serveMetrics(metrics: Metrics, port: number, host = '127.0.0.1'): Promise<{ url: string; close(): Promise<void> }> {
-  const server: Server = createServer((request, response) => {
-    const path = new URL(request.url ?? '/', 'http://localhost').pathname;
-    if (request.method === 'GET' && path === '/metrics') {
-      metrics.registry.metrics().then(
-        (text) => response.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
-        (err: unknown) => response.writeHead(500).end(String(err)),
-      );
-    } else if (request.method === 'GET' && path === '/health') {
-      response.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
-    } else {
-      response.writeHead(404, { 'content-type': 'text/plain' }).end('GET /metrics or /health\n');
-    }
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const address = server.address();
-  const bound = typeof address === 'object' && address ? address.port : port;
-  return {
-    url: `http://${host}:${bound}`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}

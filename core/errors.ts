@@ -15,6 +15,7 @@ export const ErrorCode = {
   SourceDecode: 'PANOPTES_SOURCE_DECODE',
   SourceUnsupportedCodec: 'PANOPTES_SOURCE_UNSUPPORTED_CODEC',
   SourceOffline: 'PANOPTES_SOURCE_OFFLINE',
+  SourceUnavailable: 'PANOPTES_SOURCE_UNAVAILABLE',
   FfmpegExited: 'PANOPTES_FFMPEG_EXITED',
   FfmpegNotFound: 'PANOPTES_FFMPEG_NOT_FOUND',
   ModelLoad: 'PANOPTES_MODEL_LOAD',

@@ -142,6 +142,8 @@ export function runFfmpeg(options: FfmpegRunOptions): FfmpegRun {
   // `exited`; only a failure before the process started, or of the input stream, is news.
   command.on('error', (err: Error & { inputStreamError?: Error }) => {
     inputError ??= err.inputStreamError;
+    // fluent-ffmpeg sends SIGTERM, which ffmpeg ignores while blocked reading its stdin.
+    if (err.inputStreamError) proc?.kill('SIGKILL');
     if (!proc) resolveExit({ code: null, signal: null, spawnError: err });
   });
 

@@ -13,5 +13,18 @@ export {
 export { resolveFfmpegPath } from './ffmpeg.js';
 export { backoffMs, createLiveSource, DEFAULT_BACKOFF, type Backoff, type LiveSource, type LiveSourceOptions, type LiveSourceStatus } from './live-source.js';
 export { JpegSplitter, readJpegSize, type JpegSize, type JpegSplitterOptions } from './jpeg-splitter.js';
-export { runIngest, type IngestOptions, type SourceResult } from './worker.js';
+export { createIngest, isLive, LATENCY_WINDOW, runIngest, type Ingest, type IngestOptions, type LocalAnalysis, type SourceMetrics, type SourceOrigin, type SourceResult } from './worker.js';
 export { ensureSyntheticClip, type SyntheticClip } from './synthetic.js';
+export {
+  chooseVariant,
+  createHlsStats,
+  followHls,
+  parseMasterPlaylist,
+  parseMediaPlaylist,
+  redactUrl,
+  type FollowHlsOptions,
+  type HlsStats,
+  type HlsStream,
+  type HlsVariant,
+} from './hls.js';
+export { resolveTwitch, twitchConnect, TWITCH_WEB_CLIENT_ID, type TwitchConnect, type TwitchOptions } from './twitch.js';

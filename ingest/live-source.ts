@@ -22,6 +22,7 @@ import {
   type SamplePolicy,
 } from '../core/index.js';
 import { createFileSource, type FileSource } from './file-source.js';
+import type { HlsStats } from './hls.js';
 
 export interface Backoff {
   initialMs: number;
@@ -34,7 +35,7 @@ export const DEFAULT_BACKOFF: Backoff = { initialMs: 500, maxMs: 30_000, jitter:
 
 export interface LiveSourceOptions {
   id: string;
-  /** Anything ffmpeg reads live: rtsp://, rtmp://, http(s):// (MJPEG, MPEG-TS, HLS), udp://, srt://. */
+  /** Anything ffmpeg reads live: rtsp://, rtmp://, http(s):// (MJPEG, MPEG-TS, HLS), udp://, srt://, /dev/video0. */
   url: string;
   fps?: number;
   sample?: SamplePolicy;
@@ -45,8 +46,14 @@ export interface LiveSourceOptions {
    * instead of pulling it; no frame counts as a stall before the first of a connection.
    */
   listen?: boolean;
-  /** What each connection reads: a URL for ffmpeg, or a byte stream piped into it. @defaultValue `url` */
+  /**
+   * What each connection reads: a URL for ffmpeg, or a byte stream piped into it (an HLS
+   * follower's, whose `'ad-skipped'` events count as progress: an ad break is not a stall).
+   * @defaultValue `url`
+   */
   connect?: (signal: AbortSignal) => Promise<string | Readable>;
+  /** Counters of what `connect` streams (HLS: ad segments skipped, segments missed), over all connections. */
+  inputStats?: () => Pick<HlsStats, 'adSegmentsSkipped' | 'segmentsMissed'>;
   /** No frame for this long counts as a lost stream. @defaultValue 10000 */
   stallMs?: number;
   /** How long an offline channel waits before it looks again. @defaultValue 60000 */
@@ -70,6 +77,9 @@ export interface LiveSourceStatus {
   downtimeMs: number;
   /** The stream's own frame rate, once ffmpeg has reported it. */
   nativeFps: number | undefined;
+  /** HLS and Twitch: ad segments skipped, and segments lost before they could be fetched. */
+  adSegmentsSkipped?: number;
+  segmentsMissed?: number;
   /** Connections lost so far (ended, failed or stalled). */
   reconnects: number;
   lastFrameAtMs: number | undefined;
@@ -101,14 +111,17 @@ class Stalled extends Error {
  * Low-latency input: no input buffering, a probe of at most one second of stream (ffmpeg's
  * default five would delay the first frame), and RTSP over TCP (UDP loses frames on busy links).
  */
-function lowLatencyInput(url: string, listen: boolean): string[] {
-  const rtsp = /^rtsps?:/i.test(url);
+function lowLatencyInput(url: string | undefined, listen: boolean): string[] {
+  const rtsp = /^rtsps?:/i.test(url ?? '');
   return [
-    '-fflags', 'nobuffer', '-flags', 'low_delay', '-analyzeduration', '1000000', '-probesize', '1000000',
+    // A piped stream comes in whole segments: dropping what the probe read would lose seconds.
+    ...(url === undefined ? [] : ['-fflags', 'nobuffer']),
+    '-flags', 'low_delay', '-analyzeduration', '1000000', '-probesize', '1000000',
     // A timestamp jump over 1 s (an HLS discontinuity, a skipped ad, lost segments) is smoothed
     // over; otherwise the fps filter would fill the gap with copies of the last frame.
     '-dts_delta_threshold', '1',
     ...(rtsp ? ['-rtsp_transport', 'tcp'] : []),
+    ...(/^\/dev\/video/.test(url ?? '') ? ['-f', 'v4l2'] : []),
     ...(listen ? (rtsp ? ['-rtsp_flags', 'listen'] : ['-listen', '1']) : []),
   ];
 }
@@ -134,30 +147,44 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
   let current: FileSource | undefined;
   let iterated = false;
 
-  /** The next frame of this connection, or a Stalled error when none comes in time. */
+  /** When the input last showed progress other than a frame (an ad segment skipped). */
+  let progressAtMs = 0;
+
+  /** The next frame of this connection, or a Stalled error when neither it nor other progress comes in time. */
   const nextWithin = async (frames: AsyncIterator<Frame>, waitForever: boolean): Promise<IteratorResult<Frame>> => {
-    if (waitForever) return frames.next();
-    let timer: NodeJS.Timeout | undefined;
     const next = frames.next();
+    if (waitForever) return next;
     next.catch(() => undefined); // settled by stop() after a stall; nobody waits for it then
-    try {
-      return await Promise.race([next, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Stalled(stallMs)), stallMs)))]);
-    } finally {
-      clearTimeout(timer);
+    const waitedFrom = clock.now();
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const quietFor = clock.now() - Math.max(waitedFrom, progressAtMs);
+      const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), Math.max(0, stallMs - quietFor))));
+      try {
+        const result = await Promise.race([next, timeout]);
+        if (result !== 'timeout') return result;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (clock.now() - Math.max(waitedFrom, progressAtMs) >= stallMs) throw new Stalled(stallMs);
     }
   };
 
   /** One connection's frames, until it ends, fails or stalls. */
   async function* connection(): AsyncGenerator<Frame> {
     const input = options.connect ? await options.connect(abort.signal) : url;
-    if (abort.signal.aborted) return;
+    if (typeof input !== 'string') input.on('ad-skipped', () => (progressAtMs = clock.now()));
+    if (abort.signal.aborted) {
+      if (typeof input !== 'string') input.destroy();
+      return;
+    }
     current = createFileSource({
       id,
       path: typeof input === 'string' ? input : url,
       ...(typeof input === 'string' ? {} : { input }),
       speed: 'max',
       loop: false,
-      inputOptions: lowLatencyInput(typeof input === 'string' ? input : 'pipe:', listen),
+      inputOptions: lowLatencyInput(typeof input === 'string' ? input : undefined, listen),
       logger,
       ...(options.fps !== undefined ? { fps: options.fps } : {}),
       ...(options.sample ? { sample: options.sample } : {}),
@@ -175,6 +202,7 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
       }
     } finally {
       await current.stop();
+      if (typeof input !== 'string') input.destroy();
       const ended = current.status();
       closed.framesDecoded += ended.framesDecoded;
       closed.framesSkipped += ended.framesSkipped;
@@ -237,6 +265,7 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
     },
     status: () => {
       const live = current?.status();
+      const input = options.inputStats?.();
       const running = live && live.state === 'running';
       return {
         ...status,
@@ -244,6 +273,7 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
         framesSkipped: closed.framesSkipped + (running ? live.framesSkipped : 0),
         downtimeMs: status.downtimeMs + (downSinceMs !== undefined && status.state !== 'stopped' ? clock.now() - downSinceMs : 0),
         nativeFps: status.nativeFps ?? live?.nativeFps,
+        ...(input ? { adSegmentsSkipped: input.adSegmentsSkipped, segmentsMissed: input.segmentsMissed } : {}),
       };
     },
   };

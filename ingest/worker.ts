@@ -2,27 +2,42 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   describeError,
+  ErrorCode,
   frameContract,
   isUrl,
+  PanoptesError,
   Topics,
   type Bus,
+  type Frame,
   type Logger,
   type SourceConfig,
 } from '../core/index.js';
 import { createFileSource, type FileSource } from './file-source.js';
 import { createLiveSource, type LiveSource } from './live-source.js';
 import { ensureSyntheticClip } from './synthetic.js';
+import { createHlsStats, followHls } from './hls.js';
+import { twitchConnect } from './twitch.js';
 
 export interface IngestOptions {
   bus: Bus;
-  sources: readonly SourceConfig[];
   /** Synthetic footage is rendered under `<dataDir>/footage`. */
   dataDir: string;
   logger: Logger;
-  /** Stops every source; frames already read are still published. */
-  signal?: AbortSignal;
   /** Frames published so far over all sources, and the expected total when every source has a known length. */
   onProgress?: (frames: number, total: number | undefined) => void;
+  /** Told of every source as it starts (on `add`, and on `reconcile`). */
+  onAdd?: (config: SourceConfig) => void;
+  /** Collaborative processing: sees every frame before it is sent, and may analyze it here. */
+  local?: LocalAnalysis;
+}
+
+/**
+ * Collaborative processing (research/edge-scheduling.md §2.8): a frame analyzed by the ingest
+ * worker itself, with a model of its own, when the backends are congested.
+ */
+export interface LocalAnalysis {
+  /** The frame to send: with its `local` outputs when it was analyzed here, else as it came. */
+  analyze(frame: Frame, source: SourceConfig): Promise<Frame>;
 }
 
 export interface SourceResult {
@@ -32,85 +47,292 @@ export interface SourceResult {
   error?: string;
 }
 
+/** What a source has done so far. Frame counts are cumulative; latencies cover its last {@link LATENCY_WINDOW} frames. */
+export interface SourceMetrics {
+  id: string;
+  kind: 'file' | 'live';
+  state: string;
+  origin: SourceOrigin;
+  apps: readonly string[];
+  /** Frames ffmpeg decoded, before sampling. */
+  received: number;
+  /** Frames the sampling policy kept. */
+  sampled: number;
+  /** Frames sent on the bus. */
+  published: number;
+  /** Of those, frames whose first model ran here (collaborative processing). */
+  analyzedHere: number;
+  /**
+   * Frames never published: unreadable ones, and for a live source the frames of the time it
+   * was down (`downtimeMs` × its frame rate, an estimate).
+   */
+  lost: number;
+  /** Live sources: connections lost so far, and time without a stream. */
+  reconnects?: number;
+  downtimeMs?: number;
+  /** HLS and Twitch: ad segments skipped, and segments lost before they could be fetched. */
+  adSegmentsSkipped?: number;
+  segmentsMissed?: number;
+  /** From capture (a live frame's arrival, a replayed frame's due time) to the bus's acknowledgement, ms. */
+  latencyP50Ms: number | undefined;
+  latencyP99Ms: number | undefined;
+  error?: string;
+}
+
+export const LATENCY_WINDOW = 1000;
+
 /**
- * Runs each source until it ends and publishes its frames on `panoptes.frames`, keyed by
- * source id. A source that fails is logged and reported; it never stops the others.
+ * The ingest worker: runs sources, each until it ends or is removed, and publishes their
+ * frames on `panoptes.frames`, keyed by source id. A source that fails is logged and reported;
+ * it never stops the others. Sources are added and removed while the others run.
  */
-export async function runIngest(options: IngestOptions): Promise<SourceResult[]> {
-  const { bus, logger } = options;
-  const producer = bus.producer();
-  const running = new Map<string, Source>();
-  const published = new Map<string, number>();
-  const report = (): void => {
-    if (!options.onProgress) return;
-    let frames = 0;
-    let total: number | undefined = 0;
-    for (const [id, source] of running) {
-      frames += published.get(id) ?? 0;
-      // A live stream has no length: no total.
-      const status = source.status();
-      const [durationMs, nativeFps] = 'durationMs' in status ? [status.durationMs, status.nativeFps] : [undefined, undefined];
-      const config = options.sources.find((s) => s.id === id);
-      const fps = config?.fps ?? nativeFps;
-      // Keyframes and scene changes cannot be counted ahead; every Nth frame can.
-      const sample = config?.sample;
-      const sampled = !sample ? fps : 'everyNth' in sample && fps ? fps / sample.everyNth : undefined;
-      if (total === undefined || durationMs === undefined || config?.loop || !sampled) total = undefined;
-      else total += Math.ceil((durationMs / 1000) * sampled);
-    }
-    options.onProgress(frames, total);
-  };
-  const stopAll = (): void => {
-    for (const source of running.values()) void source.stop();
-  };
-  options.signal?.addEventListener('abort', stopAll, { once: true });
+export interface Ingest {
+  /** Starts a source. @throws PanoptesError ConfigInvalid when a source with its id runs */
+  add(config: SourceConfig, origin?: SourceOrigin): void;
+  /** Stops a source; what it read is still published. @throws PanoptesError SourceNotFound */
+  remove(id: string): Promise<SourceResult>;
+  /**
+   * Makes the running sources from the deployment file match `configs` (the file read again):
+   * starts new ids, stops missing ones, restarts changed ones; the others keep running untouched,
+   * and so do sources added through the API, unless the file now names their id.
+   */
+  reconcile(configs: readonly SourceConfig[]): Promise<{ added: string[]; removed: string[]; restarted: string[] }>;
+  /** The running sources, then the ended ones. */
+  metrics(): SourceMetrics[];
+  /** Resolves when no source is running (at once when none is). */
+  idle(): Promise<void>;
+  /** Stops every source, publishes what they read, closes the producer. Returns every source's result. */
+  close(): Promise<SourceResult[]>;
+}
 
-  const runOne = async (config: SourceConfig): Promise<SourceResult> => {
-    const sourceLogger = logger.child({ module: 'ingest', source: config.id });
-    try {
-      const path = config.synthetic
-        ? await ensureSyntheticClip(config.id, config.synthetic, join(options.dataDir, 'footage'), sourceLogger)
-        : config.path!;
-      if (options.signal?.aborted) return { id: config.id, frames: 0 };
-      const sampling = {
-        logger: sourceLogger,
-        ...(config.fps ? { fps: config.fps } : {}),
-        ...(config.sample ? { sample: config.sample } : {}),
-        ...(config.width ? { width: config.width } : {}),
-      };
-      const mediaStartMs = recordedAt(config, path);
-      const source: Source = isLive(config)
-        ? createLiveSource({ id: config.id, url: path, ...sampling })
-        : createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...sampling });
-      running.set(config.id, source);
-      for await (const frame of source.frames()) {
-        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode(frame), headers: frameContract.headers }]);
-        published.set(config.id, frame.seq + 1);
-        report();
-      }
-      return { id: config.id, frames: published.get(config.id) ?? 0 };
-    } catch (err) {
-      // One line for operators; the whole error (ffmpeg's stderr, stack) at debug level.
-      sourceLogger.error({ code: (err as { code?: string }).code }, `source failed: ${describeError(err).split('\n')[0]}`);
-      sourceLogger.debug({ err }, 'source failure details');
-      return { id: config.id, frames: published.get(config.id) ?? 0, error: describeError(err) };
-    }
-  };
+/** Where a source came from: the deployment file (a reload manages it) or the HTTP API. */
+export type SourceOrigin = 'file' | 'api';
 
-  try {
-    return await Promise.all(options.sources.map(runOne));
-  } finally {
-    options.signal?.removeEventListener('abort', stopAll);
-    await producer.close();
-  }
+interface Running {
+  config: SourceConfig;
+  origin: SourceOrigin;
+  source: Source | undefined;
+  published: number;
+  analyzedHere: number;
+  latencies: number[];
+  stopped: boolean;
+  result: Promise<SourceResult>;
+  outcome?: SourceResult;
 }
 
 type Source = FileSource | LiveSource;
 
-/** Streams that never end by themselves: `live` when set, else the URL schemes of cameras and streams. */
-function isLive(config: SourceConfig): boolean {
-  return config.live ?? /^(rtsps?|rtmps?|udp|srt|tcp):\/\//i.test(config.path ?? '');
+export function createIngest(options: IngestOptions): Ingest {
+  const { bus, logger } = options;
+  const producer = bus.producer();
+  const running = new Map<string, Running>();
+  const ended = new Map<string, Running>();
+  let idleWaiters: (() => void)[] = [];
+  let closed = false;
+
+  const report = (): void => {
+    if (!options.onProgress) return;
+    let frames = 0;
+    let total: number | undefined = 0;
+    for (const entry of [...running.values(), ...ended.values()]) {
+      frames += entry.published;
+      const expected = expectedFrames(entry);
+      total = total === undefined || expected === undefined ? undefined : total + expected;
+    }
+    options.onProgress(frames, total);
+  };
+
+  const run = async (entry: Running): Promise<SourceResult> => {
+    const { config } = entry;
+    const sourceLogger = logger.child({ module: 'ingest', source: config.id });
+    try {
+      const source = await open(config, options.dataDir, sourceLogger);
+      entry.source = source;
+      if (entry.stopped) await source.stop();
+      for await (const read of source.frames()) {
+        const frame = options.local ? await options.local.analyze(read, config) : read;
+        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode(withRouting(frame, config)), headers: frameContract.headers }]);
+        entry.published += 1;
+        if (frame.local) entry.analyzedHere += 1;
+        entry.latencies.push(Date.now() - frame.captureTimeMs);
+        if (entry.latencies.length > LATENCY_WINDOW) entry.latencies.shift();
+        report();
+      }
+      return { id: config.id, frames: entry.published };
+    } catch (err) {
+      // One line for operators; the whole error (ffmpeg's stderr, stack) at debug level.
+      sourceLogger.error({ code: (err as { code?: string }).code }, `source failed: ${describeError(err).split('\n')[0]}`);
+      sourceLogger.debug({ err }, 'source failure details');
+      return { id: config.id, frames: entry.published, error: describeError(err) };
+    }
+  };
+
+  const add = (config: SourceConfig, origin: SourceOrigin = 'api'): void => {
+    if (closed) throw new PanoptesError(ErrorCode.Closed, `source ${config.id}: the ingest worker is closed`);
+    if (running.has(config.id)) throw new PanoptesError(ErrorCode.ConfigInvalid, `source ${config.id} is already running; remove it first or give another id`);
+    ended.delete(config.id);
+    const entry: Running = { config, origin, source: undefined, published: 0, analyzedHere: 0, latencies: [], stopped: false, result: Promise.resolve({ id: config.id, frames: 0 }) };
+    running.set(config.id, entry);
+    entry.result = run(entry).then((result) => {
+      entry.outcome = result;
+      if (running.get(config.id) === entry) {
+        running.delete(config.id);
+        ended.set(config.id, entry);
+      }
+      if (running.size === 0) {
+        for (const wake of idleWaiters) wake();
+        idleWaiters = [];
+      }
+      return result;
+    });
+    options.onAdd?.(config);
+    logger.info({ source: config.id, apps: config.apps }, 'source added');
+  };
+
+  const stop = async (entry: Running): Promise<SourceResult> => {
+    entry.stopped = true;
+    await entry.source?.stop();
+    return entry.result;
+  };
+
+  const remove = async (id: string): Promise<SourceResult> => {
+    const entry = running.get(id);
+    if (!entry) throw new PanoptesError(ErrorCode.SourceNotFound, `no running source "${id}"; running: ${[...running.keys()].join(', ') || 'none'}`);
+    const result = await stop(entry);
+    logger.info({ source: id, frames: result.frames }, 'source removed');
+    return result;
+  };
+
+  return {
+    add,
+    remove,
+    async reconcile(configs) {
+      const wanted = new Map(configs.map((c) => [c.id, c]));
+      const removed = [...running.values()].filter((e) => e.origin === 'file' && !wanted.has(e.config.id)).map((e) => e.config.id);
+      const restarted = [...running.values()].filter((e) => wanted.has(e.config.id) && !sameConfig(e.config, wanted.get(e.config.id)!)).map((e) => e.config.id);
+      const added = configs.filter((c) => !running.has(c.id)).map((c) => c.id);
+      // The file now names a source the API added, unchanged: the file manages it from now on.
+      for (const entry of running.values()) if (wanted.has(entry.config.id)) entry.origin = 'file';
+      await Promise.all([...removed, ...restarted].map(remove));
+      for (const id of [...restarted, ...added]) add(wanted.get(id)!, 'file');
+      return { added, removed, restarted };
+    },
+    metrics: () => [...running.values(), ...ended.values()].map(metricsOf),
+    idle: () => (running.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
+    async close() {
+      closed = true;
+      try {
+        await Promise.all([...running.values()].map(stop));
+      } finally {
+        await producer.close();
+      }
+      return [...ended.values()].map((e) => e.outcome!);
+    },
+  };
 }
+
+/** Runs every source until it ends (or `signal` stops them all) and returns their results. */
+export async function runIngest(options: IngestOptions & { sources: readonly SourceConfig[]; signal?: AbortSignal }): Promise<SourceResult[]> {
+  const ingest = createIngest(options);
+  const stop = (): void => void ingest.close();
+  options.signal?.addEventListener('abort', stop, { once: true });
+  try {
+    for (const config of options.sources) ingest.add(config, 'file');
+    await ingest.idle();
+  } finally {
+    options.signal?.removeEventListener('abort', stop);
+  }
+  return ingest.close();
+}
+
+/** Streams that never end by themselves: `live` when set, else Twitch, listeners and the URL schemes of cameras and streams. */
+export function isLive(config: SourceConfig): boolean {
+  return config.live ?? (config.twitch !== undefined || config.listen === true || /^(rtsps?|rtmps?|udp|srt|tcp):\/\/|^\/dev\/video/i.test(config.path ?? ''));
+}
+
+async function open(config: SourceConfig, dataDir: string, logger: Logger): Promise<Source> {
+  const sampling = {
+    logger,
+    ...(config.fps ? { fps: config.fps } : {}),
+    ...(config.sample ? { sample: config.sample } : {}),
+    ...(config.width ? { width: config.width } : {}),
+  };
+  if (config.twitch) {
+    const twitch = config.twitch;
+    const connect = twitchConnect({
+      channel: twitch.channel,
+      quality: twitch.quality,
+      ...secret('clientId', process.env.PANOPTES_TWITCH_CLIENT_ID ?? twitch.clientId),
+      ...secret('oauthToken', process.env.PANOPTES_TWITCH_OAUTH_TOKEN ?? twitch.oauthToken),
+      ...(twitch.gqlUrl ? { gqlUrl: twitch.gqlUrl } : {}),
+      ...(twitch.usherUrl ? { usherUrl: twitch.usherUrl } : {}),
+      logger,
+    });
+    return createLiveSource({ id: config.id, url: `twitch://${twitch.channel}`, connect, inputStats: () => connect.stats, ...sampling });
+  }
+  const path = config.synthetic ? await ensureSyntheticClip(config.id, config.synthetic, join(dataDir, 'footage'), logger) : config.path!;
+  if (isLive(config) && isHlsUrl(path)) {
+    // Followed here rather than by ffmpeg: ad breaks are skipped and signed URLs stay off its command line.
+    const stats = createHlsStats();
+    const connect = async (signal: AbortSignal) => {
+      const stream = followHls({ url: path, signal, logger, stats });
+      await stream.ready();
+      return stream;
+    };
+    return createLiveSource({ id: config.id, url: path, connect, inputStats: () => stats, ...sampling });
+  }
+  if (isLive(config)) return createLiveSource({ id: config.id, url: path, ...(config.listen ? { listen: true } : {}), ...sampling });
+  const mediaStartMs = recordedAt(config, path);
+  return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...sampling });
+}
+
+const isHlsUrl = (path: string): boolean => /^https?:\/\/[^?#]*\.m3u8?([?#]|$)/i.test(path);
+
+const secret = <K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> => (value ? ({ [key]: value } as Record<K, string>) : {});
+
+/** The apps travel with each frame, so a backend elsewhere knows a source added while running. */
+function withRouting(frame: Frame, config: SourceConfig): Frame {
+  return { ...frame, apps: config.apps };
+}
+
+function metricsOf(entry: Running): SourceMetrics {
+  const status = entry.source?.status();
+  const live = status && 'downtimeMs' in status ? status : undefined;
+  const downtimeLost = live?.nativeFps ? Math.round((live.downtimeMs / 1000) * live.nativeFps) : 0;
+  const sorted = [...entry.latencies].sort((a, b) => a - b);
+  const quantile = (q: number): number | undefined => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] : undefined);
+  return {
+    id: entry.config.id,
+    kind: isLive(entry.config) ? 'live' : 'file',
+    state: entry.outcome ? (entry.outcome.error ? 'failed' : entry.stopped ? 'removed' : 'ended') : (status?.state ?? 'starting'),
+    origin: entry.origin,
+    apps: entry.config.apps,
+    received: status?.framesDecoded ?? 0,
+    sampled: status?.framesEmitted ?? 0,
+    published: entry.published,
+    analyzedHere: entry.analyzedHere,
+    lost: (status?.framesSkipped ?? 0) + downtimeLost,
+    ...(live ? { reconnects: live.reconnects, downtimeMs: Math.round(live.downtimeMs) } : {}),
+    ...(live?.adSegmentsSkipped !== undefined ? { adSegmentsSkipped: live.adSegmentsSkipped, segmentsMissed: live.segmentsMissed } : {}),
+    latencyP50Ms: quantile(0.5),
+    latencyP99Ms: quantile(0.99),
+    ...(entry.outcome?.error ? { error: entry.outcome.error } : {}),
+  };
+}
+
+/** How many frames a source will publish in all, when that can be known ahead. */
+function expectedFrames(entry: Running): number | undefined {
+  const status = entry.source?.status();
+  // A live stream has no length: no total.
+  if (!status || !('durationMs' in status) || status.durationMs === undefined || entry.config.loop) return undefined;
+  const fps = entry.config.fps ?? status.nativeFps;
+  // Keyframes and scene changes cannot be counted ahead; every Nth frame can.
+  const sample = entry.config.sample;
+  const sampled = !sample ? fps : 'everyNth' in sample && fps ? fps / sample.everyNth : undefined;
+  return sampled ? Math.ceil((status.durationMs / 1000) * sampled) : undefined;
+}
+
+const sameConfig = (a: SourceConfig, b: SourceConfig): boolean => JSON.stringify(a) === JSON.stringify(b);
 
 /**
  * When a file's footage starts, so that replaying it stamps the same `frame_time` every time:

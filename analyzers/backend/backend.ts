@@ -85,6 +85,8 @@ export interface BackendStatus {
   late: number;
   batches: number;
   imagesRun: number;
+  /** First-node outputs an ingest worker made itself (collaborative processing), used instead of running the node here. */
+  localOutputs: number;
   /** The epoch of the plan followed; undefined before the first. */
   planEpoch?: number;
   /** Partitions of its topics this backend consumes now. */
@@ -110,6 +112,8 @@ interface Work {
   inputId: string;
   lineage: string[];
   deadlineMs: number;
+  /** The node's output, made already by the ingest worker (collaborative processing). */
+  localOutput?: NodeOutput;
 }
 
 /** What handling one batch publishes, by topic; sent once the whole batch is handled. */
@@ -144,7 +148,7 @@ export function taskTopics(apps: readonly AppLogic[]): string[] {
  */
 export function createBackend(options: BackendOptions): Lifecycle<BackendStatus> {
   const logger = options.logger.child({ module: 'analyzers.backend', backend: options.id });
-  const status: Omit<BackendStatus, 'partitions' | 'models'> = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, dropsByReason: {}, late: 0, batches: 0, imagesRun: 0 };
+  const status: Omit<BackendStatus, 'partitions' | 'models'> = { state: 'idle', frames: 0, tasks: 0, rows: 0, rowsByTable: {}, drops: 0, dropsByReason: {}, late: 0, batches: 0, imagesRun: 0, localOutputs: 0 };
   const producer = options.bus.producer();
   const executor = createExecutor<Request, Prepared, Executed>({
     policy: options.dropPolicy ?? 'early',
@@ -218,7 +222,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     const { app, node } = planned;
     let output: NodeOutput;
     try {
-      output = await infer(planned, image, planned.params, realtime(frame.source) ? work.deadlineMs : Infinity);
+      if (work.localOutput) status.localOutputs += 1;
+      output = work.localOutput ?? (await infer(planned, image, planned.params, realtime(frame.source) ? work.deadlineMs : Infinity));
     } catch (err) {
       const why = err instanceof DeadlineMissed ? 'deadline' : 'model-failed';
       drop(out, work.lineage.length === 0 ? 'frame' : 'task', why, `${app.spec.name}/${node.id}: ${describeError(err)}`, { source: frame.source, seq: frame.seq });
@@ -280,7 +285,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
     status.frames += 1;
     const at = { source: frame.source, seq: frame.seq };
-    const apps = options.appsForSource(frame.source).filter((app) => roots.has(app));
+    const apps = (frame.apps ?? options.appsForSource(frame.source)).filter((app) => roots.has(app));
     const planned = apps.flatMap((app) => roots.get(app) ?? []);
     if (planned.length === 0) return drop(out, 'frame', 'no-app', `no app analyzes source ${frame.source}`, at);
     for (const app of apps) stats.frame(app);
@@ -291,8 +296,9 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       return drop(out, 'frame', 'image-decode', describeError(err), at);
     }
     await Promise.all(
-      planned.map((p) =>
-        runNode({
+      planned.map((p) => {
+        const local = frame.local?.find((l) => l.app === p.app.spec.name && l.node === p.node.id);
+        return runNode({
           planned: p,
           frame,
           image,
@@ -300,8 +306,9 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           inputId: frameId(p.app.spec.name, frame.source, frame.seq),
           lineage: [],
           deadlineMs: frame.captureTimeMs + p.app.spec.sloMs,
-        }, out),
-      ),
+          ...(local ? { localOutput: { kind: 'detections', detections: local.detections } } : {}),
+        }, out);
+      }),
     );
   };
 

@@ -1,11 +1,12 @@
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { projectRoot, resolveConfigPath } from '../paths.js';
-import { configError, deepFreeze, loadConfigFile, type ConfigIssue } from './load.js';
+import { configError, deepFreeze, loadConfigFile, parseConfig, type ConfigIssue } from './load.js';
 import {
   appSpecSchema,
   deploymentSchema,
   modelZooSchema,
+  sourceSchema,
   type AppSpec,
   type Deployment,
   type ModelSpec,
@@ -131,19 +132,19 @@ export function compileDeployment(deployment: Deployment, file: string, options:
   deployment.sources.forEach((source, i) => {
     if (ids.has(source.id)) issues.push({ file, path: `sources[${i}].id`, message: `duplicate source id "${source.id}"` });
     ids.add(source.id);
-    source.apps.forEach((name, j) => {
-      if (!apps[name]) {
-        issues.push({ file, path: `sources[${i}].apps[${j}]`, message: `got "${name}"; expected one of the apps: ${Object.keys(apps).join(', ')}` });
-      }
-    });
-    const path = source.path === undefined || isUrl(source.path) ? source.path : resolve(baseDir, source.path);
-    if (path && !isUrl(path) && !existsSync(path)) {
-      if (source.optional) skipped.push({ id: source.id, reason: `file not found: ${path}` });
-      else issues.push({ file, path: `sources[${i}].path`, message: `got "${source.path}"; expected an existing file (${path})` });
-      return;
-    }
-    sources.push(path ? { ...source, path } : source);
+    const checked = checkSource(source, { file, at: `sources[${i}]`, baseDir, apps }, issues);
+    if (checked === 'skipped') skipped.push({ id: source.id, reason: `file not found: ${resolve(baseDir, source.path!)}` });
+    else if (checked) sources.push(checked);
   });
+  const local = deployment.ingest.localAnalysis;
+  if (local) {
+    for (const key of ['model', 'replaces'] as const) {
+      const name = local[key] ?? local.model;
+      const model = models[name];
+      if (!model) issues.push({ file, path: `ingest.localAnalysis.${key}`, message: `got "${name}"; expected a model from the zoo: ${Object.keys(models).join(', ')}` });
+      else if (model.task !== 'detect-objects') issues.push({ file, path: `ingest.localAnalysis.${key}`, message: `got "${name}" (${model.task}); expected an object detector (task detect-objects)` });
+    }
+  }
   if (issues.length > 0) throw configError(file, issues);
 
   return deepFreeze({
@@ -155,6 +156,45 @@ export function compileDeployment(deployment: Deployment, file: string, options:
     apps,
     models,
   });
+}
+
+/**
+ * One more source for a running deployment (JSON or YAML text, e.g. an HTTP request's body),
+ * validated and cross-checked as a source in the deployment file would be; `where` names it in
+ * errors. Relative paths are relative to the deployment file.
+ * @throws PanoptesError ConfigInvalid listing every problem
+ */
+export function compileSource(text: string, config: CompiledConfig, where: string): SourceConfig {
+  const source = parseConfig(sourceSchema, text, where);
+  const issues: ConfigIssue[] = [];
+  const checked = checkSource(source, { file: where, at: '', baseDir: dirname(config.file), apps: config.apps }, issues);
+  if (checked === 'skipped') issues.push({ file: where, path: 'path', message: `got "${source.path}"; expected an existing file` });
+  if (issues.length > 0 || !checked || checked === 'skipped') throw configError(where, issues);
+  return deepFreeze(checked);
+}
+
+/**
+ * A source's apps must exist and its file too (an optional source whose file is missing is
+ * `skipped`); returns the source with its path resolved, or undefined after pushing its problems.
+ */
+function checkSource(
+  source: SourceConfig,
+  where: { file: string; at: string; baseDir: string; apps: Readonly<Record<string, AppSpec>> },
+  issues: ConfigIssue[],
+): SourceConfig | 'skipped' | undefined {
+  const { file, at, baseDir, apps } = where;
+  const key = (name: string): string => (at ? `${at}.${name}` : name);
+  const before = issues.length;
+  source.apps.forEach((name, j) => {
+    if (!apps[name]) issues.push({ file, path: key(`apps[${j}]`), message: `got "${name}"; expected one of the apps: ${Object.keys(apps).join(', ')}` });
+  });
+  const path = source.path === undefined || isUrl(source.path) ? source.path : resolve(baseDir, source.path);
+  if (path && !isUrl(path) && !existsSync(path)) {
+    if (source.optional) return issues.length > before ? undefined : 'skipped';
+    issues.push({ file, path: key('path'), message: `got "${source.path}"; expected an existing file (${path})` });
+  }
+  if (issues.length > before) return undefined;
+  return path ? { ...source, path } : source;
 }
 
 export function isUrl(path: string): boolean {

@@ -110,6 +110,21 @@ export const sourceSchema = z
         durationS: z.number().positive().max(3600),
       })
       .optional(),
+    /** Or a Twitch channel, watched live: offline is a state, ad breaks are skipped. */
+    twitch: z
+      .strictObject({
+        channel: z.string().regex(/^[a-zA-Z0-9_]{1,25}$/, 'a Twitch login: letters, digits, _'),
+        /** `best`, `worst`, or a height such as `720p`; the nearest lower variant when absent. */
+        quality: z.string().regex(/^(best|worst|\d{3,4}p?)$/, 'best, worst or a height such as 720p').default('best'),
+        /** Twitch client id; PANOPTES_TWITCH_CLIENT_ID overrides; default: the web player's. Never logged. */
+        clientId: z.string().min(1).optional(),
+        /** A user's OAuth token (ad-free for subscribers); PANOPTES_TWITCH_OAUTH_TOKEN overrides. Never logged. */
+        oauthToken: z.string().min(1).optional(),
+        /** Twitch's endpoints, for tests and proxies. */
+        gqlUrl: z.url().optional(),
+        usherUrl: z.url().optional(),
+      })
+      .optional(),
     /** Apps that analyze this source. */
     apps: z.array(id).min(1),
     /** Sampled frames per second; the file's own rate when absent. */
@@ -122,6 +137,11 @@ export const sourceSchema = z
      * rtmp, udp, srt and tcp URLs; set it for an HTTP camera.
      */
     live: z.boolean().optional(),
+    /**
+     * The camera pushes its stream to `path` (an rtsp:// or rtmp:// address of this host) and
+     * Panoptes listens there, instead of pulling it. Implies `live`.
+     */
+    listen: z.boolean().optional(),
     /** Scale to this width at decode time, keeping the aspect ratio. */
     width: z.number().int().min(16).max(7680).optional(),
     /** Replay speed: 1 is real time, N is N times faster, `max` is as fast as it decodes. */
@@ -135,8 +155,12 @@ export const sourceSchema = z
     /** Skip this source with a warning when its file is missing, instead of failing. */
     optional: z.boolean().default(false),
   })
-  .refine((s) => (s.path === undefined) !== (s.synthetic === undefined), {
-    message: 'a source needs exactly one of `path` or `synthetic`',
+  .refine((s) => [s.path, s.synthetic, s.twitch].filter((x) => x !== undefined).length === 1, {
+    message: 'a source needs exactly one of `path`, `synthetic` or `twitch`',
+  })
+  .refine((s) => !s.listen || /^(rtsp|rtmp):\/\//i.test(s.path ?? ''), {
+    message: '`listen` needs a path of the form rtsp://<address>:<port>/<name> or rtmp://<address>:<port>/<app>/<name>',
+    path: ['listen'],
   })
   .refine((s) => s.fps === undefined || s.sample === undefined, {
     message: 'a source samples by `fps` or by `sample`, not both',
@@ -238,6 +262,26 @@ export const deploymentSchema = z.strictObject({
       threads: z.number().int().positive().max(64).default(1),
     })
     .default({ batch: 4, threads: 1 }),
+  ingest: z
+    .strictObject({
+      /**
+       * Collaborative processing: while backends report congestion, the ingest worker runs the
+       * apps' first model itself with `model` and sends its detections with the frame.
+       */
+      localAnalysis: z
+        .strictObject({
+          /** A detector from the zoo, usually cheaper than the one it replaces. */
+          model: z.string().min(1),
+          /** The first-node model it stands in for. Default: `model`. */
+          replaces: z.string().min(1).optional(),
+          /** Congested: a backend session of `replaces` reports more than this share of dropped or late requests. */
+          maxBadRate: z.number().min(0).max(1).default(0.05),
+          /** How long one report of congestion counts, s. */
+          holdS: z.number().positive().default(5),
+        })
+        .optional(),
+    })
+    .default({}),
 });
 export type DeploymentInput = z.input<typeof deploymentSchema>;
 export type Deployment = z.infer<typeof deploymentSchema>;

@@ -29,6 +29,34 @@ const frameHeader = z.object({
   ptsMs: ms,
   width: count,
   height: count,
+  /**
+   * The apps that analyze this frame, as its ingest worker was configured: a source added while
+   * running is known to backends elsewhere only through this. Absent, backends use their own
+   * deployment's sources.
+   */
+  apps: z.array(z.string().min(1)).optional(),
+  /**
+   * Collaborative processing: detections the ingest worker made itself, with `model`, for an
+   * app's first node, while the backends were congested. A backend uses them instead of
+   * running that node.
+   */
+  local: z
+    .array(
+      z.object({
+        app: z.string().min(1),
+        node: z.string().min(1),
+        model: z.string().min(1),
+        detections: z.array(
+          z.object({
+            box: z.object({ x1: z.number(), y1: z.number(), x2: z.number(), y2: z.number() }),
+            classId: z.number().int(),
+            className: z.string(),
+            score: z.number(),
+          }),
+        ),
+      }),
+    )
+    .optional(),
 });
 export type Frame = z.infer<typeof frameHeader> & { jpeg: Uint8Array };
 

@@ -93,6 +93,46 @@ describe('panoptes command', () => {
     expect(stdout).toContain(`frames: ${frames}  `); // every published frame was processed before exit
   });
 
+  it.skipIf(!existsSync(clip))('serves /sources while running: a source added over HTTP and one by SIGHUP are analyzed; SIGTERM stops it', async () => {
+    const file = join(dataDir, 'service.yaml');
+    const header = `apps: [${join(root, 'configs/apps/traffic.yaml')}]\nmodels: ${join(root, 'configs/models.yaml')}\nsources:\n`;
+    const source = (id: string): string => `  - { id: ${id}, path: ${clip}, apps: [traffic], fps: 1, loop: true, speed: 1 }\n`;
+    writeFileSync(file, header + source('first'));
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), 'run', file, '--http-port', String(port), '--data-dir', join(dataDir, 'service')], {
+      cwd: root,
+      env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent' },
+    });
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const url = `http://127.0.0.1:${port}`;
+    type Listed = { sources: { id: string; state: string; published: number }[] };
+    // Before the ingest worker starts, /sources answers 503 with an error body.
+    const sources = async (): Promise<Listed['sources']> => ((await (await fetch(`${url}/sources`)).json()) as Partial<Listed>).sources ?? [];
+    const until = async (what: string, check: (s: Listed['sources']) => boolean): Promise<void> => {
+      for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
+        if (check(await sources().catch(() => []))) return;
+      }
+      throw new Error(`timed out waiting for ${what}`);
+    };
+    try {
+      await until('the first source', (s) => s.some((x) => x.id === 'first' && x.published > 0));
+      const posted = await fetch(`${url}/sources`, { method: 'POST', body: JSON.stringify({ id: 'second', path: clip, apps: ['traffic'], fps: 1, loop: true, speed: 1 }) });
+      expect(posted.status).toBe(201);
+      writeFileSync(file, header + source('first') + source('third'));
+      child.kill('SIGHUP');
+      await until('the second and third sources', (s) => ['second', 'third'].every((id) => s.some((x) => x.id === id && x.published > 0)));
+      // The reload left running the source it did not change, and the one added over HTTP.
+      const states = Object.fromEntries((await sources()).map((x) => [x.id, x.state]));
+      expect(states).toEqual({ first: 'running', second: 'running', third: 'running' });
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+    for (const id of ['first', 'second', 'third']) expect(stdout).toMatch(new RegExp(`${id}: [1-9]\\d* frames`));
+  });
+
   it('lists the model zoo', async () => {
     const result = await panoptes('models', 'list');
     expect(result.code).toBe(0);

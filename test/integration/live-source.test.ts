@@ -47,6 +47,15 @@ function camera(port = 0): Promise<{ server: Server; port: number; kill(): void 
   );
 }
 
+/** A TCP port nobody listens on now. */
+function freePort(): Promise<number> {
+  const server = createServer();
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as AddressInfo;
+    server.close(() => resolve(port));
+  }));
+}
+
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'panoptes-live-'));
   clip = join(dir, 'cam.mp4');
@@ -79,9 +88,57 @@ describe('a live source', () => {
       cam.kill();
     }
     expect(frames.map((f) => f.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
-    expect(source.status().reconnects).toBeGreaterThanOrEqual(2);
+    const status = source.status();
+    expect(status.reconnects).toBeGreaterThanOrEqual(2);
+    // 10 fps decoded, 5 sampled; the 2 s outage counted as time down.
+    expect(status.framesDecoded).toBeGreaterThanOrEqual(status.framesEmitted);
+    expect(status.downtimeMs).toBeGreaterThanOrEqual(2000);
+    expect(status.nativeFps).toBe(10);
     expect(reconnectMs).toBeGreaterThan(0);
     console.log(`reconnected ${reconnectMs} ms after the camera came back (${source.status().reconnects} reconnects)`);
+  }, 60_000);
+
+  it.each([
+    ['rtsp', (port: number) => `rtsp://127.0.0.1:${port}/cam`, ['-f', 'rtsp', '-rtsp_transport', 'tcp']],
+    ['rtmp', (port: number) => `rtmp://127.0.0.1:${port}/live/cam`, ['-f', 'flv']],
+  ] as const)('listens for a camera that pushes %s, and again after the camera drops', async (_, url, format) => {
+    const port = await freePort();
+    const push = (): ChildProcess =>
+      spawn(ffmpeg, ['-hide_banner', '-loglevel', 'error', '-re', '-stream_loop', '-1', '-i', clip, '-c', 'copy', ...format, url(port)], { stdio: 'ignore' });
+    const source = createLiveSource({ id: 'pushed', url: url(port), listen: true, fps: 5, backoff: { initialMs: 100, maxMs: 1000, jitter: 0.2 } });
+    const frames: Frame[] = [];
+    // ffmpeg listens only once the source is iterated; the camera retries until it gets through, as cameras do.
+    let camera: ChildProcess | undefined;
+    let cameraBackAt = 0;
+    let reconnectMs = 0;
+    const keepPushing = setInterval(() => {
+      if (!camera || camera.exitCode !== null) camera = push();
+    }, 300);
+    try {
+      for await (const frame of source.frames()) {
+        frames.push(frame);
+        if (frames.length === 5) {
+          clearInterval(keepPushing);
+          camera?.kill('SIGKILL');
+          setTimeout(() => {
+            cameraBackAt = Date.now();
+            const retry = setInterval(() => {
+              if (camera?.exitCode !== null || camera.signalCode !== null) camera = push();
+              if (frames.length > 5) clearInterval(retry);
+            }, 300);
+          }, 1000);
+        }
+        if (cameraBackAt > 0 && reconnectMs === 0) reconnectMs = Date.now() - cameraBackAt;
+        if (frames.length === 10) break;
+      }
+    } finally {
+      clearInterval(keepPushing);
+      await source.stop();
+      camera?.kill('SIGKILL');
+    }
+    expect(frames.map((f) => f.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(source.status().reconnects).toBeGreaterThanOrEqual(1);
+    console.log(`${_}: frames again ${reconnectMs} ms after the camera pushed again`);
   }, 60_000);
 
   it('runs as a deployment source (`live: true`) until stopped, publishing its frames', async () => {

@@ -23,7 +23,7 @@ import { thrown } from '../helpers.js';
 
 const root = projectRoot();
 const CENTERNET = join(root, 'models/centernet.onnx');
-const SOURCE_KEYS = ['id', 'path', 'synthetic', 'apps', 'fps', 'sample', 'live', 'width', 'speed', 'loop', 'startTime', 'optional'];
+const SOURCE_KEYS = ['id', 'path', 'synthetic', 'twitch', 'apps', 'fps', 'sample', 'live', 'listen', 'width', 'speed', 'loop', 'startTime', 'optional'];
 
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -169,6 +169,19 @@ describe('parseConfig', () => {
     expect(both.err.message).toContain('not both');
     const unknown = invalid(() => parseConfig(deploymentSchema, deployment(`${withoutFps}    sample: { everyOther: true }\n`), file));
     expect(unknown.issues[0]?.path).toMatch(/^sources\[0\]\.sample/);
+  });
+
+  it('takes a Twitch channel or a listening camera, and says what is wrong with each', () => {
+    const twitch = parseConfig(deploymentSchema, deployment('  - id: streamer\n    twitch: { channel: some_channel }\n    apps: [traffic]\n'), file);
+    expect(twitch.sources[0]?.twitch).toEqual({ channel: 'some_channel', quality: 'best' });
+    const badChannel = invalid(() => parseConfig(deploymentSchema, deployment('  - id: streamer\n    twitch: { channel: "no spaces", quality: hd }\n    apps: [traffic]\n'), file));
+    expect(badChannel.issues.map((i) => i.path)).toEqual(['sources[0].twitch.channel', 'sources[0].twitch.quality']);
+    const twitchAndPath = invalid(() => parseConfig(deploymentSchema, deployment(`${GOOD_SOURCE}    twitch: { channel: a }\n`), file));
+    expect(twitchAndPath.err.message).toContain('exactly one of `path`, `synthetic` or `twitch`');
+    const listening = parseConfig(deploymentSchema, deployment('  - id: pushed\n    path: rtsp://0.0.0.0:8554/cam\n    listen: true\n    apps: [traffic]\n'), file);
+    expect(listening.sources[0]?.listen).toBe(true);
+    const listenOnFile = invalid(() => parseConfig(deploymentSchema, deployment(`${GOOD_SOURCE}    listen: true\n`), file));
+    expect(listenOnFile.issues[0]?.path).toBe('sources[0].listen');
   });
 
   it('rejects a YAML syntax error, naming the file', () => {
@@ -359,6 +372,15 @@ describe('loadDeployment', () => {
     const { err, issues } = invalid(() => loadDeployment(join(dir, 'deploy.yaml')));
     expect(issues.map((i) => i.path)).toEqual(['sources[1].path']);
     expect(err.message).toContain('"gone.mp4"');
+  });
+
+  it('checks local analysis names object detectors from the zoo', () => {
+    const withLocal = (local: string): string => `${deployment(GOOD_SOURCE)}ingest:\n  localAnalysis: ${local}\n`;
+    const ok = loadDeployment(join(project({ 'deploy.yaml': withLocal('{ model: centernet }') }), 'deploy.yaml'));
+    expect(ok.deployment.ingest.localAnalysis).toEqual({ model: 'centernet', maxBadRate: 0.05, holdS: 5 });
+    const { err, issues } = invalid(() => loadDeployment(join(project({ 'deploy.yaml': withLocal('{ model: tiny, replaces: centernet }') }), 'deploy.yaml')));
+    expect(issues.map((i) => i.path)).toEqual(['ingest.localAnalysis.model']);
+    expect(err.message).toContain('"tiny"');
   });
 
   it('leaves URLs and synthetic sources alone', () => {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createMetrics, serveMetrics } from '../../cli/metrics.js';
-import type { Stats } from '../../core/index.js';
+import { join } from 'node:path';
+import { startHttpServer } from '../../cli/http-server.js';
+import { createMetrics } from '../../cli/metrics.js';
+import { loadDeployment, projectRoot, silentLogger, type Stats } from '../../core/index.js';
 
 const stats: Stats = {
   backend: 'b1',
@@ -16,7 +18,11 @@ describe('metrics', () => {
     const metrics = createMetrics();
     metrics.update(stats);
     metrics.update({ ...stats, fromMs: 1000, toMs: 2000 });
-    const server = await serveMetrics(metrics, 0);
+    metrics.watchSources(() => [
+      { id: 'cam1', kind: 'live', state: 'streaming', origin: 'file', apps: ['traffic'], received: 250, sampled: 50, published: 49, analyzedHere: 7, lost: 25, reconnects: 1, downtimeMs: 1000, latencyP50Ms: 12, latencyP99Ms: 40 },
+    ]);
+    const config = loadDeployment(join(projectRoot(), 'configs/demo.yaml'));
+    const server = await startHttpServer({ metrics, config, port: 0, logger: silentLogger() });
     try {
       const response = await fetch(`${server.url}/metrics`);
       expect(response.status).toBe(200);
@@ -31,12 +37,19 @@ describe('metrics', () => {
         'panoptes_session_dropped_total{backend="b1",session="centernet"} 4',
         'panoptes_edge_gamma{backend="b1",app="traffic",from="detect",to="read"} 1.5',
         'panoptes_app_frames_rate{backend="b1",app="traffic"} 12',
+        'panoptes_source_frames_total{source="cam1",stage="received"} 250',
+        'panoptes_source_frames_total{source="cam1",stage="lost"} 25',
+        'panoptes_source_frames_total{source="cam1",stage="analyzed_here"} 7',
+        'panoptes_source_latency_ms{source="cam1",quantile="0.99"} 40',
+        'panoptes_source_reconnects_total{source="cam1"} 1',
       ]) {
         expect(text).toContain(line);
       }
       expect(text).toMatch(/^panoptes_process_cpu_seconds_total /m);
       expect(await (await fetch(`${server.url}/health`)).text()).toBe('ok\n');
       expect((await fetch(`${server.url}/nope`)).status).toBe(404);
+      // No ingest worker attached: /sources says so instead of answering empty.
+      expect((await fetch(`${server.url}/sources`)).status).toBe(503);
     } finally {
       await server.close();
     }
