@@ -74,7 +74,7 @@ export const EVENTS: TableSpec = {
     /** The tracked object's id within its source; empty for events about the frame. */
     { name: 'track_id', type: 'String' },
     { name: 'class', type: 'String' },
-    /** `in` or `out` for a crossing; empty otherwise. */
+    /** The direction of a crossing, as its line names it; empty otherwise. */
     { name: 'direction', type: 'String' },
     /** The new value of a changed field. */
     { name: 'value', type: 'String' },

@@ -97,6 +97,12 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
       if (done.rows === 0) return;
       const result = await sink.query(EXAMPLE_QUERY);
       process.stdout.write(`\nexample query: ${EXAMPLE_QUERY}\n${formatTable(result, 'table')}\n`);
+      // Each app's first saved query, as `panoptes query --saved` runs it.
+      for (const app of Object.values(config.apps)) {
+        const [name, sql] = Object.entries(app.queries)[0] ?? [];
+        if (!name || !sql) continue;
+        process.stdout.write(`\nsaved query ${app.name}.${name}:\n${formatTable(await sink.query(sql), 'table')}\n`);
+      }
       const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${process.env.PANOPTES_CLICKHOUSE_URL ?? config.deployment.sink.url} --database ${config.deployment.sink.database}`;
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" ${where}\n`);
     },

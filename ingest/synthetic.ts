@@ -1,13 +1,17 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
 import { resolveFfmpegPath, runFfmpeg } from './ffmpeg.js';
 
 export interface SyntheticClip {
-  /** An ffmpeg lavfi graph, e.g. `testsrc2=size=640x360:rate=10`. */
+  /**
+   * An ffmpeg lavfi graph, e.g. `testsrc2=size=640x360:rate=10`. `{font}` stands for a bold
+   * sans-serif TrueType font shipped with Panoptes (DejaVu Sans Bold), for `drawtext`.
+   */
   lavfi: string;
   durationS: number;
 }
@@ -25,7 +29,7 @@ export async function ensureSyntheticClip(id: string, clip: SyntheticClip, dir: 
   const partial = `${path}.partial`;
   const run = runFfmpeg({
     ffmpegPath: resolveFfmpegPath(),
-    input: clip.lavfi,
+    input: clip.lavfi.replaceAll('{font}', fontFile()),
     inputOptions: ['-f', 'lavfi'],
     outputOptions: ['-t', String(clip.durationS), '-c:v', 'libx264', '-preset', 'veryfast', '-pix_fmt', 'yuv420p', '-f', 'matroska'],
     logger,
@@ -47,4 +51,9 @@ export async function ensureSyntheticClip(id: string, clip: SyntheticClip, dir: 
   await rename(partial, path);
   logger.info({ source: id, path }, 'synthetic footage rendered');
   return path;
+}
+
+/** DejaVu Sans Bold from the `dejavu-fonts-ttf` package: the same glyphs on every machine. */
+function fontFile(): string {
+  return join(dirname(createRequire(import.meta.url).resolve('dejavu-fonts-ttf/package.json')), 'ttf', 'DejaVuSans-Bold.ttf');
 }

@@ -20,6 +20,7 @@ import {
   type AppLogic,
   type AppNode,
   type Batch,
+  type Box,
   type Bus,
   type BusMessage,
   type Consumer,
@@ -114,6 +115,12 @@ interface Work {
   deadlineMs: number;
   /** The node's output, made already by the ingest worker (collaborative processing). */
   localOutput?: NodeOutput;
+}
+
+/** The part of an input image a node's region (fractions of it) names, and where it lies in the frame. */
+function regionOf(image: RgbImage, offset: { x: number; y: number }, region: Box): { image: RgbImage; offset: { x: number; y: number } } {
+  const box = { x1: Math.floor(region.x1 * image.width), y1: Math.floor(region.y1 * image.height), x2: Math.ceil(region.x2 * image.width), y2: Math.ceil(region.y2 * image.height) };
+  return { image: cropImage(image, box), offset: { x: offset.x + box.x1, y: offset.y + box.y1 } };
 }
 
 /** What handling one batch publishes, by topic; sent once the whole batch is handled. */
@@ -218,8 +225,10 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   };
 
   const runNode = async (work: Work, out: Outbox): Promise<void> => {
-    const { planned, frame, image, offset } = work;
+    const { planned, frame } = work;
     const { app, node } = planned;
+    // A node with a region runs on that part of its input only (a HUD's corner).
+    const { image, offset } = node.region ? regionOf(work.image, work.offset, node.region) : work;
     let output: NodeOutput;
     try {
       if (work.localOutput) status.localOutputs += 1;

@@ -65,11 +65,14 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
   app.nodes.forEach((node, i) => {
     if (nodeIds.has(node.id)) issues.push({ path: `nodes[${i}].id`, message: `duplicate node id "${node.id}"` });
     nodeIds.add(node.id);
-    if (!models[node.model]) {
+    const model = models[node.model] as { task?: string } | undefined;
+    if (!model) {
       issues.push({
         path: `nodes[${i}].model`,
         message: `got "${node.model}"; expected a model from the zoo: ${Object.keys(models).join(', ')}`,
       });
+    } else if (node.parse && model.task !== 'recognize-text') {
+      issues.push({ path: `nodes[${i}].parse`, message: `node "${node.id}" runs ${node.model} (${model.task}); parse reads text: use a text recognizer` });
     }
   });
   const parents = new Map<string, string>();

@@ -39,12 +39,23 @@ export type ModelZoo = z.infer<typeof modelZooSchema>;
 
 // ---- apps ----
 
-const region = z.strictObject({
-  x1: z.number().min(0).max(1),
-  y1: z.number().min(0).max(1),
-  x2: z.number().min(0).max(1),
-  y2: z.number().min(0).max(1),
-});
+const region = z
+  .strictObject({
+    x1: z.number().min(0).max(1),
+    y1: z.number().min(0).max(1),
+    x2: z.number().min(0).max(1),
+    y2: z.number().min(0).max(1),
+  })
+  .refine((r) => r.x1 < r.x2 && r.y1 < r.y2, 'a region with x1 < x2 and y1 < y2');
+
+const isRegExp = (pattern: string): boolean => {
+  try {
+    new RegExp(pattern);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 /** Which outputs of the parent flow along an edge. Regions are fractions of the frame (0..1). */
 export const edgeFilterSchema = z.strictObject({
@@ -53,11 +64,28 @@ export const edgeFilterSchema = z.strictObject({
   region: region.optional(),
 });
 
+/**
+ * A value read out of a node's text (a HUD counter, a timer): the first capture group of
+ * `pattern` (a regular expression) in the text the node read, left to right.
+ */
+export const textFieldSchema = z.strictObject({
+  field: id,
+  pattern: z.string().min(1).refine(isRegExp, 'a regular expression (JavaScript syntax)'),
+  /** `number`; `time` for m:ss or h:mm:ss (stored as seconds); `text` as read. */
+  type: z.enum(['number', 'time', 'text']).default('number'),
+  /** A change counts once the new value is read on this many frames in a row (1: at once). */
+  confirmFrames: z.number().int().min(1).max(100).default(1),
+});
+
 export const appNodeSchema = z.strictObject({
   id,
   model: id,
   /** Model parameters, e.g. `minScore`, `classes` for a detector. */
   params: z.record(z.string(), z.unknown()).default({}),
+  /** Run on this part of the node's input only (fractions of it), e.g. a HUD's corner of the frame. */
+  region: region.optional(),
+  /** Values to read out of the text this node recognizes; a change of value is an event. */
+  parse: textFieldSchema.optional(),
 });
 
 export const appEdgeSchema = z.strictObject({
@@ -83,6 +111,7 @@ export type AppSpec = z.infer<typeof appSpecSchema>;
 export type AppNode = z.infer<typeof appNodeSchema>;
 export type AppEdge = z.infer<typeof appEdgeSchema>;
 export type EdgeFilter = z.infer<typeof edgeFilterSchema>;
+export type TextField = z.infer<typeof textFieldSchema>;
 
 // ---- deployments ----
 

@@ -282,6 +282,19 @@ describe('loadModelZoo and loadApp', () => {
     expect(err.message).toContain('centernet');
   });
 
+  it('checks a node\'s region and parse: a region of positive size, a valid pattern, a text recognizer to parse with', () => {
+    const dir = project();
+    const models = loadModelZoo(join(dir, 'models.yaml'));
+    const file = join(dir, 'apps/hud.yaml');
+    writeFileSync(file, TRAFFIC.replace('    model: centernet\n', "    model: centernet\n    region: { x1: 0.5, y1: 0, x2: 0.2, y2: 1 }\n    parse: { field: kills, pattern: '(\\d+' }\n"));
+    const bad = invalid(() => parseConfig(appSpecSchema, readFileSync(file, 'utf8'), file));
+    expect(bad.issues.map((i) => i.path)).toEqual(['nodes[0].region', 'nodes[0].parse.pattern']);
+    writeFileSync(file, TRAFFIC.replace('    model: centernet\n', "    model: centernet\n    parse: { field: kills, pattern: '(\\d+)' }\n"));
+    const detector = invalid(() => loadApp(file, models));
+    expect(detector.issues.map((i) => i.path)).toEqual(['nodes[0].parse']);
+    expect(detector.err.message).toContain('text recognizer');
+  });
+
   it('checks the DAG: unknown edge target, second input, cycle, unreachable node', () => {
     const dir = project();
     const models = loadModelZoo(join(dir, 'models.yaml'));
@@ -406,10 +419,10 @@ describe('loadDeployment', () => {
 
   it('loads the committed configs/demo.yaml and configs/models.yaml', () => {
     const demo = loadDeployment(join(root, 'configs/demo.yaml'));
-    expect(Object.keys(demo.apps)).toEqual(['traffic']);
+    expect(Object.keys(demo.apps)).toEqual(['traffic', 'game']);
     expect(demo.sources.map((s) => s.id)).toContain('synthetic-testcard');
     const ids = [...demo.sources.map((s) => s.id), ...demo.skipped.map((s) => s.id)].sort();
-    expect(ids).toEqual(['car-detection', 'person-bicycle-car', 'synthetic-testcard']);
+    expect(ids).toEqual(['car-detection', 'game-hud', 'person-bicycle-car', 'synthetic-testcard']);
     const models = loadModelZoo();
     expect(Object.keys(models).sort()).toEqual(['centernet', 'ppocr-det', 'ppocr-rec']);
     expect(models['ppocr-rec']?.charset).toMatch(/ppocr_keys_v1\.txt$/);
