@@ -46,6 +46,8 @@ export interface LiveSourceOptions {
    * instead of pulling it; no frame counts as a stall before the first of a connection.
    */
   listen?: boolean;
+  /** RTSP over TCP (the default: UDP loses packets on busy links) or UDP, for cameras that only speak UDP. */
+  rtspTransport?: 'tcp' | 'udp';
   /**
    * What each connection reads: a URL for ffmpeg, or a byte stream piped into it (an HLS
    * follower's, whose `'ad-skipped'` events count as progress: an ad break is not a stall).
@@ -109,9 +111,9 @@ class Stalled extends Error {
 
 /**
  * Low-latency input: no input buffering, a probe of at most one second of stream (ffmpeg's
- * default five would delay the first frame), and RTSP over TCP (UDP loses frames on busy links).
+ * default five would delay the first frame), and RTSP over TCP unless told otherwise.
  */
-function lowLatencyInput(url: string | undefined, listen: boolean): string[] {
+function lowLatencyInput(url: string | undefined, listen: boolean, rtspTransport: 'tcp' | 'udp'): string[] {
   const rtsp = /^rtsps?:/i.test(url ?? '');
   return [
     // A piped stream comes in whole segments: dropping what the probe read would lose seconds.
@@ -120,7 +122,7 @@ function lowLatencyInput(url: string | undefined, listen: boolean): string[] {
     // A timestamp jump over 1 s (an HLS discontinuity, a skipped ad, lost segments) is smoothed
     // over; otherwise the fps filter would fill the gap with copies of the last frame.
     '-dts_delta_threshold', '1',
-    ...(rtsp ? ['-rtsp_transport', 'tcp'] : []),
+    ...(rtsp ? ['-rtsp_transport', rtspTransport] : []),
     ...(/^\/dev\/video/.test(url ?? '') ? ['-f', 'v4l2'] : []),
     ...(listen ? (rtsp ? ['-rtsp_flags', 'listen'] : ['-listen', '1']) : []),
   ];
@@ -184,7 +186,7 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
       ...(typeof input === 'string' ? {} : { input }),
       speed: 'max',
       loop: false,
-      inputOptions: lowLatencyInput(typeof input === 'string' ? input : undefined, listen),
+      inputOptions: lowLatencyInput(typeof input === 'string' ? input : undefined, listen, options.rtspTransport ?? 'tcp'),
       logger,
       ...(options.fps !== undefined ? { fps: options.fps } : {}),
       ...(options.sample ? { sample: options.sample } : {}),

@@ -281,7 +281,9 @@ async function open(config: SourceConfig, dataDir: string, logger: Logger): Prom
     };
     return createLiveSource({ id: config.id, url: path, connect, inputStats: () => stats, ...sampling });
   }
-  if (isLive(config)) return createLiveSource({ id: config.id, url: path, ...(config.listen ? { listen: true } : {}), ...sampling });
+  if (isLive(config)) {
+    return createLiveSource({ id: config.id, url: path, ...(config.listen ? { listen: true } : {}), ...(config.rtspTransport ? { rtspTransport: config.rtspTransport } : {}), ...sampling });
+  }
   const mediaStartMs = recordedAt(config, path);
   return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...sampling });
 }

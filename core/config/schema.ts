@@ -171,6 +171,8 @@ export const sourceSchema = z
      * Panoptes listens there, instead of pulling it. Implies `live`.
      */
     listen: z.boolean().optional(),
+    /** RTSP over `tcp` (the default) or `udp`, for cameras that only speak UDP. */
+    rtspTransport: z.enum(['tcp', 'udp']).optional(),
     /** Scale to this width at decode time, keeping the aspect ratio. */
     width: z.number().int().min(16).max(7680).optional(),
     /** Replay speed: 1 is real time, N is N times faster, `max` is as fast as it decodes. */

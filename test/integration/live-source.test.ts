@@ -99,13 +99,14 @@ describe('a live source', () => {
   }, 60_000);
 
   it.each([
-    ['rtsp', (port: number) => `rtsp://127.0.0.1:${port}/cam`, ['-f', 'rtsp', '-rtsp_transport', 'tcp']],
-    ['rtmp', (port: number) => `rtmp://127.0.0.1:${port}/live/cam`, ['-f', 'flv']],
-  ] as const)('listens for a camera that pushes %s, and again after the camera drops', async (_, url, format) => {
+    ['rtsp', (port: number) => `rtsp://127.0.0.1:${port}/cam`, ['-f', 'rtsp', '-rtsp_transport', 'tcp'], 'tcp'],
+    ['rtsp over udp', (port: number) => `rtsp://127.0.0.1:${port}/cam`, ['-f', 'rtsp', '-rtsp_transport', 'udp'], 'udp'],
+    ['rtmp', (port: number) => `rtmp://127.0.0.1:${port}/live/cam`, ['-f', 'flv'], undefined],
+  ] as const)('listens for a camera that pushes %s, and again after the camera drops', async (_, url, format, rtspTransport) => {
     const port = await freePort();
     const push = (): ChildProcess =>
       spawn(ffmpeg, ['-hide_banner', '-loglevel', 'error', '-re', '-stream_loop', '-1', '-i', clip, '-c', 'copy', ...format, url(port)], { stdio: 'ignore' });
-    const source = createLiveSource({ id: 'pushed', url: url(port), listen: true, fps: 5, backoff: { initialMs: 100, maxMs: 1000, jitter: 0.2 } });
+    const source = createLiveSource({ id: 'pushed', url: url(port), listen: true, ...(rtspTransport ? { rtspTransport } : {}), fps: 5, backoff: { initialMs: 100, maxMs: 1000, jitter: 0.2 } });
     const frames: Frame[] = [];
     // ffmpeg listens only once the source is iterated; the camera retries until it gets through, as cameras do.
     let camera: ChildProcess | undefined;

@@ -23,7 +23,7 @@ import { thrown } from '../helpers.js';
 
 const root = projectRoot();
 const CENTERNET = join(root, 'models/centernet.onnx');
-const SOURCE_KEYS = ['id', 'path', 'synthetic', 'twitch', 'apps', 'fps', 'sample', 'live', 'listen', 'width', 'speed', 'loop', 'startTime', 'optional'];
+const SOURCE_KEYS = ['id', 'path', 'synthetic', 'twitch', 'apps', 'fps', 'sample', 'live', 'listen', 'rtspTransport', 'width', 'speed', 'loop', 'startTime', 'optional'];
 
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
