@@ -6,7 +6,7 @@
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DETECTIONS, FRAMES, RECOGNITIONS } from '../../apps/index.js';
+import { APP_TABLES, DETECTIONS, FRAMES, RECOGNITIONS } from '../../apps/index.js';
 import { appSpecSchema, ErrorCode, loadConfigFile, PanoptesError, projectRoot, type ResultRow, type TableSpec } from '../../core/index.js';
 import type { QueryLimits, ResultSink } from '../../sinks/index.js';
 
@@ -122,6 +122,7 @@ export function describeSinkConformance(name: string, factory: SinkFactory): voi
 
     it("runs every saved query of the shipped apps", async () => {
       const sink = await open();
+      await sink.ensureTables(APP_TABLES);
       const dir = join(projectRoot(), 'configs/apps');
       const queries = readdirSync(dir)
         .filter((file) => file.endsWith('.yaml'))
