@@ -222,7 +222,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
         try {
           for (const source of config.sources) ingest.add(source, 'file');
           options.onIngest?.(ingest);
-          await Promise.race([options.keepRunning ? new Promise(() => undefined) : ingest.idle(), aborted(stopping.signal)]);
+          await (options.keepRunning ? aborted(stopping.signal) : Promise.race([ingest.idle(), aborted(stopping.signal)]));
         } finally {
           sources = await ingest.close();
         }
@@ -267,9 +267,9 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
 }
 
 /**
- * Reads the deployment file again and makes the running sources match it; the sources whose
- * config did not change keep running. Apps, models, bus and sink are read at start only: a
- * reload that changes the apps is refused, whole.
+ * Reads the deployment file again and makes the sources from it match (see `Ingest.reconcile`):
+ * the sources whose config did not change keep running. Apps, models, bus and sink are read at
+ * start only: a reload that changes the apps is refused, whole.
  */
 export async function reloadSources(config: CompiledConfig, ingest: Ingest, logger: Logger): Promise<void> {
   try {

@@ -7,9 +7,9 @@
  *   DELETE /sources/<id>      stop a source; the others keep running
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { compileSource, ErrorCode, PanoptesError, serializeError, type CompiledConfig, type Logger } from '../core/index.js';
 import type { Ingest } from '../ingest/index.js';
+import { listen } from './listen.js';
 import type { Metrics } from './metrics.js';
 
 export interface HttpServerOptions {
@@ -79,18 +79,14 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     return ingest;
   };
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host ?? '127.0.0.1', resolve);
-  });
-  const { address, port } = server.address() as AddressInfo;
+  const { url, close } = await listen(server, options.port, options.host);
   return {
-    url: `http://${address}:${port}`,
+    url,
     attach(worker) {
       ingest = worker;
       metrics.watchSources(() => worker.metrics());
     },
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close,
   };
 }
 

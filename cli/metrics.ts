@@ -25,43 +25,30 @@ export function createMetrics() {
   const framesRate = new Gauge({ name: 'panoptes_app_frames_rate', help: 'Frames per second taken in for the app', labelNames: ['backend', 'app'], registers: [registry] });
 
   let sources: (() => SourceMetrics[]) | undefined;
-  const sourceLabels = ['source'] as const;
-  new Gauge({
-    name: 'panoptes_source_frames_total',
-    help: 'Frames of a source by stage: received (decoded), sampled, published, lost, analyzed_here (its first model run by the ingest worker)',
-    labelNames: [...sourceLabels, 'stage'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const s of sources?.() ?? []) {
-        for (const stage of ['received', 'sampled', 'published', 'lost'] as const) this.set({ source: s.id, stage }, s[stage]);
-        this.set({ source: s.id, stage: 'analyzed_here' }, s.analyzedHere);
-      }
-    },
-  });
-  new Gauge({
-    name: 'panoptes_source_latency_ms',
-    help: 'Capture-to-publish latency of a source over its last frames, ms',
-    labelNames: [...sourceLabels, 'quantile'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const s of sources?.() ?? []) {
-        if (s.latencyP50Ms !== undefined) this.set({ source: s.id, quantile: '0.5' }, s.latencyP50Ms);
-        if (s.latencyP99Ms !== undefined) this.set({ source: s.id, quantile: '0.99' }, s.latencyP99Ms);
-      }
-    },
-  });
-  new Gauge({
-    name: 'panoptes_source_reconnects_total',
-    help: 'Connections a live source has lost',
-    labelNames: sourceLabels,
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const s of sources?.() ?? []) if (s.reconnects !== undefined) this.set({ source: s.id }, s.reconnects);
-    },
-  });
+  /** A gauge filled at each scrape from the sources' figures: `values` gives each source's labels and values. */
+  const sourceGauge = (name: string, help: string, extraLabel: string | undefined, values: (s: SourceMetrics) => [string | undefined, number | undefined][]) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: extraLabel ? ['source', extraLabel] : ['source'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const s of sources?.() ?? []) {
+          for (const [label, value] of values(s)) {
+            if (value !== undefined) this.set(extraLabel ? { source: s.id, [extraLabel]: label! } : { source: s.id }, value);
+          }
+        }
+      },
+    });
+  sourceGauge(
+    'panoptes_source_frames_total',
+    'Frames of a source by stage: received (decoded), sampled, published, lost, analyzed_here (its first model run by the ingest worker)',
+    'stage',
+    (s) => [['received', s.received], ['sampled', s.sampled], ['published', s.published], ['lost', s.lost], ['analyzed_here', s.analyzedHere]],
+  );
+  sourceGauge('panoptes_source_latency_ms', 'Capture-to-publish latency of a source over its last frames, ms', 'quantile', (s) => [['0.5', s.latencyP50Ms], ['0.99', s.latencyP99Ms]]);
+  sourceGauge('panoptes_source_reconnects_total', 'Connections a live source has lost', undefined, (s) => [[undefined, s.reconnects]]);
 
   return {
     registry,

@@ -5,9 +5,9 @@
  * unless told otherwise.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { ErrorCode, PanoptesError, serializeError, type Logger } from '../core/index.js';
 import type { ResultSink } from '../sinks/index.js';
+import { listen } from './listen.js';
 import { formatTable, type OutputFormat } from './output.js';
 
 export interface QueryServerOptions {
@@ -35,15 +35,7 @@ export async function startQueryServer(options: QueryServerOptions): Promise<{ u
       response.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host ?? '127.0.0.1', resolve);
-  });
-  const { address, port } = server.address() as AddressInfo;
-  return {
-    url: `http://${address}:${port}`,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
-  };
+  return listen(server, options.port, options.host);
 }
 
 async function answer(request: IncomingMessage, response: ServerResponse, options: QueryServerOptions): Promise<void> {

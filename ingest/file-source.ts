@@ -84,19 +84,23 @@ export interface FileSourceOptions {
 
 export type FileSourceState = 'idle' | 'running' | 'ended' | 'stopped' | 'failed';
 
-export interface FileSourceStatus {
-  state: FileSourceState;
+/** What every source counts, file or live. */
+export interface FrameCounts {
   framesEmitted: number;
   /** Frames ffmpeg decoded, before sampling. */
   framesDecoded: number;
   /** Frames sampled but not emitted because they were not a readable JPEG. */
   framesSkipped: number;
+  /** The video stream's own frame rate as ffmpeg reported it, once known. */
+  nativeFps: number | undefined;
+}
+
+export interface FileSourceStatus extends FrameCounts {
+  state: FileSourceState;
   /** ffmpeg's process id while it runs. */
   pid: number | undefined;
   /** The input's duration as ffmpeg reported it, once known (not for live streams). */
   durationMs: number | undefined;
-  /** The video stream's own frame rate as ffmpeg reported it, once known. */
-  nativeFps: number | undefined;
 }
 
 export interface FileSource {

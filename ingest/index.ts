@@ -8,6 +8,7 @@ export {
   type FileSourceOptions,
   type FileSourceState,
   type FileSourceStatus,
+  type FrameCounts,
   type ReplaySpeed,
 } from './file-source.js';
 export { resolveFfmpegPath } from './ffmpeg.js';

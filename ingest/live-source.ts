@@ -21,7 +21,7 @@ import {
   type Logger,
   type SamplePolicy,
 } from '../core/index.js';
-import { createFileSource, type FileSource } from './file-source.js';
+import { createFileSource, type FileSource, type FrameCounts } from './file-source.js';
 import type { HlsStats } from './hls.js';
 
 export interface Backoff {
@@ -68,17 +68,11 @@ export interface LiveSourceOptions {
   random?: () => number;
 }
 
-export interface LiveSourceStatus {
+/** Frame counts are over all connections. */
+export interface LiveSourceStatus extends FrameCounts {
   state: 'idle' | 'connecting' | 'streaming' | 'waiting' | 'offline' | 'stopped';
-  framesEmitted: number;
-  /** Frames ffmpeg decoded, before sampling, over all connections. */
-  framesDecoded: number;
-  /** Sampled frames that were not a readable JPEG. */
-  framesSkipped: number;
   /** Time since the first connection without a stream (lost, waiting, reconnecting or offline). */
   downtimeMs: number;
-  /** The stream's own frame rate, once ffmpeg has reported it. */
-  nativeFps: number | undefined;
   /** HLS and Twitch: ad segments skipped, and segments lost before they could be fetched. */
   adSegmentsSkipped?: number;
   segmentsMissed?: number;
@@ -175,18 +169,19 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
   /** One connection's frames, until it ends, fails or stalls. */
   async function* connection(): AsyncGenerator<Frame> {
     const input = options.connect ? await options.connect(abort.signal) : url;
-    if (typeof input !== 'string') input.on('ad-skipped', () => (progressAtMs = clock.now()));
+    const [path, stream] = typeof input === 'string' ? [input, undefined] : [undefined, input];
+    stream?.on('ad-skipped', () => (progressAtMs = clock.now()));
     if (abort.signal.aborted) {
-      if (typeof input !== 'string') input.destroy();
+      stream?.destroy();
       return;
     }
     current = createFileSource({
       id,
-      path: typeof input === 'string' ? input : url,
-      ...(typeof input === 'string' ? {} : { input }),
+      path: path ?? url,
+      ...(stream ? { input: stream } : {}),
       speed: 'max',
       loop: false,
-      inputOptions: lowLatencyInput(typeof input === 'string' ? input : undefined, listen, options.rtspTransport ?? 'tcp'),
+      inputOptions: lowLatencyInput(path, listen, options.rtspTransport ?? 'tcp'),
       logger,
       ...(options.fps !== undefined ? { fps: options.fps } : {}),
       ...(options.sample ? { sample: options.sample } : {}),
@@ -195,16 +190,14 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
       ...(options.ffmpegPath ? { ffmpegPath: options.ffmpegPath } : {}),
     });
     const frames = current.frames()[Symbol.asyncIterator]();
-    let first = true;
     try {
       for (let next = await nextWithin(frames, listen); !next.done; next = await nextWithin(frames, false)) {
-        if (first) onStreaming();
-        first = false;
+        onStreaming();
         yield next.value;
       }
     } finally {
       await current.stop();
-      if (typeof input !== 'string') input.destroy();
+      stream?.destroy();
       const ended = current.status();
       closed.framesDecoded += ended.framesDecoded;
       closed.framesSkipped += ended.framesSkipped;

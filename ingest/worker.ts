@@ -151,7 +151,8 @@ export function createIngest(options: IngestOptions): Ingest {
       if (entry.stopped) await source.stop();
       for await (const read of source.frames()) {
         const frame = options.local ? await options.local.analyze(read, config) : read;
-        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode(withRouting(frame, config)), headers: frameContract.headers }]);
+        // The apps travel with each frame, so a backend elsewhere knows a source added while running.
+        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode({ ...frame, apps: config.apps }), headers: frameContract.headers }]);
         entry.published += 1;
         if (frame.local) entry.analyzedHere += 1;
         entry.latencies.push(Date.now() - frame.captureTimeMs);
@@ -291,11 +292,6 @@ async function open(config: SourceConfig, dataDir: string, logger: Logger): Prom
 const isHlsUrl = (path: string): boolean => /^https?:\/\/[^?#]*\.m3u8?([?#]|$)/i.test(path);
 
 const secret = <K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> => (value ? ({ [key]: value } as Record<K, string>) : {});
-
-/** The apps travel with each frame, so a backend elsewhere knows a source added while running. */
-function withRouting(frame: Frame, config: SourceConfig): Frame {
-  return { ...frame, apps: config.apps };
-}
 
 function metricsOf(entry: Running): SourceMetrics {
   const status = entry.source?.status();

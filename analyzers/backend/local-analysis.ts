@@ -69,10 +69,16 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
   let analyzed = 0;
   let consumer: Consumer | undefined;
 
-  /** An app's first nodes that run `replaces`, with their params checked for the local model. */
-  const firstNodes = async (apps: readonly string[]) => {
+  type FirstNode = { app: AppSpec; node: AppSpec['nodes'][number]; params: unknown };
+  const firstNodesByApps = new Map<string, FirstNode[]>();
+
+  /** The first nodes of these apps that run `replaces`, with their params checked for the local model; worked out once per set of apps. */
+  const firstNodes = async (apps: readonly string[]): Promise<FirstNode[]> => {
     const model = await (runner ??= loadModelRunner(spec, options.runtime));
-    return options.apps
+    const key = apps.join(',');
+    const known = firstNodesByApps.get(key);
+    if (known) return known;
+    const nodes = options.apps
       .filter((app) => apps.includes(app.name))
       .flatMap((app) =>
         app.edges
@@ -81,6 +87,8 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
           .filter((node) => node.model === replaces)
           .map((node) => ({ app, node, params: model.parseParams(node.params) })),
       );
+    firstNodesByApps.set(key, nodes);
+    return nodes;
   };
 
   const congested = (): boolean => {

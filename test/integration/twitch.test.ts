@@ -4,7 +4,6 @@
  * prefetch segments, stitched ads of solid red): the real resolver and follower through
  * `createLiveSource`, with the secrets watched in the captured logs.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,9 +12,10 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJpeg } from '../../analyzers/index.js';
+import { encodeSegments } from './hls-segments.js';
 import { createLogger, createMemoryBus, ErrorCode, frameContract, sourceSchema, Topics, type Frame, type Logger, type PanoptesError } from '../../core/index.js';
 import { resolveTwitch, twitchConnect, type TwitchOptions } from '../../ingest/twitch.js';
-import { createIngest, createLiveSource, resolveFfmpegPath, type LiveSource } from '../../ingest/index.js';
+import { createIngest, createLiveSource, type LiveSource } from '../../ingest/index.js';
 
 const CLIENT_ID = 'client-5ecret-id';
 const OAUTH_TOKEN = 'oauth-5ecret-token';
@@ -33,19 +33,8 @@ let dir: string;
 const segments = new Map<string, Buffer>();
 
 beforeAll(() => {
-  const ffmpeg = resolveFfmpegPath();
   dir = mkdtempSync(join(tmpdir(), 'panoptes-twitch-'));
-  const encode = (prefix: string, video: string, seconds: number): void => {
-    execFileSync(ffmpeg, [
-      '-hide_banner', '-loglevel', 'error',
-      '-f', 'lavfi', '-i', video,
-      '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=22050',
-      '-t', String(seconds),
-      '-c:v', 'libx264', '-preset', 'ultrafast', '-g', '10', '-keyint_min', '10', '-sc_threshold', '0', '-pix_fmt', 'yuv420p',
-      '-c:a', 'aac', '-b:a', '32k',
-      '-f', 'segment', '-segment_time', '1', '-segment_format', 'mpegts', join(dir, `${prefix}%d.ts`),
-    ]);
-  };
+  const encode = (prefix: string, video: string, seconds: number): void => encodeSegments(dir, prefix, video, seconds);
   encode('c', 'testsrc=size=320x240:rate=10', CONTENT_SEGMENTS);
   encode('ad', 'color=c=red:size=320x240:rate=10', 1);
   for (const name of readdirSync(dir)) segments.set(name.replace(/\.ts$/, ''), readFileSync(join(dir, name)));
