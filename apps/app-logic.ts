@@ -1,10 +1,12 @@
-import { frameId, outputId, type AppLogic, type AppSpec, type Box, type NodeResult, type ResultRow, type TextLine } from '../core/index.js';
+import { frameId, outputId, type AppLogic, type AppSpec, type Box, type FrameRef, type NodeResult, type ResultRow, type TextLine } from '../core/index.js';
 import { createChangeDetector, createTextParser, type ChangeDetector, type FieldValue, type TextParser } from './operators/index.js';
 import { APP_TABLES, DETECTIONS, EVENTS, FRAMES, RECOGNITIONS } from './tables.js';
+import { createSourceTracking, type SourceTracking, type TrackEvent } from './tracking.js';
 
 const valueText = (value: FieldValue | null): string => (value === null ? '' : String(value));
 const round = (n: number): number => Math.round(n * 100) / 100;
 const boxFields = (b: Box): Record<string, number> => ({ x1: round(b.x1), y1: round(b.y1), x2: round(b.x2), y2: round(b.y2) });
+const frameTime = (frame: FrameRef): number => Math.round(frame.mediaTimeMs ?? frame.captureTimeMs);
 
 /** The number a text spells, e.g. "1,250" or "-3.5"; 0 when it spells none. */
 function numberIn(text: string): number {
@@ -13,25 +15,75 @@ function numberIn(text: string): number {
 }
 
 /**
- * Turns an app's node outputs into rows: one per detection or recognized text line, plus one summary per
- * frame for nodes fed by frames. Row ids are the outputs' ids (core's `outputId`).
+ * Outputs of tracked detections whose descendants may still come: enough for the tasks of many
+ * frames in flight. Past it the oldest go; a late descendant then gets no track id.
+ */
+const MAX_TRACKED_OUTPUTS = 20_000;
+
+interface Owner {
+  node: string;
+  source: string;
+  trackId: string;
+}
+
+/**
+ * Turns an app's node outputs into rows: one per detection, recognized text line or attribute,
+ * plus one summary per frame for nodes fed by frames. Row ids are the outputs' ids (core's
+ * `outputId`), so a replay writes the same rows again.
  *
- * A node with `parse` also reads its field out of each text line: a `recognitions` row of kind
- * `field`, and an `events` row when the field's value changes in its source. The change
- * detector keeps one state per source, so events assume a source's frames come in order; a
- * reading from an earlier frame than the last one seen is stored but makes no event.
+ * Operators keep state per source and assume a source's frames come in order:
+ * - a node with `parse` reads a field out of each text line: a `recognitions` row of kind
+ *   `field`, and an `events` row when the field's value changes;
+ * - a node with `track` gives its detections track ids, and its `lines` and `zones` make
+ *   `line_crossing` and `dwell` events; each track that ends makes a `track` event. Descendants'
+ *   outputs on a tracked object (a face found on a person, its age read) carry its track id and
+ *   are gathered into that event.
  */
 export function createAppLogic(spec: AppSpec): AppLogic {
   const parsers = new Map<string, { parser: TextParser; changes: Map<string, ChangeDetector>; confirmFrames: number }>();
   for (const node of spec.nodes) {
     if (node.parse) parsers.set(node.id, { parser: createTextParser([node.parse]), changes: new Map(), confirmFrames: node.parse.confirmFrames });
   }
+  /** Per tracking node, per source. */
+  const tracking = new Map<string, Map<string, SourceTracking>>();
+  for (const node of spec.nodes) if (node.track) tracking.set(node.id, new Map());
+  /** Output id of a tracked detection → its track. */
+  const owners = new Map<string, Owner>();
+
+  const sourceTracking = (nodeId: string, source: string): SourceTracking => {
+    const bySource = tracking.get(nodeId)!;
+    let state = bySource.get(source);
+    if (!state) bySource.set(source, (state = createSourceTracking(spec.nodes.find((n) => n.id === nodeId)!)));
+    return state;
+  };
+
+  /** The tracked detection an input descends from: the input itself, or its nearest ancestor (ids nest as `<parent>/<node>/<index>`). */
+  const ownerOf = (inputId: string): Owner | undefined => {
+    for (let id = inputId; id.split('/').length > 3; id = id.split('/').slice(0, -2).join('/')) {
+      const owner = owners.get(id);
+      if (owner) return owner;
+    }
+    return undefined;
+  };
+
+  const eventRow = (source: string, node: string, e: TrackEvent): ResultRow => {
+    const at = frameId(spec.name, source, e.seq);
+    const common = { frame_seq: e.seq, frame_time: e.timeMs, node, track_id: e.trackId, class: e.className, previous: '' };
+    switch (e.event) {
+      case 'line_crossing':
+        return { app: spec.name, table: EVENTS.name, rowId: `${at}/line_crossing/${node}/${e.name}/${e.trackId}/${e.direction}`, source, fields: { ...common, event: e.event, name: e.name, direction: e.direction, value: '', duration_ms: 0 } };
+      case 'dwell':
+        return { app: spec.name, table: EVENTS.name, rowId: `${at}/dwell/${node}/${e.name}/${e.trackId}`, source, fields: { ...common, event: e.event, name: e.name, direction: '', value: '', duration_ms: e.durationMs } };
+      case 'track':
+        return { app: spec.name, table: EVENTS.name, rowId: `${at}/track/${node}/${e.trackId}`, source, fields: { ...common, event: e.event, name: node, direction: '', value: JSON.stringify(e.summary), duration_ms: e.durationMs } };
+    }
+  };
 
   return {
     spec,
     tables: APP_TABLES,
     rowsFor({ node, frame, output, inputId, root }: NodeResult): ResultRow[] {
-      const common = { frame_seq: frame.seq, frame_time: Math.round(frame.mediaTimeMs ?? frame.captureTimeMs), node: node.id };
+      const common = { frame_seq: frame.seq, frame_time: frameTime(frame), node: node.id };
       const row = (table: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
         app: spec.name,
         table,
@@ -39,10 +91,31 @@ export function createAppLogic(spec: AppSpec): AppLogic {
         source: frame.source,
         fields: { ...common, ...fields },
       });
+      const owner = root ? undefined : ownerOf(inputId);
+      if (owner) sourceTracking(owner.node, owner.source).observe(owner.trackId, node.id, frame.seq, output);
+      const trackOfInput = owner?.trackId ?? '';
+
+      if (output.kind === 'attributes') {
+        return output.attributes.map((a, i) =>
+          row(RECOGNITIONS.name, outputId(inputId, node.id, i), {
+            kind: 'attribute',
+            name: a.name,
+            value: a.value,
+            number: a.number,
+            score: Math.round(a.score * 1000) / 1000,
+            object_id: root ? '' : inputId,
+            x1: 0,
+            y1: 0,
+            x2: 0,
+            y2: 0,
+            track_id: trackOfInput,
+          }),
+        );
+      }
 
       if (output.kind === 'texts') {
         const recognition = (t: TextLine, rowId: string, fields: { kind: string; name: string; value: string; number: number }): ResultRow =>
-          row(RECOGNITIONS.name, rowId, { ...fields, score: Math.round(t.score * 1000) / 1000, object_id: root ? '' : inputId, ...boxFields(t.box) });
+          row(RECOGNITIONS.name, rowId, { ...fields, score: Math.round(t.score * 1000) / 1000, object_id: root ? '' : inputId, ...boxFields(t.box), track_id: trackOfInput });
         const rows = output.texts.map((t, i) => recognition(t, outputId(inputId, node.id, i), { kind: 'text', name: '', value: t.text, number: numberIn(t.text) }));
         const parsing = parsers.get(node.id);
         if (!parsing) return rows;
@@ -68,20 +141,40 @@ export function createAppLogic(spec: AppSpec): AppLogic {
         });
         return rows;
       }
+
+      const { detections } = output;
+      let trackIds: (string | undefined)[] = [];
+      const events: ResultRow[] = [];
+      if (node.track && root) {
+        const update = sourceTracking(node.id, frame.source).update({ seq: frame.seq, timeMs: common.frame_time, width: frame.width, height: frame.height }, detections);
+        trackIds = update.trackIds;
+        trackIds.forEach((trackId, i) => {
+          if (trackId !== undefined) owners.set(outputId(inputId, node.id, i), { node: node.id, source: frame.source, trackId });
+        });
+        for (const id of owners.keys()) {
+          if (owners.size <= MAX_TRACKED_OUTPUTS) break;
+          owners.delete(id);
+        }
+        events.push(...update.events.map((e) => eventRow(frame.source, node.id, e)));
+      }
       const counts: Record<string, number> = {};
-      for (const d of output.detections) counts[d.className] = (counts[d.className] ?? 0) + 1;
-      const rows = output.detections.map((d, i) =>
-        row(DETECTIONS.name, outputId(inputId, node.id, i), { class: d.className, score: Math.round(d.score * 1000) / 1000, ...boxFields(d.box) }),
+      for (const d of detections) counts[d.className] = (counts[d.className] ?? 0) + 1;
+      const rows = detections.map((d, i) =>
+        row(DETECTIONS.name, outputId(inputId, node.id, i), { class: d.className, score: Math.round(d.score * 1000) / 1000, ...boxFields(d.box), track_id: trackIds[i] ?? trackOfInput }),
       );
       if (root) {
         rows.push(row(FRAMES.name, `${inputId}/${node.id}`, {
           width: frame.width,
           height: frame.height,
-          objects: output.detections.length,
+          objects: detections.length,
           class_counts: JSON.stringify(counts),
         }));
       }
-      return rows;
+      return [...rows, ...events];
+    },
+
+    flush() {
+      return [...tracking].flatMap(([node, bySource]) => [...bySource].flatMap(([source, state]) => state.flush().map((e) => eventRow(source, node, e))));
     },
   };
 }

@@ -20,7 +20,14 @@ const perFrame = { orderBy: ['app', 'source', 'frame_seq'], timeColumn: 'frame_t
 /** One row per detected object. */
 export const DETECTIONS: TableSpec = {
   name: 'detections',
-  columns: [...frameColumns, { name: 'class', type: 'String' }, { name: 'score', type: 'Float32' }, ...boxColumns],
+  columns: [
+    ...frameColumns,
+    { name: 'class', type: 'String' },
+    { name: 'score', type: 'Float32' },
+    ...boxColumns,
+    /** The object's track within its source, where the node tracks; else empty. */
+    { name: 'track_id', type: 'String' },
+  ],
   ...perFrame,
 };
 
@@ -58,6 +65,8 @@ export const RECOGNITIONS: TableSpec = {
     /** Row id of the detection this describes; empty when it describes a region of the frame. */
     { name: 'object_id', type: 'String' },
     ...boxColumns,
+    /** The track of the object this describes (or of the tracked object it was found on); else empty. */
+    { name: 'track_id', type: 'String' },
   ],
   ...perFrame,
 };
@@ -67,19 +76,19 @@ export const EVENTS: TableSpec = {
   name: 'events',
   columns: [
     ...frameColumns,
-    /** `line_crossing`, `dwell`, `change`, ... */
+    /** `line_crossing`, `dwell`, `track` (an object left the picture), `change` (a field's value). */
     { name: 'event', type: 'String' },
-    /** The line, zone or field the event is about. */
+    /** The line, zone or field the event is about; the tracking node for `track`. */
     { name: 'name', type: 'String' },
     /** The tracked object's id within its source; empty for events about the frame. */
     { name: 'track_id', type: 'String' },
     { name: 'class', type: 'String' },
     /** The direction of a crossing, as its line names it; empty otherwise. */
     { name: 'direction', type: 'String' },
-    /** The new value of a changed field. */
+    /** The new value of a changed field; for `track`, what was gathered about the object, as JSON. */
     { name: 'value', type: 'String' },
     { name: 'previous', type: 'String' },
-    /** How long the object stayed, for a dwell. */
+    /** How long the object stayed: in the zone for `dwell`, in view for `track`. */
     { name: 'duration_ms', type: 'UInt64' },
   ],
   ...perFrame,

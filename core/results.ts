@@ -49,8 +49,14 @@ export interface NodeResult {
 export interface AppLogic {
   readonly spec: AppSpec;
   readonly tables: readonly TableSpec[];
-  /** Rows for one node's output. Pure: the same input gives the same rows. */
+  /**
+   * Rows for one node's output. Operators with state (trackers, change detectors) keep it per
+   * source, so a source's frames should come in order; a frame older than the last one seen is
+   * stored but moves no operator.
+   */
   rowsFor(result: NodeResult): ResultRow[];
+  /** Rows the operators still hold (tracks in view, stays in zones), for the end of the streams. */
+  flush(): ResultRow[];
 }
 
 /**

@@ -25,9 +25,21 @@ export interface TextLine {
   score: number;
 }
 
+/** One thing a model tells about its input as a whole, e.g. a face's `age` or `gender`. */
+export interface Attribute {
+  name: string;
+  /** As read: `34`, `female`. */
+  value: string;
+  /** `value` as a number where it is one (an age), else 0. */
+  number: number;
+  /** The model's confidence in `value`, 0..1. */
+  score: number;
+}
+
 export type NodeOutput =
   | { kind: 'detections'; detections: Detection[] }
-  | { kind: 'texts'; texts: TextLine[] };
+  | { kind: 'texts'; texts: TextLine[] }
+  | { kind: 'attributes'; attributes: Attribute[] };
 
 /** The frame a node output belongs to, without its pixels. */
 export interface FrameRef {

@@ -38,7 +38,7 @@ import {
 import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
 import { cropImage, type Executed, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import { cropRegion, passesFilter, shiftBox } from './edges.js';
+import { cropRegion, passesFilter, shiftBox, shiftOutput } from './edges.js';
 import { createExecutor } from './executor.js';
 import { createHosting, type Request } from './hosting.js';
 import type { DropPolicy } from './session-queue.js';
@@ -115,6 +115,8 @@ interface Work {
   deadlineMs: number;
   /** The node's output, made already by the ingest worker (collaborative processing). */
   localOutput?: NodeOutput;
+  /** Rows wait for this: the previous frame of the batch, so operators see a source's frames in order. */
+  after?: Promise<unknown>;
 }
 
 /** The part of an input image a node's region (fractions of it) names, and where it lies in the frame. */
@@ -239,11 +241,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       return;
     }
     // Boxes from a crop are moved into frame pixels before anyone sees them.
-    if (offset.x !== 0 || offset.y !== 0) {
-      output = output.kind === 'detections'
-        ? { kind: 'detections', detections: output.detections.map((d) => ({ ...d, box: shiftBox(d.box, offset.x, offset.y) })) }
-        : { kind: 'texts', texts: output.texts.map((t) => ({ ...t, box: shiftBox(t.box, offset.x, offset.y) })) };
-    }
+    if (offset.x !== 0 || offset.y !== 0) output = shiftOutput(output, offset);
+    await work.after;
     for (const row of app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 })) {
       status.rowsByTable[row.table] = (status.rowsByTable[row.table] ?? 0) + 1;
       post(out, Topics.results, { key: frame.source, value: resultRowContract.encode(row), headers: resultRowContract.headers });
@@ -285,7 +284,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     drop(out, 'message', 'decode', describeError(err), { source: message.key });
   };
 
-  const handleFrame = async (message: BusMessage, out: Outbox): Promise<void> => {
+  const handleFrame = async (message: BusMessage, out: Outbox, after: Promise<unknown>): Promise<void> => {
     let frame;
     try {
       frame = frameContract.decode(message.value);
@@ -315,6 +314,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           inputId: frameId(p.app.spec.name, frame.source, frame.seq),
           lineage: [],
           deadlineMs: frame.captureTimeMs + p.app.spec.sloMs,
+          after,
           ...(local ? { localOutput: { kind: 'detections', detections: local.detections } } : {}),
         }, out);
       }),
@@ -361,12 +361,16 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const handle = async (batch: Batch): Promise<void> => {
     const out: Outbox = new Map();
     const handler = batch.topic === Topics.frames ? handleFrame : handleTask;
-    // A message that fails in a way nobody foresaw becomes a drop: retrying it would fail again
-    // and hold up its partition forever.
+    // Frames decode and run together, but each makes its rows after the one before it in the
+    // batch: trackers see a source's frames in order. A message that fails in a way nobody
+    // foresaw becomes a drop: retrying it would fail again and hold up its partition forever.
+    let previous: Promise<unknown> = Promise.resolve();
     await Promise.all(
-      batch.messages.map((m) =>
-        handler(m, out).catch((err: unknown) => drop(out, 'message', 'internal-error', describeError(err), { source: m.key })),
-      ),
+      batch.messages.map((m) => {
+        const handled = handler(m, out, previous).catch((err: unknown) => drop(out, 'message', 'internal-error', describeError(err), { source: m.key }));
+        previous = handled;
+        return handled;
+      }),
     );
     for (const [topic, records] of out) await producer.send(topic, records);
     status.rows += out.get(Topics.results)?.length ?? 0;
@@ -464,6 +468,13 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await following;
       consumer?.pause(topics);
       await executor.drain();
+      // What the operators still hold (tracks in view at the end of a replay) is written now.
+      const held = options.apps.flatMap((app) => app.flush());
+      if (held.length > 0) {
+        await producer.send(Topics.results, held.map((row) => ({ key: row.source, value: resultRowContract.encode(row), headers: resultRowContract.headers })));
+        status.rows += held.length;
+        for (const row of held) status.rowsByTable[row.table] = (status.rowsByTable[row.table] ?? 0) + 1;
+      }
     },
     async close() {
       status.state = 'closed';

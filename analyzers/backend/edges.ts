@@ -1,4 +1,4 @@
-import type { Box, Detection, EdgeFilter, FrameRef } from '../../core/index.js';
+import type { Box, Detection, EdgeFilter, FrameRef, NodeOutput } from '../../core/index.js';
 
 /** Does a parent's detection flow along an edge? Regions are fractions of the frame. */
 export function passesFilter(detection: Detection, filter: EdgeFilter, frame: Pick<FrameRef, 'width' | 'height'>): boolean {
@@ -27,4 +27,16 @@ export function cropRegion(box: Box, padding: number, bounds: Box): Box {
 
 export function shiftBox(box: Box, dx: number, dy: number): Box {
   return { x1: box.x1 + dx, y1: box.y1 + dy, x2: box.x2 + dx, y2: box.y2 + dy };
+}
+
+/** An output's boxes moved by `offset`, from a crop's pixels into the frame's. */
+export function shiftOutput(output: NodeOutput, offset: { x: number; y: number }): NodeOutput {
+  switch (output.kind) {
+    case 'detections':
+      return { kind: 'detections', detections: output.detections.map((d) => ({ ...d, box: shiftBox(d.box, offset.x, offset.y) })) };
+    case 'texts':
+      return { kind: 'texts', texts: output.texts.map((t) => ({ ...t, box: shiftBox(t.box, offset.x, offset.y) })) };
+    case 'attributes':
+      return output;
+  }
 }

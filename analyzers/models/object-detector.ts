@@ -8,6 +8,12 @@ const detectorParams = z.strictObject({
   minScore: z.number().min(0).max(1).default(0.3),
   /** Per-class thresholds that override `minScore`, e.g. `{ person: 0.3 }`. */
   minScores: z.record(z.string(), z.number().min(0).max(1)).default({}),
+  /**
+   * Renames classes as they come out, before `classes` and `minScores` apply, e.g.
+   * `{ cell phone: car }` for cars filmed from straight above, which COCO models never saw and
+   * call cell phones.
+   */
+  relabel: z.record(z.string(), z.string().min(1)).default({}),
   classes: z.array(z.string()).optional(),
   maxDetections: z.number().int().positive().default(100),
   iouThreshold: z.number().min(0).max(1).default(0.5),
@@ -24,7 +30,11 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
     spec,
     parseParams(params) {
       const parsed = parseWith(detectorParams, spec, params);
-      const unknown = [...(parsed.classes ?? []), ...Object.keys(parsed.minScores)].filter((c) => !cocoLabels.includes(c));
+      const named = new Set([...cocoLabels, ...Object.values(parsed.relabel)]);
+      const unknown = [
+        ...Object.keys(parsed.relabel).filter((c) => !cocoLabels.includes(c)),
+        ...[...(parsed.classes ?? []), ...Object.keys(parsed.minScores)].filter((c) => !named.has(c)),
+      ];
       if (unknown.length > 0) {
         throw new PanoptesError(ErrorCode.AppInvalid, `params: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
       }
@@ -48,7 +58,11 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       return perImage.map((detections, i) => {
         const p = params[i]!;
         const wanted = p.classes ? new Set(p.classes) : undefined;
-        const kept = detections.filter((d) => d.score >= (p.minScores[d.className] ?? p.minScore) && (!wanted || wanted.has(d.className)));
+        const renamed = detections.map((d) => {
+          const className = p.relabel[d.className];
+          return className === undefined ? d : { ...d, className, classId: cocoLabels.includes(className) ? cocoLabels.indexOf(className) : d.classId };
+        });
+        const kept = renamed.filter((d) => d.score >= (p.minScores[d.className] ?? p.minScore) && (!wanted || wanted.has(d.className)));
         return {
           kind: 'detections' as const,
           detections: nms(kept, { iouThreshold: p.iouThreshold, maxDetections: p.maxDetections, classAgnostic: p.classAgnostic }),

@@ -1,5 +1,5 @@
 /** The vocabulary of pre- and post-processing, in one place for the files of this folder. */
-export type { Box, Detection, TextLine } from '../../core/index.js';
+export type { Attribute, Box, Detection, TextLine } from '../../core/index.js';
 export type { RgbImage } from '../image/index.js';
 export type { NamedTensors, TensorData } from '../runtime/index.js';
 

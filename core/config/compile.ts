@@ -73,6 +73,15 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
       });
     } else if (node.parse && model.task !== 'recognize-text') {
       issues.push({ path: `nodes[${i}].parse`, message: `node "${node.id}" runs ${node.model} (${model.task}); parse reads text: use a text recognizer` });
+    } else if (node.track && model.task !== 'detect-objects' && model.task !== 'detect-text') {
+      issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" runs ${node.model} (${model.task}); track follows detections: use a detector` });
+    }
+    for (const key of ['lines', 'zones'] as const) {
+      if (node[key].length > 0 && !node.track) issues.push({ path: `nodes[${i}].${key}`, message: `node "${node.id}" has ${key} but no \`track\`; ${key} count tracked objects` });
+      const names = node[key].map((x) => x.name);
+      names.forEach((name, j) => {
+        if (names.indexOf(name) !== j) issues.push({ path: `nodes[${i}].${key}[${j}].name`, message: `duplicate name "${name}"` });
+      });
     }
   });
   const parents = new Map<string, string>();
@@ -88,6 +97,12 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
     const filter = edge.filter as Record<string, unknown>;
     if (edge.from === 'frames' && Object.keys(filter).length > 0) {
       issues.push({ path: `edges[${i}].filter`, message: `got ${JSON.stringify(filter)}; expected no filter on an edge from "frames" (filters select a node's outputs)` });
+    }
+  });
+  app.nodes.forEach((node, i) => {
+    // A tracker follows whole frames; a node fed crops runs several times per frame.
+    if (node.track && parents.has(node.id) && parents.get(node.id) !== 'frames') {
+      issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" is fed crops by "${parents.get(node.id)}"; only a node fed by "frames" can track` });
     }
   });
   for (const node of nodeIds) {

@@ -14,7 +14,7 @@ const id = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'a lower-case id (letters,
 export const modelSpecSchema = z.strictObject({
   name: id,
   /** What the model does; decides which pre/post-processing runs around it. */
-  task: z.enum(['detect-objects', 'detect-text', 'recognize-text']),
+  task: z.enum(['detect-objects', 'detect-text', 'recognize-text', 'recognize-attributes']),
   /** Architecture, e.g. `centernet`, `ppocr-det`; picks the exact decoding. */
   architecture: z.string().min(1),
   /** Path of the ONNX file: relative to the project root, or `npm:<package>/<path>` for a model shipped in a package. */
@@ -77,6 +77,59 @@ export const textFieldSchema = z.strictObject({
   confirmFrames: z.number().int().min(1).max(100).default(1),
 });
 
+/** A point as fractions of the frame (0..1), origin top left. */
+const point = z.strictObject({ x: z.number().min(0).max(1), y: z.number().min(0).max(1) });
+/** Which point of a box stands for the object: where it touches the ground, or its centre (faces, top-down views). */
+const anchor = z.enum(['bottom-center', 'center']);
+
+/** Follow a node's detections from frame to frame in each source (one tracker per source). */
+export const trackSchema = z.strictObject({
+  /** `iou`: match to the track whose last box overlaps most; `centroid`: nearest centre (fast, small objects). */
+  method: z.enum(['iou', 'centroid']).default('iou'),
+  /** `iou`: least overlap for a match. */
+  minIou: z.number().gt(0).max(1).default(0.3),
+  /** `centroid`: farthest a centre may move between analyzed frames, as a fraction of the frame diagonal. */
+  maxDistance: z.number().gt(0).max(1).default(0.1),
+  /** Analyzed frames a track may go unseen before it ends. */
+  maxMissedFrames: z.number().int().min(0).max(1000).default(5),
+  /** A track seen on fewer analyzed frames is noise (a flicker, a person half in the door): no `track` event. */
+  minFrames: z.number().int().min(1).max(1000).default(1),
+  /**
+   * Match a detection to a track of the same class only. Off for a detector whose class for one
+   * object flickers between frames; a track's class is then the one with the most score.
+   */
+  sameClass: z.boolean().default(true),
+  /** Track only these classes; default: all the node outputs. */
+  classes: z.array(z.string().min(1)).optional(),
+});
+
+/**
+ * A counting line. Follow it from `from` to `to`: a track crossing towards your left goes
+ * `directions.positive`, towards your right `directions.negative`. A line drawn left to right
+ * across the picture calls going up the picture `positive`.
+ */
+export const lineSchema = z
+  .strictObject({
+    name: id,
+    from: point,
+    to: point,
+    directions: z.strictObject({ positive: id, negative: id }).default({ positive: 'positive', negative: 'negative' }),
+    anchor: anchor.default('bottom-center'),
+    /** How far from the line (fraction of the frame diagonal) an anchor must be for its side to count. */
+    margin: z.number().min(0).max(0.5).default(0.01),
+  })
+  .refine((l) => l.from.x !== l.to.x || l.from.y !== l.to.y, { message: 'a line needs two different points', path: ['to'] });
+
+/** An area of the picture: tracks' stays in it become `dwell` events. */
+export const zoneSchema = z.strictObject({
+  name: id,
+  /** Corners in order round the zone. */
+  polygon: z.array(point).min(3),
+  anchor: anchor.default('bottom-center'),
+  /** Shorter stays are not written (a person walking past). */
+  minDwellMs: z.number().int().min(0).default(0),
+});
+
 export const appNodeSchema = z.strictObject({
   id,
   model: id,
@@ -86,6 +139,12 @@ export const appNodeSchema = z.strictObject({
   region: region.optional(),
   /** Values to read out of the text this node recognizes; a change of value is an event. */
   parse: textFieldSchema.optional(),
+  /** Track this detector's objects: `track` events with each object's time in view, and ids on its rows. */
+  track: trackSchema.optional(),
+  /** Count tracked objects crossing lines: `line_crossing` events, by direction. Needs `track`. */
+  lines: z.array(lineSchema).default([]),
+  /** Time tracked objects spend in zones: `dwell` events. Needs `track`. */
+  zones: z.array(zoneSchema).default([]),
 });
 
 export const appEdgeSchema = z.strictObject({
@@ -112,6 +171,9 @@ export type AppNode = z.infer<typeof appNodeSchema>;
 export type AppEdge = z.infer<typeof appEdgeSchema>;
 export type EdgeFilter = z.infer<typeof edgeFilterSchema>;
 export type TextField = z.infer<typeof textFieldSchema>;
+export type TrackConfig = z.infer<typeof trackSchema>;
+export type LineSpec = z.infer<typeof lineSchema>;
+export type ZoneSpec = z.infer<typeof zoneSchema>;
 
 // ---- deployments ----
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackend, createOnnxRuntime } from '../../analyzers/index.js';
+import { createBackend, createOnnxRuntime, taskTopics } from '../../analyzers/index.js';
 import { createAppLogic } from '../../apps/index.js';
 import {
   createMemoryBus,
@@ -47,7 +47,7 @@ describe('backend', () => {
   const deadLetters: BusMessage[] = [];
 
   beforeAll(async () => {
-    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 2 })));
+    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead, ...taskTopics([traffic])].map((name) => ({ name, partitions: 2 })));
     await backend.start();
     await bus.consumer({ groupId: 'dead-reader', topics: [Topics.dead] }).run(async (batch) => {
       deadLetters.push(...batch.messages);

@@ -1,0 +1,149 @@
+import type { AppNode, Detection, NodeOutput } from '../core/index.js';
+import {
+  createAttributeAggregator,
+  createLineCrossing,
+  createTracker,
+  createZoneDwell,
+  type AttributeAggregator,
+  type EndedTrack,
+  type FrameInfo,
+  type Gender,
+  type LineCrossing,
+  type Tracker,
+  type ZoneDwell,
+} from './operators/index.js';
+
+/** What a tracked node's operators report, ready to become `events` rows. */
+export type TrackEvent =
+  | { event: 'line_crossing'; name: string; trackId: string; className: string; direction: string; seq: number; timeMs: number }
+  | { event: 'dwell'; name: string; trackId: string; className: string; seq: number; timeMs: number; durationMs: number }
+  | { event: 'track'; trackId: string; className: string; seq: number; timeMs: number; durationMs: number; summary: TrackSummary };
+
+/** What was gathered about one object while it was tracked; the `value` of its `track` event. */
+export interface TrackSummary {
+  /** Analyzed frames it was seen in. */
+  frames: number;
+  /** Per descendant node, frames on which that node found something on the object (a face, a plate). */
+  seen: Record<string, number>;
+  /** Median age and voted gender of the attributes read on it (or on its face). */
+  age?: number;
+  gender?: Gender;
+}
+
+export interface SourceTracking {
+  /** Track ids for a frame's detections, in their order (undefined: not a tracked class, or a stale frame), and the events it ends. */
+  update(frame: FrameInfo, detections: readonly Detection[]): { trackIds: (string | undefined)[]; events: TrackEvent[] };
+  /** A descendant node's output on a tracked object: counted in its summary, attributes aggregated. */
+  observe(trackId: string, node: string, seq: number, output: NodeOutput): void;
+  /** Ends every track (the end of a stream): their `track` and `dwell` events. */
+  flush(): TrackEvent[];
+}
+
+const isEmpty = (output: NodeOutput): boolean =>
+  (output.kind === 'detections' ? output.detections : output.kind === 'texts' ? output.texts : output.attributes).length === 0;
+
+interface Gathered {
+  /** Score per class: the track's class is the one with the most. */
+  votes: Map<string, number>;
+  /** Per descendant node, the last frame counted and the frames counted. */
+  seen: Map<string, { seq: number; frames: number }>;
+}
+
+/**
+ * The operators of one tracking node (`track`, `lines`, `zones`) for one source. A track's class
+ * is a score-weighted vote over its detections, so a detector that calls one car `car` in one
+ * frame and `truck` in the next gives one class; line crossings take the vote so far, `dwell`
+ * and `track` events the final one.
+ */
+export function createSourceTracking(node: AppNode): SourceTracking {
+  const track = node.track!;
+  const tracker: Tracker = createTracker(track);
+  const lines: LineCrossing[] = node.lines.map((l) => createLineCrossing(l));
+  const zones: ZoneDwell[] = node.zones.map((z) => createZoneDwell(z));
+  const minDwellMs = new Map(node.zones.map((z) => [z.name, z.minDwellMs]));
+  const wanted = track.classes ? new Set(track.classes) : undefined;
+  const gathered = new Map<string, Gathered>();
+  const attributes: AttributeAggregator = createAttributeAggregator();
+
+  const classOf = (trackId: string, fallback: string): string => {
+    let best = fallback;
+    let most = -1;
+    for (const [name, score] of gathered.get(trackId)?.votes ?? []) {
+      if (score > most) [best, most] = [name, score];
+    }
+    return best;
+  };
+
+  const dwellEvents = (visits: ReturnType<ZoneDwell['flush']>): TrackEvent[] =>
+    visits
+      .filter((v) => v.dwellMs >= (minDwellMs.get(v.zone) ?? 0))
+      .map((v) => ({ event: 'dwell', name: v.zone, trackId: v.trackId, className: classOf(v.trackId, v.className), seq: v.enterSeq, timeMs: v.enterMs, durationMs: v.dwellMs }));
+
+  const ended = (tracks: readonly EndedTrack[]): TrackEvent[] =>
+    tracks.filter((t) => t.age >= track.minFrames).map((t) => {
+      const seen = gathered.get(t.trackId)?.seen ?? new Map<string, { frames: number }>();
+      const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, s]) => [n, s.frames])) };
+      const read = attributes.summary(t.trackId);
+      if (read?.age !== undefined) summary.age = Math.round(read.age);
+      if (read?.gender !== undefined) summary.gender = read.gender;
+      const event: TrackEvent = { event: 'track', trackId: t.trackId, className: classOf(t.trackId, t.className), seq: t.firstSeq, timeMs: t.firstSeenMs, durationMs: t.lastSeenMs - t.firstSeenMs, summary };
+      return event;
+    });
+
+  const forget = (tracks: readonly EndedTrack[]): void => {
+    for (const t of tracks) {
+      gathered.delete(t.trackId);
+      attributes.forget(t.trackId);
+    }
+  };
+
+  return {
+    update(frame, detections) {
+      const indices = detections.flatMap((d, i) => (!wanted || wanted.has(d.className) ? [i] : []));
+      const update = tracker.update(frame, indices.map((i) => detections[i]!));
+      const trackIds = new Array<string | undefined>(detections.length);
+      update.tracks.forEach((t, k) => {
+        trackIds[indices[k]!] = t.trackId;
+        let g = gathered.get(t.trackId);
+        if (!g) gathered.set(t.trackId, (g = { votes: new Map(), seen: new Map() }));
+        g.votes.set(t.detection.className, (g.votes.get(t.detection.className) ?? 0) + t.detection.score);
+      });
+      if (update.stale) return { trackIds, events: [] };
+
+      const tracked = { tracks: update.tracks, ended: update.ended };
+      const events: TrackEvent[] = [];
+      for (const line of lines) {
+        for (const c of line.update(frame, tracked)) {
+          events.push({ event: 'line_crossing', name: c.line, trackId: c.trackId, className: classOf(c.trackId, c.className), direction: c.direction, seq: c.seq, timeMs: c.timeMs });
+        }
+      }
+      for (const zone of zones) events.push(...dwellEvents(zone.update(frame, tracked).visits));
+      events.push(...ended(update.ended));
+      forget(update.ended);
+      return { trackIds, events };
+    },
+
+    observe(trackId, node, seq, output) {
+      const g = gathered.get(trackId);
+      if (!g || isEmpty(output)) return;
+      const seen = g.seen.get(node) ?? { seq: -1, frames: 0 };
+      // Two faces found on one person in one frame are one frame with a face.
+      if (seen.seq !== seq) g.seen.set(node, { seq, frames: seen.frames + 1 });
+      if (output.kind !== 'attributes') return;
+      const age = output.attributes.find((a) => a.name === 'age');
+      const gender = output.attributes.find((a) => a.name === 'gender');
+      attributes.observe(trackId, {
+        ...(age ? { age: age.number } : {}),
+        ...(gender && (gender.value === 'male' || gender.value === 'female') ? { gender: gender.value, score: gender.score } : {}),
+      });
+    },
+
+    flush() {
+      const events = zones.flatMap((zone) => dwellEvents(zone.flush()));
+      const tracks = tracker.flush();
+      events.push(...ended(tracks));
+      forget(tracks);
+      return events;
+    },
+  };
+}
