@@ -206,13 +206,21 @@ function checkSource(
   source.apps.forEach((name, j) => {
     if (!apps[name]) issues.push({ file, path: key(`apps[${j}]`), message: `got "${name}"; expected one of the apps: ${Object.keys(apps).join(', ')}` });
   });
+  const selectedBy = Object.values(apps).filter((app) => !source.apps.includes(app.name) && app.sources.some((pattern) => matchesId(pattern, source.id)));
+  const analyzedBy = [...source.apps, ...selectedBy.map((app) => app.name)];
+  if (analyzedBy.length === 0) issues.push({ file, path: key('apps'), message: `source "${source.id}" is analyzed by no app; list apps here or name the source in an app's \`sources\`` });
   const path = source.path === undefined || isUrl(source.path) ? source.path : resolve(baseDir, source.path);
   if (path && !isUrl(path) && !existsSync(path)) {
     if (source.optional) return issues.length > before ? undefined : 'skipped';
     issues.push({ file, path: key('path'), message: `got "${source.path}"; expected an existing file (${path})` });
   }
   if (issues.length > before) return undefined;
-  return path ? { ...source, path } : source;
+  return { ...source, apps: analyzedBy, ...(path ? { path } : {}) };
+}
+
+/** An id against an app's source pattern, where `*` stands for any run of characters. */
+function matchesId(pattern: string, id: string): boolean {
+  return new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.]/g, '\\.')).join('.*')}$`).test(id);
 }
 
 export function isUrl(path: string): boolean {

@@ -159,6 +159,11 @@ export const appEdgeSchema = z.strictObject({
 export const appSpecSchema = z.strictObject({
   name: id,
   description: z.string().default(''),
+  /**
+   * Deployment sources this app analyzes, by id or by a pattern where `*` stands for any run of
+   * characters (`cam-*`), besides the sources that list the app in their own `apps`.
+   */
+  sources: z.array(z.string().regex(/^[a-z0-9*._-]+$/, 'a source id, or a pattern with * (e.g. cam-*)')).default([]),
   /** End-to-end latency SLO from capture to result, ms. */
   sloMs: z.number().int().positive(),
   nodes: z.array(appNodeSchema).min(1),
@@ -216,8 +221,8 @@ export const sourceSchema = z
         usherUrl: z.url().optional(),
       })
       .optional(),
-    /** Apps that analyze this source. */
-    apps: z.array(id).min(1),
+    /** Apps that analyze this source, besides those whose `sources` name it; one at least in all. */
+    apps: z.array(id).default([]),
     /** Sampled frames per second; the file's own rate when absent. */
     fps: z.number().positive().max(120).optional(),
     /** Or sample by frame count, keyframes or scene changes (one policy; not with `fps`). */

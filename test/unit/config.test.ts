@@ -357,6 +357,18 @@ describe('loadDeployment', () => {
     expect(err.message).toContain('traffic');
   });
 
+  it("adds an app to the sources its `sources` names, by id or pattern, and refuses a source no app analyzes", () => {
+    const selecting = TRAFFIC.replace('sloMs: 1500', 'sources: [cam-*, lobby]\nsloMs: 1500');
+    const unlisted = (id: string): string => GOOD_SOURCE.replace('cam-1', id).replace('    apps: [traffic]\n', '');
+    const dir = project({ 'apps/traffic.yaml': selecting, 'deploy.yaml': deployment(`${GOOD_SOURCE}${unlisted('cam-2')}${unlisted('lobby')}`) });
+    expect(loadDeployment(join(dir, 'deploy.yaml')).sources.map((s) => [s.id, s.apps])).toEqual([['cam-1', ['traffic']], ['cam-2', ['traffic']], ['lobby', ['traffic']]]);
+
+    const orphan = project({ 'apps/traffic.yaml': selecting, 'deploy.yaml': deployment(unlisted('yard')) });
+    const { err, issues } = invalid(() => loadDeployment(join(orphan, 'deploy.yaml')));
+    expect(issues.map((i) => i.path)).toEqual(['sources[0].apps']);
+    expect(err.message).toContain('source "yard" is analyzed by no app');
+  });
+
   it('rejects an app of the deployment whose node names an unknown model', () => {
     const dir = project({ 'apps/traffic.yaml': TRAFFIC.replace('model: centernet', 'model: ghost'), 'deploy.yaml': deployment(GOOD_SOURCE) });
     const { err, issues } = invalid(() => loadDeployment(join(dir, 'deploy.yaml')));
@@ -448,7 +460,7 @@ describe('configJsonSchema', () => {
     const source = schema.properties.sources.items;
     expect(source.additionalProperties).toBe(false);
     expect(Object.keys(source.properties)).toEqual(SOURCE_KEYS);
-    expect(source.required).toEqual(['id', 'apps']);
+    expect(source.required).toEqual(['id']);
   });
 
   it.each(kinds)('docs/schema/%s.json is up to date (npx panoptes config schema <kind>)', (kind) => {
