@@ -53,7 +53,7 @@ export const RECOGNITIONS: TableSpec = {
   name: 'recognitions',
   columns: [
     ...frameColumns,
-    /** `text`, `identity` or `attribute`. */
+    /** `text` (a line read), `field` (a value parsed out of it) or `attribute` (a face's age, gender). */
     { name: 'kind', type: 'String' },
     /** The attribute's name (`age`, `gender`) or the HUD field's; empty for plain text. */
     { name: 'name', type: 'String' },

@@ -200,7 +200,7 @@ export function buildProgram(): Command {
     .command('replay')
     .description('replay a recorded file (or URL) through one app')
     .argument('<file-or-url>', 'video file or URL ffmpeg can read')
-    .requiredOption('--app <name>', 'app to run, from configs/apps (e.g. traffic)')
+    .requiredOption('--app <name-or-file>', 'app to run: a name from configs/apps (e.g. traffic) or an app file (my-app.yaml)')
     .option('--fps <n>', 'frames per second to sample (default: the file\'s own rate)', parsePositive)
     .option('--speed <speed>', '1 = real time, N = N times faster, max = as fast as possible', parseSpeed, 'max' as const)
     .option('--width <px>', 'scale frames to this width', parsePositive)
@@ -208,16 +208,17 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .action(async (input: string, opts: { app: string; fps?: number; speed: number | 'max'; width?: number; loop: boolean; dataDir: string }) => {
       const configsDir = join(projectRoot(), 'configs');
-      const appFile = join(configsDir, 'apps', `${opts.app}.yaml`);
+      const appFile = /\.ya?ml$/.test(opts.app) ? resolve(opts.app) : join(configsDir, 'apps', `${opts.app}.yaml`);
       if (!existsSync(appFile)) {
         throw new PanoptesError(ErrorCode.AppNotFound, `no app named "${opts.app}" (looked for ${appFile})`);
       }
+      const app = loadConfigFile(appSpecSchema, appFile).name;
       const id = basename(input, extname(input)).toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+/, '') || 'replay';
       const path = /^[a-z][a-z0-9+.-]*:\/\//i.test(input) ? input : resolve(input);
       const parsed = deploymentSchema.safeParse({
         dataDir: opts.dataDir,
-        apps: [`apps/${opts.app}.yaml`],
-        sources: [{ id, path, apps: [opts.app], speed: opts.speed, loop: opts.loop, ...(opts.fps ? { fps: opts.fps } : {}), ...(opts.width ? { width: opts.width } : {}) }],
+        apps: [appFile],
+        sources: [{ id, path, apps: [app], speed: opts.speed, loop: opts.loop, ...(opts.fps ? { fps: opts.fps } : {}), ...(opts.width ? { width: opts.width } : {}) }],
       }, { reportInput: true });
       if (!parsed.success) {
         // Only the options can be wrong here: name them as the user typed them.
