@@ -45,8 +45,8 @@ const isEmpty = (output: NodeOutput): boolean =>
 interface Gathered {
   /** Score per class: the track's class is the one with the most. */
   votes: Map<string, number>;
-  /** Per descendant node, the last frame counted and the frames counted. */
-  seen: Map<string, { seq: number; frames: number }>;
+  /** Per descendant node, the frames on which it found something. */
+  seen: Map<string, Set<number>>;
 }
 
 /**
@@ -81,8 +81,8 @@ export function createSourceTracking(node: AppNode): SourceTracking {
 
   const ended = (tracks: readonly EndedTrack[]): TrackEvent[] =>
     tracks.filter((t) => t.age >= track.minFrames).map((t) => {
-      const seen = gathered.get(t.trackId)?.seen ?? new Map<string, { frames: number }>();
-      const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, s]) => [n, s.frames])) };
+      const seen = gathered.get(t.trackId)?.seen ?? new Map<string, Set<number>>();
+      const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, seqs]) => [n, seqs.size])) };
       const read = attributes.summary(t.trackId);
       if (read?.age !== undefined) summary.age = Math.round(read.age);
       if (read?.gender !== undefined) summary.gender = read.gender;
@@ -126,9 +126,9 @@ export function createSourceTracking(node: AppNode): SourceTracking {
     observe(trackId, node, seq, output) {
       const g = gathered.get(trackId);
       if (!g || isEmpty(output)) return;
-      const seen = g.seen.get(node) ?? { seq: -1, frames: 0 };
-      // Two faces found on one person in one frame are one frame with a face.
-      if (seen.seq !== seq) g.seen.set(node, { seq, frames: seen.frames + 1 });
+      // Two faces found on one person in one frame are one frame with a face; crops come in any order.
+      const seen = g.seen.get(node) ?? new Set<number>();
+      g.seen.set(node, seen.add(seq));
       if (output.kind !== 'attributes') return;
       const age = output.attributes.find((a) => a.name === 'age');
       const gender = output.attributes.find((a) => a.name === 'gender');

@@ -1,5 +1,6 @@
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
+import { loadFaceAttributes, loadFaceDetector, loadFaceVerifier } from './face-models.js';
 import { loadObjectDetector } from './object-detector.js';
 import type { ModelRunner } from './runner.js';
 import { loadTextDetector, loadTextRecognizer } from './text-models.js';
@@ -7,6 +8,9 @@ import { loadTextDetector, loadTextRecognizer } from './text-models.js';
 /** Which code runs a zoo model, by the architecture its manifest entry names. */
 const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime) => Promise<ModelRunner>> = {
   centernet: loadObjectDetector,
+  blazeface: loadFaceDetector,
+  faceres: loadFaceAttributes,
+  facemesh: loadFaceVerifier,
   'ppocr-det': loadTextDetector,
   'ppocr-rec': loadTextRecognizer,
 };

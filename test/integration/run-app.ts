@@ -7,8 +7,8 @@ import { compileDeployment, deploymentSchema, projectRoot, silentLogger, type De
 const root = projectRoot();
 
 /**
- * Replays one clip through the embedded pipeline with the named apps from configs/apps, and
- * returns the rows each query finds once every frame is analyzed.
+ * Replays one source through the embedded pipeline with apps named from configs/apps (or given
+ * as app files), and returns the rows each query finds once every frame is analyzed.
  */
 export async function runApps(
   apps: string[],
@@ -19,7 +19,7 @@ export async function runApps(
   try {
     const deployment = deploymentSchema.parse({
       models: join(root, 'configs/models.yaml'),
-      apps: apps.map((app) => join(root, `configs/apps/${app}.yaml`)),
+      apps: apps.map((app) => (app.endsWith('.yaml') ? app : join(root, `configs/apps/${app}.yaml`))),
       sources: [source],
     });
     const config = compileDeployment(deployment, join(root, 'configs/test.yaml'), { dataDir });

