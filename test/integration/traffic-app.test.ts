@@ -1,11 +1,15 @@
 /**
  * Ground truth for the traffic app: the cars crossing the middle of car-detection.mp4, labelled
- * by hand in test/fixtures/labels/car-detection.json (the file says how).
+ * by hand in test/fixtures/labels/car-detection.json (the file says how). The clip shows no
+ * legible plate, so the plate path is checked on one of its frames with a plate drawn on the car.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { projectRoot } from '../../core/index.js';
+import { loadApp, loadModelZoo, projectRoot } from '../../core/index.js';
+import { resolveFfmpegPath } from '../../ingest/index.js';
 import { runApps } from './run-app.js';
 
 const root = projectRoot();
@@ -48,4 +52,22 @@ describe.skipIf(!existsSync(clip))('the traffic app on car-detection.mp4 (needs 
       }),
     );
   }, 300_000);
+});
+
+describe.skipIf(!existsSync(clip))('the traffic app reading a plate (needs ../shared/footage)', () => {
+  it('reads the text drawn on a tracked car, and the saved `plates` query lists it under the car\'s track', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'panoptes-plate-'));
+    try {
+      // The white car of 6.5 s, with a plate drawn where its number plate would be.
+      const font = join(root, 'node_modules/dejavu-fonts-ttf/ttf/DejaVuSans-Bold.ttf');
+      const plated = join(dir, 'plated.mp4');
+      execFileSync(resolveFfmpegPath(), ['-loglevel', 'error', '-ss', '6.5', '-i', clip, '-frames:v', '1', '-vf', `drawbox=x=318:y=262:w=66:h=20:color=white:t=fill,drawtext=fontfile=${font}:text='KA 123':x=322:y=265:fontsize=15:fontcolor=black`, join(dir, 'plated.png')]);
+      execFileSync(resolveFfmpegPath(), ['-loglevel', 'error', '-loop', '1', '-i', join(dir, 'plated.png'), '-t', '2', '-r', '4', '-c:v', 'libx264', '-pix_fmt', 'yuv420p', plated]);
+      const { plates } = loadApp(join(root, 'configs/apps/traffic.yaml'), loadModelZoo()).queries;
+      const { rows } = await runApps(['traffic'], { id: 'plated', path: plated, apps: ['traffic'], fps: 2 }, { plates: plates! });
+      expect(rows.plates).toEqual([{ source: 'plated', track_id: '0-0', text: 'KA123', score: expect.any(Number), first_seen: expect.any(String) }]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
