@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBackend, createLocalAnalysis, createOnnxRuntime } from '../../analyzers/index.js';
+import { createBackend, createLocalAnalysis, createOnnxRuntime, taskTopics } from '../../analyzers/index.js';
 import { createAppLogic } from '../../apps/index.js';
 import {
   createMemoryBus,
@@ -112,10 +112,11 @@ describe('collaborative processing', () => {
   it('a backend takes the detections sent with a frame instead of running its first node', async () => {
     const bus = createMemoryBus();
     const runtime = createOnnxRuntime({ logger: silentLogger() });
-    const backend = createBackend({ id: 'b1', bus, runtime, models, apps: [createAppLogic(trafficSpec)], appsForSource: () => [], batch: 2, logger: silentLogger() });
+    const traffic = createAppLogic(trafficSpec);
+    const backend = createBackend({ id: 'b1', bus, runtime, models, apps: [traffic], appsForSource: () => [], batch: 2, logger: silentLogger() });
     const rows: ResultRow[] = [];
     try {
-      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
+      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead, ...taskTopics([traffic])].map((name) => ({ name, partitions: 1 })));
       await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
         rows.push(...batch.messages.map((m) => resultRowContract.decode(m.value)));
       });
