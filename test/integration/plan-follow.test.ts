@@ -10,12 +10,13 @@ import { describe, expect, it } from 'vitest';
 import { createBackend, createOnnxRuntime } from '../../analyzers/index.js';
 import { createAppLogic } from '../../apps/index.js';
 import {
+  appSpecSchema,
   createKafkaBus,
   createMemoryBus,
   dropContract,
   frameContract,
-  loadApp,
   loadModelZoo,
+  parseConfig,
   planContract,
   projectRoot,
   resultRowContract,
@@ -31,7 +32,8 @@ import { serverAddress, serverSkipReason } from '../servers.js';
 const root = projectRoot();
 const jpeg = readFileSync(join(root, 'test/fixtures/images/room-person.jpg'));
 const models = loadModelZoo();
-const traffic = createAppLogic(loadApp(join(root, 'configs/apps/traffic.yaml'), models));
+/** The traffic app's detector alone: the plan routes frames only, and this test is about them. */
+const traffic = createAppLogic(parseConfig(appSpecSchema, 'name: traffic\nsloMs: 2000\nnodes: [{ id: detect, model: centernet }]\nedges: [{ from: frames, to: detect }]\n', 'traffic-detector.yaml'));
 const SESSION = 'centernet@1000';
 
 /** The detector session on one backend, all of the frames topic routed to it. */
