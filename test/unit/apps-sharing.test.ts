@@ -30,7 +30,7 @@ const lobby = loadApp(join(root, 'docs/examples/lobby.yaml'), zoo);
 /** The demo's load: 2 frames/s per app, a plate looked for on half the vehicles, a face on every person. */
 const apps = [
   demand(traffic, 2, { 'detect>find-plate': 0.5, 'find-plate>plate': 0.2 }),
-  demand(billboard, 2, { 'people>faces': 1, 'faces>face-attributes': 0.5 }),
+  demand(billboard, 2, { 'people>heads': 1, 'heads>faces': 0.5, 'faces>face-attributes': 1 }),
   demand(game, 1, Object.fromEntries(game.edges.filter((e) => e.from !== 'frames').map((e) => [`${e.from}>${e.to}`, 1]))),
   demand(lobby, 2),
 ];

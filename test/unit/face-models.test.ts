@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, type ModelRunner, type RgbImage } from '../../analyzers/index.js';
-import { BLAZEFACE, decodeFaceres, decodeFaces, FACERES } from '../../analyzers/models/face/index.js';
+import { BLAZEFACE, decodeFacemesh, decodeFaceres, decodeFaces, FACEMESH, FACERES } from '../../analyzers/models/face/index.js';
 import { cropImage } from '../../analyzers/models/index.js';
 import type { Attribute, Box, Detection } from '../../analyzers/models/types.js';
 import { ErrorCode, loadModelZoo, projectRoot, silentLogger, type NodeOutput } from '../../core/index.js';
@@ -12,15 +12,20 @@ import { resolveFfmpegPath } from '../../ingest/index.js';
 import { solid } from '../helpers.js';
 
 /**
- * BlazeFace and FaceRes from the zoo (models/blazeface.onnx, models/faceres.onnx) on real frames:
- * three stills of face-demographics-walking.gif committed as fixtures (frames 1, 18 and 35; sample
- * videos by Intel Corporation, intel-iot-devkit/sample-videos, CC BY 4.0), all 35 frames of the GIF
- * when the shared footage is there, and pictures without faces.
+ * BlazeFace, FaceRes and FaceMesh from the zoo (models/blazeface.onnx, models/faceres.onnx,
+ * models/facemesh.onnx) on real frames: three stills of face-demographics-walking.gif committed as
+ * fixtures (frames 1, 18 and 35), a strip of classroom.gif frame 15 (three seated people facing the
+ * camera, faces 15..22 px), and two backs of heads from one-by-one-person-detection.mp4 (at about 30 s
+ * and 78.5 s: the top 45 % of the person box, as the billboard app crops it); sample videos by Intel
+ * Corporation, intel-iot-devkit/sample-videos, CC BY 4.0. With the shared footage there, also all 35
+ * frames of the GIF and the whole person clip; and pictures without faces.
  */
 const root = projectRoot();
 const FIXTURES = join(root, 'test/fixtures/images');
 const FOOTAGE = fileURLToPath(new URL('../../../shared/footage/face-demographics-walking.gif', import.meta.url));
 const hasFootage = existsSync(FOOTAGE);
+const PERSON_CLIP = fileURLToPath(new URL('../../../shared/footage/one-by-one-person-detection.mp4', import.meta.url));
+const hasPersonClip = existsSync(PERSON_CLIP);
 
 const still = async (name: string): Promise<RgbImage> => decodeJpeg(readFileSync(join(FIXTURES, name)));
 
@@ -40,6 +45,13 @@ function faceCrop(image: RgbImage, box: Box): RgbImage {
   return cropImage(image, { x1: box.x1 - padX, y1: box.y1 - padY, x2: box.x2 + padX, y2: box.y2 + padY });
 }
 
+/** A face box grown by `padding` of its size on each side, as an edge's `cropPadding` cuts it (clipped to the image). */
+function padded(image: RgbImage, box: Box, padding: number): RgbImage {
+  const padX = padding * (box.x2 - box.x1);
+  const padY = padding * (box.y2 - box.y1);
+  return cropImage(image, { x1: box.x1 - padX, y1: box.y1 - padY, x2: box.x2 + padX, y2: box.y2 + padY });
+}
+
 /** Left to right: in the GIF the woman walks on the left, the man on the right. */
 const byX = (faces: Detection[]): Detection[] => [...faces].sort((a, b) => a.box.x1 - b.box.x1);
 
@@ -48,34 +60,44 @@ describe('face models from the zoo', () => {
   const zoo = loadModelZoo();
   let detector: ModelRunner;
   let faceres: ModelRunner;
+  let facemesh: ModelRunner;
   /** Frames 1, 18 and 35, in that order. */
   const stills: RgbImage[] = [];
 
   beforeAll(async () => {
     detector = await loadModelRunner(zoo.blazeface!, runtime);
     faceres = await loadModelRunner(zoo.faceres!, runtime);
+    facemesh = await loadModelRunner(zoo.facemesh!, runtime);
     for (const n of ['01', '18', '35']) stills.push(await still(`face-walking-${n}.jpg`));
   });
   afterAll(async () => {
     await detector.dispose();
     await faceres.dispose();
+    await facemesh.dispose();
     await runtime.close();
   });
 
-  it('loads both through loadModelRunner, with their tasks and checked params', () => {
+  it('loads all three through loadModelRunner, with their tasks and checked params', () => {
     expect(zoo.blazeface).toMatchObject({ task: 'detect-objects', architecture: 'blazeface', inputSize: 256 });
     expect(zoo.faceres).toMatchObject({ task: 'recognize-attributes', architecture: 'faceres' });
+    expect(zoo.facemesh).toMatchObject({ task: 'detect-objects', architecture: 'facemesh', inputSize: 192 });
     expect(detector.spec.name).toBe('blazeface');
     expect(faceres.spec.name).toBe('faceres');
+    expect(facemesh.spec.name).toBe('facemesh');
     expect(detector.parseParams({})).toEqual({ minScore: 0.5, iouThreshold: 0.1, maxDetections: 100 });
     expect(faceres.parseParams({})).toEqual({ maleThreshold: 0.6 });
+    expect(facemesh.parseParams({})).toEqual({ minScore: 0.5 });
+    expect(facemesh.parseParams({ minScore: 0.3 })).toEqual({ minScore: 0.3 });
+    expect(() => facemesh.parseParams({ minScore: -0.1 })).toThrow(expect.objectContaining({ code: ErrorCode.AppInvalid }));
+    expect(() => facemesh.parseParams({ maxDetections: 1 })).toThrow(/maxDetections/);
     expect(() => detector.parseParams({ minScore: 1.5 })).toThrow(expect.objectContaining({ code: ErrorCode.AppInvalid }));
     expect(() => detector.parseParams({ minScroe: 0.5 })).toThrow(/minScroe/);
     expect(() => faceres.parseParams({ maleThreshold: 1 })).toThrow(/maleThreshold/);
   });
 
-  it('blazeface refuses another input size (its anchors are fixed)', async () => {
+  it('blazeface and facemesh refuse another input size', async () => {
     await expect(loadModelRunner({ ...zoo.blazeface!, inputSize: 128 }, runtime)).rejects.toMatchObject({ code: ErrorCode.ModelLoad, message: expect.stringContaining('256') });
+    await expect(loadModelRunner({ ...zoo.facemesh!, inputSize: 256 }, runtime)).rejects.toMatchObject({ code: ErrorCode.ModelLoad, message: expect.stringContaining('192') });
   });
 
   /**
@@ -210,6 +232,96 @@ describe('face models from the zoo', () => {
     }
   });
 
+  /** The edge padding the billboard app should cut FaceMesh's crops with (see FACEMESH_DEFAULT_MIN_SCORE). */
+  const meshPadding = 0.25;
+  const meshScore = async (crops: RgbImage[]): Promise<number[]> =>
+    (await facemesh.run(crops, crops.map(() => facemesh.parseParams({ minScore: 0 })))).map((out) => detections(out)[0]?.score ?? 0);
+
+  it('facemesh confirms the real faces BlazeFace finds on a classroom still, with the mesh box on the face', async () => {
+    const image = await still('face-classroom-15.jpg');
+    const [found] = await detector.run([image], [detector.parseParams({ minScore: 0.4 })]);
+    const faces = byX(detections(found));
+    expect(faces).toHaveLength(3);
+    const crops = faces.map((f) => padded(image, f.box, meshPadding));
+    const outs = await facemesh.run(crops, crops.map(() => facemesh.parseParams({})));
+    for (const [k, out] of outs.entries()) {
+      const crop = crops[k]!;
+      const list = detections(out);
+      expect(list, `face ${k}`).toHaveLength(1);
+      const [d] = list;
+      expect(d).toMatchObject({ classId: 0, className: 'face' });
+      expect(d!.score).toBeGreaterThan(0.9);
+      expect(d!.score).toBeLessThanOrEqual(1);
+      // The landmarks' box, in the crop's pixels: inside it, most of it (the face without the 25 % margins).
+      const { x1, y1, x2, y2 } = d!.box;
+      expect(x1).toBeGreaterThanOrEqual(0);
+      expect(y1).toBeGreaterThanOrEqual(0);
+      expect(x2).toBeLessThanOrEqual(crop.width);
+      expect(y2).toBeLessThanOrEqual(crop.height);
+      expect((x2 - x1) / crop.width).toBeGreaterThan(0.4);
+      expect((y2 - y1) / crop.height).toBeGreaterThan(0.4);
+      expect(Math.abs((x1 + x2) / 2 - crop.width / 2)).toBeLessThan(crop.width / 4);
+    }
+  });
+
+  it('facemesh rejects the backs of heads BlazeFace takes for faces', async () => {
+    for (const name of ['back-of-head-1.jpg', 'back-of-head-2.jpg']) {
+      const head = await still(name);
+      const [found] = await detector.run([head], [detector.parseParams({ maxDetections: 1 })]);
+      const [face] = detections(found);
+      // BlazeFace fires on it as on a face (0.74 and 0.76)...
+      expect(face, name).toBeDefined();
+      expect(face!.score).toBeGreaterThan(0.6);
+      // ... FaceMesh does not, whatever the padding.
+      const crops = [0.2, 0.25, 0.4].map((p) => padded(head, face!.box, p));
+      const outs = await facemesh.run(crops, crops.map(() => facemesh.parseParams({})));
+      for (const out of outs) expect(detections(out)).toEqual([]);
+      for (const score of await meshScore(crops)) expect(score, name).toBeLessThan(0.2);
+    }
+  });
+
+  it('facemesh rejects pictures without a face', async () => {
+    const synthetic = solid(64, 64, [128, 128, 128]);
+    for (let y = 0; y < 64; y++) {
+      for (let x = 0; x < 64; x++) if ((x - 32) ** 2 + (y - 30) ** 2 < 20 ** 2) synthetic.data.set([220, 180, 150], (y * 64 + x) * 3);
+    }
+    const noise = solid(48, 48, [0, 0, 0]);
+    let seed = 7;
+    for (let i = 0; i < noise.data.length; i++) {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      noise.data[i] = seed >>> 24;
+    }
+    const road = await still('road-empty.jpg');
+    const images = [synthetic, noise, solid(40, 40, [0, 0, 0]), cropImage(road, { x1: 200, y1: 100, x2: 260, y2: 160 }), await still('room-person.jpg')];
+    const outs = await facemesh.run(images, images.map(() => facemesh.parseParams({})));
+    for (const out of outs) expect(detections(out)).toEqual([]);
+    for (const score of await meshScore(images)) expect(score).toBeLessThan(0.1);
+  });
+
+  it('facemesh: batch of N equals N runs of batch 1', async () => {
+    const classroom = await still('face-classroom-15.jpg');
+    const head = await still('back-of-head-1.jpg');
+    const [a, b] = await detector.run([classroom, head], [detector.parseParams({ minScore: 0.4 }), detector.parseParams({ maxDetections: 1 })]);
+    const crops = [
+      ...detections(a).map((f) => padded(classroom, f.box, meshPadding)),
+      ...detections(b).map((f) => padded(head, f.box, meshPadding)),
+      stills[2]!,
+    ];
+    expect(crops).toHaveLength(5);
+    const params = crops.map(() => facemesh.parseParams({ minScore: 0 }));
+    const batched = await facemesh.run(crops, params);
+    expect(batched).toHaveLength(5);
+    for (const [i, crop] of crops.entries()) {
+      const [one] = await facemesh.run([crop], [params[i]!]);
+      const x = detections(batched[i]);
+      const y = detections(one);
+      expect(x).toHaveLength(1);
+      expect(y).toHaveLength(1);
+      expect(x[0]!.score).toBeCloseTo(y[0]!.score, 5);
+      for (const key of ['x1', 'y1', 'x2', 'y2'] as const) expect(x[0]!.box[key]).toBeCloseTo(y[0]!.box[key], 3);
+    }
+  });
+
   const footageName = hasFootage
     ? 'every frame of face-demographics-walking.gif: two faces each, ages adult, genders mostly right'
     : `SKIPPED: ${FOOTAGE} not found (shared footage absent) — would run both models on the 35 frames of face-demographics-walking.gif`;
@@ -246,6 +358,41 @@ describe('face models from the zoo', () => {
     expect(share(genders.woman, 'female')).toBeGreaterThan(0.6);
     expect(share(genders.man, 'male')).toBeGreaterThan(0.6);
   });
+  const clipName = hasPersonClip
+    ? 'one-by-one-person-detection.mp4 (nobody faces the camera): BlazeFace fires on backs of heads, FaceMesh confirms none'
+    : `SKIPPED: ${PERSON_CLIP} not found (shared footage absent) — would run people -> faces -> facemesh on the person clip at 0.5 fps`;
+  it.skipIf(!hasPersonClip)(clipName, { timeout: 60_000 }, async () => {
+    const [w, h] = [768, 432];
+    const raw = execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-i', PERSON_CLIP, '-vf', 'fps=0.5', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'], {
+      maxBuffer: 256 * 1024 * 1024,
+    });
+    const frames: RgbImage[] = [];
+    for (let o = 0; o + w * h * 3 <= raw.length; o += w * h * 3) frames.push({ width: w, height: h, data: new Uint8Array(raw.subarray(o, o + w * h * 3)) });
+    expect(frames.length).toBeGreaterThan(65);
+    const people = await loadModelRunner(zoo.centernet!, runtime);
+    try {
+      const found: NodeOutput[] = [];
+      for (let i = 0; i < frames.length; i += 8) {
+        const chunk = frames.slice(i, i + 8);
+        found.push(...(await people.run(chunk, chunk.map(() => people.parseParams({ minScore: 0.4, classes: ['person'] })))));
+      }
+      // As the billboard app: person box + 5 %, its top 45 %, BlazeFace (one face), the face box + 25 %.
+      const heads = found.flatMap((out, i) =>
+        detections(out).map((d) => {
+          const person = padded(frames[i]!, d.box, 0.05);
+          return cropImage(person, { x1: 0, y1: 0, x2: person.width, y2: Math.round(0.45 * person.height) });
+        }),
+      );
+      const faces = await detector.run(heads, heads.map(() => detector.parseParams({ maxDetections: 1 })));
+      const crops = faces.flatMap((out, k) => detections(out).map((f) => padded(heads[k]!, f.box, meshPadding)));
+      // BlazeFace fires on 18 of the 53 person crops (0.50..0.84), all backs of heads; FaceMesh gives them at most 0.14.
+      expect(crops.length).toBeGreaterThan(10);
+      const scores = await meshScore(crops);
+      expect(Math.max(...scores)).toBeLessThan(0.3);
+    } finally {
+      await people.dispose();
+    }
+  });
 });
 
 describe('face decoders', () => {
@@ -260,6 +407,22 @@ describe('face decoders', () => {
     const out = decodeFaces({ faces: { data: rows, dims: [1, BLAZEFACE.anchors, 5], type: 'float32' } }, [lb], { minScore: 0.5, iouThreshold: 0.2, maxDetections: 10 });
     expect(out).toEqual([[{ box: { x1: 200, y1: 88, x2: 240, y2: 128 }, classId: 0, className: 'face', score: expect.closeTo(0.9, 6) }]]);
     expect(() => decodeFaces({}, [lb], { minScore: 0.5, iouThreshold: 0.2, maxDetections: 10 })).toThrow(/expected float32 faces/);
+  });
+
+  it('facemesh: one face per image at or above minScore, its box mapped back through the letterbox', () => {
+    // Two crops: 96x48 letterboxed into 192 (scale 2, 48 px bars above and below), and 48x48 (scale 4).
+    const lbs = [
+      { scale: 2, padX: 0, padY: 48, inputWidth: 192, inputHeight: 192 },
+      { scale: 4, padX: 0, padY: 0, inputWidth: 192, inputHeight: 192 },
+    ];
+    const rows = new Float32Array([20, 60, 100, 150, 0.9, 10, 10, 200, 100, 0.2]);
+    const face = { face: { data: rows, dims: [2, 5], type: 'float32' as const } };
+    expect(decodeFacemesh(face, lbs, { minScore: 0.5 })).toEqual([[{ box: { x1: 10, y1: 6, x2: 50, y2: 48 }, classId: 0, className: 'face', score: expect.closeTo(0.9, 6) }], []]);
+    // Per-image thresholds; boxes are clipped to their crop (96x48, 48x48).
+    const [, second] = decodeFacemesh(face, lbs, [{ minScore: 0.5 }, { minScore: 0.1 }]);
+    expect(second).toEqual([{ box: { x1: 2.5, y1: 2.5, x2: 48, y2: 25 }, classId: FACEMESH.classId, className: 'face', score: expect.closeTo(0.2, 6) }]);
+    expect(() => decodeFacemesh({ face: { data: rows, dims: [1, 5], type: 'float32' } }, lbs, { minScore: 0.5 })).toThrow(/expected float32 face \[2, 5\]/);
+    expect(() => decodeFacemesh({}, lbs, { minScore: 0.5 })).toThrow(/outputs none/);
   });
 
   it('faceres: age is the expected value (bin i = age i + 1), gender splits at the threshold', () => {

@@ -31,6 +31,30 @@ RAW_FLAG = HEAD + "output_faceflag/Reshape:0"
 RAW_MESH = HEAD + "output_mesh/Reshape:0"
 SIZE = 192
 POINTS = 468
+# The TF graph pools `p_re_lu_15` three times with the same MaxPool (one per head: mesh, face flag,
+# contours). tf2onnx merges such duplicates, and which name survives varies from run to run (it
+# iterates over a set); the survivor is renamed to the first of them so that the output file is the
+# same on every run.
+TWIN_MAXPOOLS = [HEAD + f"max_pooling2d_{k}/MaxPool" for k in (5, 6, 7)]
+
+
+def merge_twin_maxpools(g: onnx.GraphProto) -> None:
+    twins = [node for node in g.node if node.name in TWIN_MAXPOOLS]
+    if not twins:
+        raise SystemExit("finish_facemesh: none of the shared MaxPools found; has the graph changed?")
+    keep, rest = twins[0], twins[1:]
+    if any(t.op_type != "MaxPool" or list(t.input) != list(keep.input) or t.attribute != keep.attribute for t in twins):
+        raise SystemExit("finish_facemesh: the shared MaxPools differ; has the graph changed?")
+    alias = {out: keep.output[0] for t in rest for out in t.output}
+    old = keep.output[0]
+    keep.name = TWIN_MAXPOOLS[0]
+    keep.output[0] = TWIN_MAXPOOLS[0] + ":0"
+    alias[old] = keep.output[0]
+    for t in rest:
+        g.node.remove(t)
+    for node in g.node:
+        for k, name in enumerate(node.input):
+            node.input[k] = alias.get(name, name)
 
 
 def const(name: str, value, dtype) -> onnx.TensorProto:
@@ -44,6 +68,7 @@ def main() -> None:
     if {o.name for o in g.output} != {RAW_FLAG, RAW_MESH}:
         raise SystemExit(f"finish_facemesh: unexpected outputs {[o.name for o in g.output]}")
 
+    merge_twin_maxpools(g)
     p = "decode/"
     inp = next(i for i in g.input if i.name == RAW_INPUT)
     inp.name = "images"

@@ -6,8 +6,9 @@
 // from TFJS_NODE_MODULES_PARENT, which convert.sh fills with `npm install --prefix` outside the
 // project. ONNX side: the project's onnxruntime-node; RAW_ONNX is tf2onnx's output, FINAL_ONNX the
 // finished model. Inputs: each IMAGE letterboxed into the model's square input (sharp, centred, black
-// padding) plus one deterministic noise image; then all of them as one batch, which must equal the
-// single runs. Prints one JSON line with the max abs differences and exits 1 if any exceeds its
+// padding) plus one deterministic noise image (FaceMesh also gets face and back-of-head crops cut
+// from some of the images, so that its confidence is checked high as well as low); then all of them as
+// one batch, which must equal the single runs. Prints one JSON line with the max abs differences and exits 1 if any exceeds its
 // tolerance.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -25,8 +26,10 @@ const ort = projectRequire('onnxruntime-node');
 const sharp = projectRequire('sharp');
 const tf = createRequire(path.join(path.resolve(tfjsPrefix), 'package.json'))('@tensorflow/tfjs');
 
-async function letterboxed(file, size) {
-  const { data } = await sharp(readFileSync(file))
+async function letterboxed(file, size, box) {
+  let img = sharp(readFileSync(file));
+  if (box) img = img.extract({ left: box[0], top: box[1], width: box[2] - box[0], height: box[3] - box[1] });
+  const { data } = await img
     .removeAlpha()
     .resize(size, size, { fit: 'contain', background: { r: 0, g: 0, b: 0 } })
     .raw()
@@ -188,6 +191,13 @@ const MODELS = {
 
   facemesh: {
     size: 192,
+    // Face crops as the billboard app cuts them (BlazeFace box + 25 %, in the image's pixels, x1 y1 x2 y2):
+    // three real faces (confidence 0.91..1 here, letterboxed by sharp) and two backs of heads (< 0.02).
+    crops: {
+      'face-classroom-15.jpg': [[30, 50, 63, 83], [90, 30, 113, 53], [269, 54, 301, 86]],
+      'back-of-head-1.jpg': [[65, 21, 122, 78]],
+      'back-of-head-2.jpg': [[54, 40, 112, 98]],
+    },
     // Confidence 0..1; mesh and box in input pixels (0..192).
     tol: { confidence: 1e-4, mesh: 1e-2, face: 1e-2 },
     outputs: ['face', 'mesh'],
@@ -226,6 +236,9 @@ const MODELS = {
 const spec = MODELS[kind];
 const inputs = [];
 for (const f of images) inputs.push({ name: path.basename(f), data: await letterboxed(f, spec.size) });
+for (const f of images) {
+  for (const box of spec.crops?.[path.basename(f)] ?? []) inputs.push({ name: `${path.basename(f)}[${box.join(',')}]`, data: await letterboxed(f, spec.size, box) });
+}
 inputs.push({ name: 'noise', data: noise(spec.size) });
 
 await tf.setBackend('cpu');

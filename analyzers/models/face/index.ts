@@ -20,5 +20,6 @@ export {
   FACEMESH_DEFAULT_MIN_SCORE,
   decodeFacemesh,
   preprocessFacemesh,
+  type FacemeshDecodeOptions,
   type FacemeshPreprocessed,
 } from './facemesh.js';
