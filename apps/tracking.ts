@@ -4,12 +4,9 @@ import {
   createLineCrossing,
   createTracker,
   createZoneDwell,
-  type AttributeAggregator,
   type EndedTrack,
   type FrameInfo,
   type Gender,
-  type LineCrossing,
-  type Tracker,
   type ZoneDwell,
 } from './operators/index.js';
 
@@ -57,13 +54,13 @@ interface Gathered {
  */
 export function createSourceTracking(node: AppNode): SourceTracking {
   const track = node.track!;
-  const tracker: Tracker = createTracker(track);
-  const lines: LineCrossing[] = node.lines.map((l) => createLineCrossing(l));
-  const zones: ZoneDwell[] = node.zones.map((z) => createZoneDwell(z));
+  const tracker = createTracker(track);
+  const lines = node.lines.map((l) => createLineCrossing(l));
+  const zones = node.zones.map((z) => createZoneDwell(z));
   const minDwellMs = new Map(node.zones.map((z) => [z.name, z.minDwellMs]));
   const wanted = track.classes ? new Set(track.classes) : undefined;
   const gathered = new Map<string, Gathered>();
-  const attributes: AttributeAggregator = createAttributeAggregator();
+  const attributes = createAttributeAggregator();
 
   const classOf = (trackId: string, fallback: string): string => {
     let best = fallback;
@@ -80,14 +77,13 @@ export function createSourceTracking(node: AppNode): SourceTracking {
       .map((v) => ({ event: 'dwell', name: v.zone, trackId: v.trackId, className: classOf(v.trackId, v.className), seq: v.enterSeq, timeMs: v.enterMs, durationMs: v.dwellMs }));
 
   const ended = (tracks: readonly EndedTrack[]): TrackEvent[] =>
-    tracks.filter((t) => t.age >= track.minFrames).map((t) => {
+    tracks.filter((t) => t.age >= track.minFrames).map((t): TrackEvent => {
       const seen = gathered.get(t.trackId)?.seen ?? new Map<string, Set<number>>();
       const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, seqs]) => [n, seqs.size])) };
       const read = attributes.summary(t.trackId);
       if (read?.age !== undefined) summary.age = Math.round(read.age);
       if (read?.gender !== undefined) summary.gender = read.gender;
-      const event: TrackEvent = { event: 'track', trackId: t.trackId, className: classOf(t.trackId, t.className), seq: t.firstSeq, timeMs: t.firstSeenMs, durationMs: t.lastSeenMs - t.firstSeenMs, summary };
-      return event;
+      return { event: 'track', trackId: t.trackId, className: classOf(t.trackId, t.className), seq: t.firstSeq, timeMs: t.firstSeenMs, durationMs: t.lastSeenMs - t.firstSeenMs, summary };
     });
 
   const forget = (tracks: readonly EndedTrack[]): void => {
