@@ -59,8 +59,10 @@ export function createAppLogic(spec: AppSpec): AppLogic {
 
   /** The tracked detection an input descends from: the input itself, or its nearest ancestor (ids nest as `<parent>/<node>/<index>`). */
   const ownerOf = (inputId: string): Owner | undefined => {
-    for (let id = inputId; id.split('/').length > 3; id = id.split('/').slice(0, -2).join('/')) {
-      const owner = owners.get(id);
+    const parts = inputId.split('/');
+    // `app/source/seq` is the frame; each `/<node>/<index>` after it is one generation.
+    for (let n = parts.length; n > 3; n -= 2) {
+      const owner = owners.get(parts.slice(0, n).join('/'));
       if (owner) return owner;
     }
     return undefined;
