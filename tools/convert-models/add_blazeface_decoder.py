@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from canonicalize import canonicalize
+from canonicalize import prune_to_outputs, save_checked
 
 RAW_INPUT = "input:0"
 HEAD = "StatefulPartitionedCall/functional_1/"
@@ -113,19 +113,7 @@ def main() -> None:
     g.output.append(helper.make_tensor_value_info("faces", TensorProto.FLOAT, ["batch", count, 5]))
 
     # Drop what no longer feeds the output.
-    needed = {"faces"}
-    keep = []
-    for node in reversed(list(g.node)):
-        if any(o in needed for o in node.output):
-            keep.append(node)
-            needed.update(i for i in node.input if i)
-    keep.reverse()
-    del g.node[:]
-    g.node.extend(keep)
-    inits = [i for i in g.initializer if i.name in needed]
-    del g.initializer[:]
-    g.initializer.extend(inits)
-    del g.value_info[:]
+    prune_to_outputs(g)
 
     g.name = "blazeface_back_256"
     g.doc_string = ""  # tf2onnx writes the (temporary) source path here
@@ -135,10 +123,7 @@ def main() -> None:
         f"float32 [N,{SIZE},{SIZE},3] RGB 0..255. Output faces: float32 [N,{count},5] rows (x1,y1,x2,y2,score) "
         "in input pixels, one per anchor, unfiltered."
     )
-    model = canonicalize(model)
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, dst)
+    save_checked(model, dst)
     print(f"add_blazeface_decoder: wrote {dst}: images [batch,{SIZE},{SIZE},3] -> faces [batch,{count},5]")
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from canonicalize import canonicalize
+from canonicalize import prune_to_outputs, save_checked
 
 RAW_INPUT = "tower_0/images:0"
 RAW_PEAKS = "tower_0/mul_1:0"
@@ -97,19 +97,7 @@ def main() -> None:
     g.output.append(helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["batch", top_k, 6]))
 
     # Drop the nodes (and initializers) that no longer feed an output, e.g. the second `keypoints` output.
-    needed = {"detections"}
-    keep = []
-    for node in reversed(list(g.node)):
-        if any(o in needed for o in node.output):
-            keep.append(node)
-            needed.update(i for i in node.input if i)
-    keep.reverse()
-    del g.node[:]
-    g.node.extend(keep)
-    inits = [i for i in g.initializer if i.name in needed]
-    del g.initializer[:]
-    g.initializer.extend(inits)
-    del g.value_info[:]
+    prune_to_outputs(g)
 
     g.name = "centernet_mobilenetv3_coco"
     g.doc_string = ""  # tf2onnx writes the (temporary) source path here
@@ -119,10 +107,7 @@ def main() -> None:
         f"Output detections: float32 [N,{top_k},6] rows (x1,y1,x2,y2,score,class) in input pixels, "
         "sorted by score; class is the 0-based COCO-80 index."
     )
-    model = canonicalize(model)
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, dst)
+    save_checked(model, dst)
     print(f"add_decoder: wrote {dst}: images [batch,512,512,3] -> detections [batch,{top_k},6]")
 
 

@@ -14,6 +14,8 @@ canonical form:
 * a node structurally identical to one already placed is dropped and its consumers read the first;
 * generated names (`..__<n>`) of nodes and of the tensors they produce are renumbered in that order;
   names that come from the TensorFlow graph, and the graph's inputs and outputs, are kept.
+
+It also holds the finishing scripts' shared last steps: `prune_to_outputs` and `save_checked`.
 """
 
 import hashlib
@@ -202,3 +204,38 @@ def canonicalize(model: onnx.ModelProto) -> onnx.ModelProto:
     g.initializer.extend(inits[k] for k in sorted(inits))
     del g.value_info[:]
     return model
+
+
+def prune_to_outputs(g: onnx.GraphProto) -> None:
+    """Drops the nodes and initializers that no longer feed one of the graph's outputs.
+
+    For scripts that replace tf2onnx's outputs: what fed only the old ones (e.g. a head asked for the
+    check alone) would otherwise stay in the file. Walks the nodes backwards, so a node must come after
+    everything it reads, as tf2onnx writes them.
+    """
+    needed = {o.name for o in g.output}
+    keep = []
+    for node in reversed(list(g.node)):
+        if any(o in needed for o in node.output):
+            keep.append(node)
+            needed.update(i for i in node.input if i)
+    keep.reverse()
+    del g.node[:]
+    g.node.extend(keep)
+    inits = [i for i in g.initializer if i.name in needed]
+    del g.initializer[:]
+    g.initializer.extend(inits)
+
+
+def save_checked(model: onnx.ModelProto, dst: str) -> None:
+    """Writes a finished graph in canonical form, after checking it.
+
+    tf2onnx's value_info describes the graph before the finishing script edited it, so it is dropped
+    first (canonicalize's own shape inference must not read it); shapes are then inferred afresh, in
+    strict mode so that a graph whose shapes do not fit fails here rather than in the runner.
+    """
+    del model.graph.value_info[:]
+    model = canonicalize(model)
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, dst)

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from canonicalize import canonicalize
+from canonicalize import save_checked
 
 RAW_INPUT = "input_1:0"
 HEAD = "StatefulPartitionedCall/model_1/"
@@ -101,7 +101,6 @@ def main() -> None:
         helper.make_tensor_value_info("face", TensorProto.FLOAT, ["batch", 5]),
         helper.make_tensor_value_info("mesh", TensorProto.FLOAT, ["batch", POINTS, 3]),
     ])
-    del g.value_info[:]
 
     g.name = "facemesh_192"
     g.doc_string = ""  # tf2onnx writes the (temporary) source path here
@@ -112,10 +111,7 @@ def main() -> None:
         f"landmarks in input pixels, face presence confidence 0..1) and mesh [N,{POINTS},3] (x,y in input "
         "pixels, z)."
     )
-    model = canonicalize(model)
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, dst)
+    save_checked(model, dst)
     print(f"finish_facemesh: wrote {dst}: images [batch,{SIZE},{SIZE},3] -> face [batch,5], mesh [batch,{POINTS},3]")
 
 

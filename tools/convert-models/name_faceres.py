@@ -18,7 +18,7 @@ import sys
 
 import onnx
 
-from canonicalize import canonicalize
+from canonicalize import save_checked
 
 RAW_INPUT = "input_1:0"
 OUTPUTS = {
@@ -48,7 +48,6 @@ def main() -> None:
     outputs = sorted(g.output, key=lambda o: order[o.name])
     del g.output[:]
     g.output.extend(outputs)
-    del g.value_info[:]
 
     g.name = "faceres_hse_mobilenet"
     g.doc_string = ""  # tf2onnx writes the (temporary) source path here
@@ -58,10 +57,7 @@ def main() -> None:
         "[N,224,224,3] RGB 0..255 (a face crop). Outputs gender [N,1] (sigmoid, high = male), age [N,100] "
         "(softmax over age bins), features [N,1024]."
     )
-    model = canonicalize(model)
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, dst)
+    save_checked(model, dst)
     print(f"name_faceres: wrote {dst}: images [batch,224,224,3] -> gender [batch,1], age [batch,100], features [batch,1024]")
 
 
