@@ -11,10 +11,9 @@ import {
   decodeFacemesh,
   decodeFaceres,
   decodeFaces,
-  preprocessFacemesh,
   preprocessFaceres,
-  preprocessFaces,
 } from './face/index.js';
+import { letterboxBatch } from './detector/index.js';
 import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const faceDetectorParams = z.strictObject({
@@ -37,7 +36,7 @@ export async function loadFaceDetector(spec: ResolvedModel, runtime: ModelRuntim
     spec,
     parseParams: (params) => parseWith(faceDetectorParams, spec, params),
     prepare(images, params) {
-      const { input, letterboxes } = preprocessFaces([...images], inputSize);
+      const { input, letterboxes } = letterboxBatch(images, inputSize, spec.name);
       return { size: images.length, input, letterboxes, params };
     },
     async execute(prepared) {
@@ -94,7 +93,7 @@ export async function loadFaceVerifier(spec: ResolvedModel, runtime: ModelRuntim
     spec,
     parseParams: (params) => parseWith(faceVerifierParams, spec, params),
     prepare(images, params) {
-      const { input, letterboxes } = preprocessFacemesh([...images], inputSize);
+      const { input, letterboxes } = letterboxBatch(images, inputSize, spec.name);
       return { size: images.length, input, letterboxes, params };
     },
     async execute(prepared) {

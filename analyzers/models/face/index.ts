@@ -3,9 +3,7 @@ export {
   BLAZEFACE_DEFAULT_IOU,
   BLAZEFACE_DEFAULT_MIN_SCORE,
   decodeFaces,
-  preprocessFaces,
   type FaceDecodeOptions,
-  type FacePreprocessed,
 } from './blazeface.js';
 export {
   FACERES,
@@ -19,7 +17,5 @@ export {
   FACEMESH,
   FACEMESH_DEFAULT_MIN_SCORE,
   decodeFacemesh,
-  preprocessFacemesh,
   type FacemeshDecodeOptions,
-  type FacemeshPreprocessed,
 } from './facemesh.js';
