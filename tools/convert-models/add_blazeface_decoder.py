@@ -28,9 +28,9 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from canonicalize import prune_to_outputs, save_checked
+from canonicalize import const, prune_to_outputs, rename_input, save_checked
 
 RAW_INPUT = "input:0"
 HEAD = "StatefulPartitionedCall/functional_1/"
@@ -52,10 +52,6 @@ def anchors() -> np.ndarray:
     return np.array(out, dtype=np.float32)
 
 
-def const(name: str, value, dtype) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
-
-
 def main() -> None:
     src, dst = sys.argv[1], sys.argv[2]
     model = onnx.load(src)
@@ -65,13 +61,7 @@ def main() -> None:
 
     # The input: `images`, raw RGB 0..255, symbolic batch; scaled to -1..1 in the graph.
     p = "decode/"
-    inp = next(i for i in g.input if i.name == RAW_INPUT)
-    inp.name = "images"
-    inp.type.tensor_type.shape.dim[0].dim_param = "batch"
-    for node in g.node:
-        for k, name in enumerate(node.input):
-            if name == RAW_INPUT:
-                node.input[k] = p + "scaled"
+    rename_input(g, RAW_INPUT, p + "scaled")
 
     g.initializer.extend([
         const(p + "inv127_5", 1 / 127.5, np.float32),

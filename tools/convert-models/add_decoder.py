@@ -17,18 +17,14 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from canonicalize import prune_to_outputs, save_checked
+from canonicalize import const, prune_to_outputs, rename_input, save_checked
 
 RAW_INPUT = "tower_0/images:0"
 RAW_PEAKS = "tower_0/mul_1:0"
 RAW_WH = "tower_0/wh:0"
 STRIDE = 4.0
-
-
-def const(name: str, value, dtype) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
 
 
 def main() -> None:
@@ -44,13 +40,7 @@ def main() -> None:
         raise SystemExit(f"expected static H, W, C on {RAW_PEAKS}, got {dims}")
 
     # Rename the input to `images` and make its batch dimension a named symbol.
-    inp = next(i for i in g.input if i.name == RAW_INPUT)
-    inp.name = "images"
-    inp.type.tensor_type.shape.dim[0].dim_param = "batch"
-    for node in g.node:
-        for k, name in enumerate(node.input):
-            if name == RAW_INPUT:
-                node.input[k] = "images"
+    rename_input(g, RAW_INPUT, "images")
 
     p = "decode/"
     g.initializer.extend([

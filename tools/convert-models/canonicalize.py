@@ -22,6 +22,7 @@ import hashlib
 import heapq
 import re
 
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -239,3 +240,21 @@ def save_checked(model: onnx.ModelProto, dst: str) -> None:
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, dst)
+
+
+def rename_input(g: onnx.GraphProto, raw: str, feeds: str) -> None:
+    """Names tf2onnx's input `raw` `images`, with a symbolic `batch` dimension, as every zoo model
+    takes it; the nodes that read `raw` read `feeds` instead (`images` itself, or the output of a
+    scaling node the script puts in front)."""
+    inp = next(i for i in g.input if i.name == raw)
+    inp.name = "images"
+    inp.type.tensor_type.shape.dim[0].dim_param = "batch"
+    for node in g.node:
+        for k, name in enumerate(node.input):
+            if name == raw:
+                node.input[k] = feeds
+
+
+def const(name: str, value, dtype) -> onnx.TensorProto:
+    """An initializer holding `value` as an array of `dtype`."""
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)

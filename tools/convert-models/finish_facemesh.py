@@ -21,9 +21,9 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from canonicalize import save_checked
+from canonicalize import const, rename_input, save_checked
 
 RAW_INPUT = "input_1:0"
 HEAD = "StatefulPartitionedCall/model_1/"
@@ -57,10 +57,6 @@ def merge_twin_maxpools(g: onnx.GraphProto) -> None:
             node.input[k] = alias.get(name, name)
 
 
-def const(name: str, value, dtype) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.array(value, dtype=dtype), name)
-
-
 def main() -> None:
     src, dst = sys.argv[1], sys.argv[2]
     model = onnx.load(src)
@@ -70,13 +66,7 @@ def main() -> None:
 
     merge_twin_maxpools(g)
     p = "decode/"
-    inp = next(i for i in g.input if i.name == RAW_INPUT)
-    inp.name = "images"
-    inp.type.tensor_type.shape.dim[0].dim_param = "batch"
-    for node in g.node:
-        for k, name in enumerate(node.input):
-            if name == RAW_INPUT:
-                node.input[k] = p + "scaled"
+    rename_input(g, RAW_INPUT, p + "scaled")
 
     g.initializer.extend([
         const(p + "inv255", 1 / 255, np.float32),
