@@ -80,7 +80,7 @@ describe.skipIf(!existsSync(gif))('the billboard app on face-demographics-walkin
       expect(v.seen['face-attributes']).toBe(v.seen.faces);
       expect(v.age).toBeGreaterThanOrEqual(18);
       expect(v.age).toBeLessThanOrEqual(70);
-      expect(['female', 'male', undefined]).toContain(v.gender);
+      expect(v.gender).toBeDefined();
     }
     const [age, gender] = rows.attributes as { name: string; n: number }[];
     expect(age).toEqual({ name: 'age', n: gender!.n });
