@@ -1,4 +1,4 @@
-import type { ResultRow, TableSpec } from '../core/index.js';
+import { ErrorCode, PanoptesError, type ResultRow, type TableSpec } from '../core/index.js';
 
 /**
  * The ResultSink port: where result rows are stored and how users read them back.
@@ -25,15 +25,38 @@ export interface QueryLimits {
   maxResultRows?: number;
   /** @defaultValue 30 */
   maxExecutionS?: number;
+  /** Memory one query may use, bytes. @defaultValue 1 GiB */
+  maxMemoryBytes?: number;
+  /** Size of one answer, bytes, as the engine holds it (JSON text is larger). @defaultValue 64 MiB */
+  maxResultBytes?: number;
 }
 
 /** The settings that enforce the limits, in ClickHouse's names. */
 export function limitSettings(limits: QueryLimits = {}): Record<string, string> {
   return {
     max_result_rows: String(limits.maxResultRows ?? 100_000),
+    max_result_bytes: String(limits.maxResultBytes ?? 64 * 1024 * 1024),
     result_overflow_mode: 'throw',
+    max_memory_usage: String(limits.maxMemoryBytes ?? 1024 * 1024 * 1024),
     max_execution_time: String(limits.maxExecutionS ?? 30),
   };
+}
+
+/**
+ * The engine's result limits do not hold everywhere (chDB's local mode lets a SELECT without
+ * FROM past max_result_rows): the answer itself is checked too, before it is handed on.
+ */
+export function checkAnswer(answer: { rows: number; bytes?: number }, limits: QueryLimits = {}): void {
+  const settings = limitSettings(limits);
+  const maxRows = Number(settings.max_result_rows);
+  const maxBytes = Number(settings.max_result_bytes);
+  if (answer.rows > maxRows) {
+    throw new PanoptesError(ErrorCode.QueryFailed, `query failed: the answer has ${answer.rows} rows, over the limit of ${maxRows}; add a LIMIT or aggregate`);
+  }
+  if (answer.bytes !== undefined && answer.bytes > maxBytes) {
+    const mb = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1);
+    throw new PanoptesError(ErrorCode.QueryFailed, `query failed: the answer is ${mb(answer.bytes)} MB, over the limit of ${mb(maxBytes)} MB; select fewer columns or rows`);
+  }
 }
 
 export interface QueryResult {

@@ -1,39 +1,38 @@
 import { mkdirSync } from 'node:fs';
-import { Session } from 'chdb';
+import { Session, type ChdbResult } from 'chdb';
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { CURRENT_DIALECT, rawName, toJsonEachRow } from '../schema.js';
-import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
+import { checkAnswer, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
+import { parseAstDump, refusal } from './statement-check.js';
 
 export interface ChdbSinkOptions {
   /** Folder for the database files. */
   path: string;
   /** Open for reading only: the engine itself refuses writes and setting changes. */
   readOnly?: boolean;
-  /** Limits of each query on a read-only sink. */
+  /** Limits of each query. */
   limits?: QueryLimits;
   /** Days rows are kept; undefined keeps them. */
   retentionDays?: number | undefined;
   logger: Logger;
 }
 
-/** Embedded ClickHouse. chDB allows one open session per data path in a process. */
+/** The database the embedded results live in. */
+const RESULTS_DATABASE = 'default';
+
+/**
+ * Embedded ClickHouse. chDB holds one data path per process, on which each `Session` is a
+ * connection of its own, with its own settings, running in parallel with the others. Queries
+ * therefore each get a fresh read-only session: one query's failure, slowness or leftover
+ * output never reaches another, and users read while the sink writes.
+ */
 export function createChdbSink(options: ChdbSinkOptions): ResultSink {
   mkdirSync(options.path, { recursive: true });
-  const args = ['--output_format_json_quote_64bit_integers=0'];
+  const jsonArgs = ['--output_format_json_quote_64bit_integers=0'];
   // The limits go first: once readonly=1 is set, no setting can change.
-  if (options.readOnly) args.push(...Object.entries(limitSettings(options.limits)).map(([name, value]) => `--${name}=${value}`), '--readonly=1');
-  let session: Session;
-  try {
-    session = new Session(options.path, { connectionArgs: args });
-  } catch (err) {
-    // chDB opens a data folder in one process at a time; the lock is the usual reason.
-    throw new PanoptesError(
-      ErrorCode.SinkUnavailable,
-      `cannot open the results in ${options.path} (${describeError(err)}); is a run or replay using them? Query them when it ends`,
-      { cause: err, retriable: true, details: { path: options.path } },
-    );
-  }
+  const readerArgs = [...jsonArgs, ...Object.entries(limitSettings(options.limits)).map(([name, value]) => `--${name}=${value}`), '--readonly=1'];
+  const session = open(options.path, options.readOnly ? readerArgs : jsonArgs);
   const logger = options.logger.child({ module: 'sinks.chdb' });
 
   return {
@@ -59,22 +58,18 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
       }
     },
     async query(sql: string): Promise<QueryResult> {
+      const reader = open(options.path, readerArgs);
       try {
-        const result = await session.queryAsync(sql, { format: 'JSON' });
-        const text = result.text();
-        if (text.trim() === '') return { columns: [], rows: [] };
-        const parsed = parseOne(text);
+        const statement = await checkedStatement(reader, sql);
+        const answer = await run(reader, statement, 'JSON');
+        checkAnswer({ rows: 0, bytes: answer.bytes().length }, options.limits);
+        const text = answer.text().trim();
+        if (text === '') return { columns: [], rows: [] };
+        const parsed = JSON.parse(text) as { meta: { name: string; type: string }[]; data: Record<string, unknown>[] };
+        checkAnswer({ rows: parsed.data.length }, options.limits);
         return { columns: parsed.meta, rows: parsed.data };
-      } catch (err) {
-        // chDB runs `a; b` as two statements, and output of a statement before a failing one is
-        // left in the session and handed to the next query: drain it so the next answer is its own.
-        await session.queryAsync('SELECT 1', { format: 'JSON' }).catch(() => undefined);
-        const readOnly = /READONLY|readonly mode/i.test(describeError(err));
-        throw new PanoptesError(
-          readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
-          readOnly ? `queries are read-only: ${describeError(err)}` : `query failed: ${describeError(err)}`,
-          { cause: err },
-        );
+      } finally {
+        reader.close();
       }
     },
     async close() {
@@ -83,11 +78,43 @@ export function createChdbSink(options: ChdbSinkOptions): ResultSink {
   };
 }
 
-/** One JSON result; several concatenated ones mean the text held several statements. */
-function parseOne(text: string): { meta: { name: string; type: string }[]; data: Record<string, unknown>[] } {
+function open(path: string, args: string[]): Session {
   try {
-    return JSON.parse(text) as { meta: { name: string; type: string }[]; data: Record<string, unknown>[] };
-  } catch {
-    throw new Error('one statement at a time: the answer held more than one result');
+    return new Session(path, { connectionArgs: args });
+  } catch (err) {
+    // chDB opens a data folder in one process at a time; the lock is the usual reason.
+    throw new PanoptesError(
+      ErrorCode.SinkUnavailable,
+      `cannot open the results in ${path} (${describeError(err)}); is another process (a run, replay or serve) using them? Query through it, or when it ends`,
+      { cause: err, retriable: true, details: { path } },
+    );
+  }
+}
+
+/**
+ * The one statement in `sql`, as ClickHouse formats it, once its parse shows that it only reads
+ * the results. What runs is this formatted text, so what was checked is what runs.
+ */
+async function checkedStatement(session: Session, sql: string): Promise<string> {
+  const literal = `'${sql.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  const statement = (await run(session, `SELECT formatQuery(${literal})`, 'TSVRaw')).text().replace(/\n$/, '');
+  const ast = parseAstDump((await run(session, `EXPLAIN AST ${statement}`, 'TSVRaw')).text().split('\n'));
+  const why = refusal(ast, RESULTS_DATABASE);
+  if (why) throw new PanoptesError(ErrorCode.QueryReadOnly, `queries only read the results: ${why}`);
+  return statement;
+}
+
+async function run(session: Session, sql: string, format: 'JSON' | 'TSVRaw'): Promise<ChdbResult> {
+  try {
+    return await session.queryAsync(sql, { format });
+  } catch (err) {
+    // A syntax error comes back from the formatQuery() around the user's text: say it without it.
+    const message = describeError(err).replace(/: In scope SELECT formatQuery\([\s\S]*$/, '');
+    const readOnly = /READONLY|readonly mode/i.test(message);
+    throw new PanoptesError(
+      readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
+      readOnly ? `queries are read-only: ${message}` : `query failed: ${message}`,
+      { cause: err },
+    );
   }
 }

@@ -2,7 +2,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickh
 import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { dialectOf, quoteIdentifier, rawName, toInsertRows, type SqlDialect } from '../schema.js';
-import { limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
+import { checkAnswer, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ClickHouseSinkOptions {
   /** The server's HTTP interface, e.g. http://127.0.0.1:8123. */
@@ -89,10 +89,10 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
     },
 
     async query(sql: string): Promise<QueryResult> {
+      let parsed;
       try {
         const result = await client.query({ query: sql, format: 'JSON', clickhouse_settings: { output_format_json_quote_64bit_integers: 0 } });
-        const parsed = await result.json<Record<string, unknown>>();
-        return { columns: parsed.meta ?? [], rows: parsed.data };
+        parsed = await result.json<Record<string, unknown>>();
       } catch (err) {
         const readOnly = READONLY.test(describeError(err));
         throw new PanoptesError(
@@ -101,6 +101,8 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
           { cause: err },
         );
       }
+      checkAnswer({ rows: parsed.data.length }, options.limits);
+      return { columns: parsed.meta ?? [], rows: parsed.data };
     },
 
     async close() {

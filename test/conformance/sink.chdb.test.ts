@@ -18,5 +18,13 @@ describeSinkConformance('chDB', {
       session.close();
     }
   },
+  rows: async (sql) => {
+    const session = new Session(path);
+    try {
+      return (JSON.parse((await session.queryAsync(sql, { format: 'JSON' })).text()) as { data: Record<string, unknown>[] }).data;
+    } finally {
+      session.close();
+    }
+  },
   cleanup: async () => rmSync(path, { recursive: true, force: true }),
 });

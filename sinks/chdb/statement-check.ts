@@ -1,0 +1,76 @@
+/**
+ * What a user's statement may do on the embedded results, judged on ClickHouse's own parse of
+ * it (`EXPLAIN AST`), not on its text. chDB runs ClickHouse in its "local" mode, where
+ * `readonly=1` stops writes, settings and the file/url/remote table functions but not everything
+ * a server would: the scalar `file()` reads any path there, and `INTO OUTFILE` writes one. So a
+ * statement must be a read of the results database: one of the statement kinds below, no output
+ * file, no function that reaches the filesystem or other databases, and no table elsewhere.
+ */
+
+/** One line of an `EXPLAIN AST` dump: `Function file (children 1)` at depth 4. */
+export interface AstNode {
+  depth: number;
+  /** `SelectWithUnionQuery`, `Function`, `TableIdentifier`, `Literal`, ... */
+  kind: string;
+  /** What follows the kind: a function's or a table's name, a literal's value. */
+  name: string;
+}
+
+/** Statement kinds that only read: SELECT (with UNION, INTERSECT, EXCEPT), EXPLAIN, DESCRIBE, SHOW TABLES/DATABASES, SHOW CREATE, EXISTS. */
+const READING_STATEMENTS = new Set(['SelectWithUnionQuery', 'Explain', 'DescribeQuery', 'ShowTables', 'ShowCreateTableQuery', 'ExistsTableQuery']);
+
+/** Scalar functions that read files or dictionaries (whose sources are files, URLs or other servers). */
+const FORBIDDEN_FUNCTIONS = /^(file|catboostevaluate|naivebayesclassifier|joinget|joingetornull|dict[a-z0-9]*)$/;
+
+/** Table functions that make rows out of nothing or out of the statement itself; every other one reads from somewhere. */
+const ALLOWED_TABLE_FUNCTIONS = new Set(['numbers', 'numbers_mt', 'zeros', 'zeros_mt', 'generate_series', 'generateseries', 'values', 'view', 'format', 'null', 'generaterandom']);
+
+/** Databases other than the results' that a name may point into without a database clause. */
+const OTHER_DATABASES = /^(system|information_schema)\./i;
+
+export function parseAstDump(lines: readonly string[]): AstNode[] {
+  return lines
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const text = line.trimStart();
+      const space = text.indexOf(' ');
+      const kind = space < 0 ? text : text.slice(0, space);
+      const name = space < 0 ? '' : text.slice(space + 1).replace(/ \(children \d+\)$/, '').replace(/ \(alias [^)]*\)$/, '').trim();
+      return { depth: line.length - text.length, kind, name };
+    });
+}
+
+/** Why the statement may not run on the results (a sentence for the user), or undefined when it may. */
+export function refusal(nodes: readonly AstNode[], resultsDatabase: string): string | undefined {
+  const [statement] = nodes;
+  if (!statement) return 'the statement is empty';
+  if (!READING_STATEMENTS.has(statement.kind)) {
+    return `only SELECT, EXPLAIN, DESCRIBE, SHOW TABLES, SHOW CREATE TABLE and EXISTS read the results; this statement is a ${statement.kind}`;
+  }
+  for (const [index, node] of nodes.entries()) {
+    // The statement's own literal child is the file of INTO OUTFILE (its FORMAT is an Identifier, SETTINGS a Set).
+    if (node.depth === statement.depth + 1 && node.kind === 'Literal') return 'INTO OUTFILE writes a file; results are read, never written to files';
+    if (node.kind === 'Function') {
+      const name = node.name.toLowerCase();
+      const parent = parentOf(nodes, index);
+      if (parent?.kind === 'TableExpression') {
+        if (!ALLOWED_TABLE_FUNCTIONS.has(name)) return `the table function ${node.name}() reads outside the results; query the results' tables`;
+      } else if (FORBIDDEN_FUNCTIONS.test(name)) {
+        return `${node.name}() reads files or dictionaries outside the results`;
+      }
+    }
+    if (node.kind === 'TableIdentifier' && node.name.includes('.') && !node.name.startsWith(`${resultsDatabase}.`)) {
+      return `${node.name} is outside the results database (${resultsDatabase})`;
+    }
+    if ((node.kind === 'Identifier' || node.kind === 'TableIdentifier') && OTHER_DATABASES.test(`${node.name}.`)) {
+      return `${node.name} is outside the results database (${resultsDatabase})`;
+    }
+  }
+  return undefined;
+}
+
+function parentOf(nodes: readonly AstNode[], index: number): AstNode | undefined {
+  const depth = nodes[index]?.depth ?? 0;
+  for (let i = index - 1; i >= 0; i--) if ((nodes[i]?.depth ?? 0) < depth) return nodes[i];
+  return undefined;
+}
