@@ -5,3 +5,6 @@ export type { MemoryBus, MemoryBusOptions, MemoryBusStatus } from './memory/inde
 export { createKafkaBus } from './kafka/index.js';
 export type { KafkaBus, KafkaBusOptions } from './kafka/index.js';
 export { deadLetter, DeadLetterHeaders } from './dead-letter.js';
+export { dropsOnLoss, lossDrops, lossNote, type LossNote } from './loss-drops.js';
+export type { BusLoss, LossReason, LossWatchOptions } from './kafka/index.js';
+export { createLogThrottle, repeatedSuffix, type LogThrottle } from './log-throttle.js';

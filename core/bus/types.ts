@@ -117,6 +117,14 @@ export interface Producer {
   close(): Promise<void>;
 }
 
+export interface BusCloseOptions {
+  /**
+   * Longest the close waits for consumers to commit and leave and for sends to finish; then it
+   * gives them up (what was not committed is delivered again). @defaultValue the adapter's
+   */
+  graceMs?: number;
+}
+
 export interface Bus {
   readonly kind: 'memory' | 'kafka';
   createTopics(specs: readonly TopicSpec[]): Promise<void>;
@@ -126,5 +134,6 @@ export interface Bus {
   committed(groupId: string, topic: string): Promise<TopicPartitionOffset[]>;
   /** Per partition, the offset the next produced record will get; lag = end − committed. */
   endOffsets(topic: string): Promise<TopicPartitionOffset[]>;
-  close(): Promise<void>;
+  /** Closes every consumer and producer made here; a second call returns the first's promise. */
+  close(options?: BusCloseOptions): Promise<void>;
 }

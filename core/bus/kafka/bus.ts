@@ -5,19 +5,25 @@
  * (`../partitioner.ts`), the same function the memory bus uses, so a source id lands on the same
  * partition on both buses.
  *
- * Consuming: see `consumer.ts`. Topics are created with their partitions and retention; they are
- * never created implicitly, so a typo in a topic name fails instead of making a new topic.
+ * Consuming: see `consumer.ts`. Topics: see `topics.ts`. A broker that lost records this process
+ * produced (replaced by an empty one, a topic deleted): see `loss-watch.ts`.
+ *
+ * Closing is bounded (`closeTimeoutMs`): with the broker away, kafkajs would retry a commit, a
+ * send or leaving the group for a minute, and a stopped process must stop.
  *
  * kafkajs is imported only in this folder (DESIGN.md §3).
  */
-import { CompressionTypes, Kafka, logLevel, Partitioners, type LogEntry } from 'kafkajs';
+import { CompressionTypes, Kafka, logLevel, Partitioners, type Admin } from 'kafkajs';
 import { ErrorCode, PanoptesError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import type { Bus, Consumer, ConsumerOptions, Producer, TopicPartitionOffset, TopicSpec } from '../types.js';
-import { createKafkaConsumer } from './consumer.js';
-import { createCoalescingProducer } from './producer.js';
+import type { Bus, BusCloseOptions, ConsumerOptions, TopicPartitionOffset, TopicSpec } from '../types.js';
+import { createKafkaConsumer, type KafkaGroupConsumer } from './consumer.js';
+import { createKafkaLog } from './kafka-log.js';
+import { createLossLedger, type LossProbe, type LossWatchOptions } from './loss-watch.js';
+import { createCoalescingProducer, type CoalescingProducer } from './producer.js';
+import { createTopicAdmin } from './topics.js';
 
-export interface KafkaBusOptions {
+export interface KafkaBusOptions<N = unknown> {
   /** Bootstrap brokers, `host:port`. */
   brokers: readonly string[];
   clientId?: string;
@@ -41,6 +47,12 @@ export interface KafkaBusOptions {
    * be restarted. @defaultValue logs the error
    */
   onFatal?: (err: unknown, groupId: string) => void;
+  /** Notice and report records the broker lost (see `loss-watch.ts`). @defaultValue not watched */
+  watch?: LossWatchOptions<N>;
+  /** Longest `close()` waits for consumers to commit and leave, and for sends to finish. @defaultValue 3000 */
+  closeTimeoutMs?: number;
+  /** How often a repeating kafkajs log line is summarized, ms. @defaultValue 30000 */
+  logIntervalMs?: number;
 }
 
 type Compression = 'none' | 'gzip';
@@ -49,79 +61,72 @@ export interface KafkaBus extends Bus {
   readonly kind: 'kafka';
 }
 
-export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus> {
+export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): Promise<KafkaBus> {
   const { logger } = options;
   if (options.brokers.length === 0) throw new PanoptesError(ErrorCode.BusInvalidArgument, 'no Kafka brokers given');
   // Rides out a broker restart: retries at most 5 s apart for about connectionRetryMs.
-  const connectionRetry = { initialRetryTime: 300, maxRetryTime: 5_000, retries: Math.max(1, Math.ceil((options.connectionRetryMs ?? 60_000) / 5_000)) };
+  const connectionRetryMs = options.connectionRetryMs ?? 60_000;
+  const connectionRetry = { initialRetryTime: 300, maxRetryTime: 5_000, retries: Math.max(1, Math.ceil(connectionRetryMs / 5_000)) };
+  const closeTimeoutMs = options.closeTimeoutMs ?? 3_000;
+  const kafkaLog = createKafkaLog(logger, options.logIntervalMs);
   const kafka = new Kafka({
     clientId: options.clientId ?? 'panoptes',
     brokers: [...options.brokers],
     logLevel: logLevel.WARN,
-    logCreator: () => (entry) => logKafka(logger, entry),
+    logCreator: () => (entry) => kafkaLog.write(entry),
     retry: connectionRetry,
   });
   const admin = kafka.admin();
   await admin.connect().catch((err: unknown) => {
+    kafkaLog.close();
     throw new PanoptesError(ErrorCode.BusUnavailable, `cannot reach Kafka at ${options.brokers.join(', ')}: ${describeCause(err)}; is the broker running?`, {
       cause: err,
       retriable: true,
       details: { brokers: options.brokers },
     });
   });
+  const topics = createTopicAdmin(admin, logger, options.replicationFactor);
 
   const compressionFor = (topic: string): CompressionTypes => {
     const chosen = typeof options.compression === 'function' ? options.compression(topic) : options.compression;
     return chosen === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
   };
-  const producers = new Set<Producer>();
-  const consumers = new Set<Consumer>();
-  const partitionCounts = new Map<string, Promise<number>>();
-  let closed = false;
-
+  const producers = new Set<CoalescingProducer>();
+  const consumers = new Set<KafkaGroupConsumer>();
+  let closing: Promise<void> | undefined;
+  /** Admin calls in flight fail with this once the bus closes, instead of retrying for a minute. */
+  let failAdminCalls = (_err: PanoptesError): void => {};
+  const busClosed = new Promise<never>((_, reject) => (failAdminCalls = reject));
+  busClosed.catch(() => undefined);
+  const closedError = (): PanoptesError => new PanoptesError(ErrorCode.BusClosed, 'the Kafka bus is closed');
   const checkOpen = (): void => {
-    if (closed) throw new PanoptesError(ErrorCode.BusClosed, 'the Kafka bus is closed');
+    if (closing) throw closedError();
   };
+  const whileOpen = <T>(call: Promise<T>): Promise<T> => Promise.race([call, busClosed]);
 
-  /** Cached as a promise, so concurrent first sends to a topic wait for one lookup, in order. */
-  function partitionCount(topic: string): Promise<number> {
-    let count = partitionCounts.get(topic);
-    if (!count) {
-      count = lookUpPartitions(topic);
-      partitionCounts.set(topic, count);
-      count.catch(() => partitionCounts.delete(topic));
-    }
-    return count;
-  }
+  const watch = options.watch;
+  const ledger = watch && createLossLedger(watch, lossProbe(admin));
+  let checking: Promise<void> | undefined;
+  /** One round of loss checks; on a loss: topics back first, then one error line, then the report. */
+  const checkForLoss = async (): Promise<void> => {
+    const loss = await ledger?.check(topics.known());
+    if (!loss || !watch) return;
+    const recreated = await topics.recreate();
+    logger.error(
+      { reason: loss.reason, lost: loss.records.length + loss.unrecorded, topics: loss.topics, recreated },
+      `Kafka lost records: ${loss.detail}; re-created ${recreated.join(', ') || 'no topic'}; ${loss.records.length + loss.unrecorded} records this process produced and nobody had consumed are recorded as drops (reason ${loss.reason})`,
+    );
+    await watch.onLost(loss);
+  };
+  const watchTimer =
+    ledger &&
+    setInterval(() => {
+      checking ??= checkForLoss()
+        .catch((err: unknown) => logger.warn({ err }, 'Kafka loss check failed; trying again'))
+        .finally(() => (checking = undefined));
+    }, watch.intervalMs ?? 1_000).unref();
 
-  async function lookUpPartitions(topic: string): Promise<number> {
-    const metadata = await admin.fetchTopicMetadata({ topics: [topic] }).catch((err: unknown) => {
-      if ((err as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw err;
-      throw new PanoptesError(ErrorCode.BusUnknownTopic, `topic "${topic}" does not exist on Kafka`, { cause: err, details: { topic } });
-    });
-    const count = metadata.topics[0]?.partitions.length ?? 0;
-    if (count === 0) throw new PanoptesError(ErrorCode.BusUnknownTopic, `topic "${topic}" has no partitions`, { details: { topic } });
-    return count;
-  }
-
-  /** Polls metadata until every partition of the topics has a leader; unknown-topic answers mean not yet. */
-  async function waitForLeaders(topics: string[], timeoutMs = 30_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const ready = await admin
-        .fetchTopicMetadata({ topics })
-        .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
-        .catch((err: unknown) => {
-          if (/UNKNOWN_TOPIC_OR_PARTITION|LEADER_NOT_AVAILABLE/.test((err as { type?: string }).type ?? '')) return false;
-          throw err;
-        });
-      if (ready) return;
-      if (Date.now() > deadline) throw new PanoptesError(ErrorCode.BusUnavailable, `topics ${topics.join(', ')} have no leaders after ${timeoutMs} ms`, { retriable: true });
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-
-  function producer(): Producer {
+  function producer(): CoalescingProducer {
     checkOpen();
     const created = createCoalescingProducer({
       // Idempotent: a retried request is written once. Retried as long as connections are, so a
@@ -133,16 +138,17 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
         createPartitioner: Partitioners.DefaultPartitioner,
         retry: connectionRetry,
       }),
-      partitionCount,
+      partitionCount: (topic) => whileOpen(topics.partitionCount(topic)),
       compressionFor,
       checkOpen,
-      onClose: (p) => producers.delete(p),
+      onClose: (p) => producers.delete(p as CoalescingProducer),
+      ...(ledger ? { onWritten: ledger.produced } : {}),
     });
     producers.add(created);
     return created;
   }
 
-  function consumer(consumerOptions: ConsumerOptions): Consumer {
+  function consumer(consumerOptions: ConsumerOptions): KafkaGroupConsumer {
     checkOpen();
     const created = createKafkaConsumer(kafka, consumerOptions, {
       partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 8,
@@ -150,11 +156,33 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
       retryMaxMs: options.retryMaxMs ?? 5_000,
       sessionTimeoutMs: options.sessionTimeoutMs ?? 10_000,
       heartbeatIntervalMs: Math.max(100, Math.floor((options.sessionTimeoutMs ?? 10_000) / 10)),
-      onClose: (c) => consumers.delete(c),
+      restartBudgetMs: connectionRetryMs,
+      closeTimeoutMs,
+      logger,
+      onClose: (c) => consumers.delete(c as KafkaGroupConsumer),
       onFatal: options.onFatal ?? ((err, groupId) => logger.error({ err, groupId }, 'Kafka consumer stopped on an error it cannot retry')),
     });
     consumers.add(created);
     return created;
+  }
+
+  /** Consumers commit and leave, then producers finish their sends: within `graceMs`, else abandoned. */
+  async function close(graceMs: number): Promise<void> {
+    clearInterval(watchTimer);
+    failAdminCalls(closedError());
+    const graceful = (async () => {
+      await Promise.allSettled([...consumers].map((c) => c.close()));
+      await Promise.allSettled([...producers].map((p) => p.close()));
+    })();
+    const inTime = await Promise.race([graceful.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), graceMs).unref())]);
+    if (!inTime) {
+      logger.warn(`Kafka did not let this process close within ${graceMs} ms (is the broker reachable?); leaving: what was not committed is delivered again`);
+      for (const c of consumers) c.abandon();
+      for (const p of producers) p.abandon();
+    }
+    await Promise.race([checking, new Promise((resolve) => setTimeout(resolve, 500).unref())]);
+    await Promise.race([admin.disconnect(), new Promise((resolve) => setTimeout(resolve, 500).unref())]);
+    kafkaLog.close();
   }
 
   return {
@@ -162,28 +190,7 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
 
     async createTopics(specs: readonly TopicSpec[]) {
       checkOpen();
-      const existing = new Set(await admin.listTopics());
-      const missing = specs.filter((spec) => !existing.has(spec.name));
-      if (missing.length > 0) {
-        await admin.createTopics({
-          // kafkajs waits out LEADER_NOT_AVAILABLE only; a new topic can also be unknown to the
-          // metadata for a moment, so leaders are awaited below instead.
-          waitForLeaders: false,
-          topics: missing.map((spec) => ({
-            topic: spec.name,
-            numPartitions: spec.partitions,
-            ...(options.replicationFactor ? { replicationFactor: options.replicationFactor } : {}),
-            configEntries: spec.retentionMs === undefined ? [] : [{ name: 'retention.ms', value: String(spec.retentionMs) }],
-          })),
-        });
-        await waitForLeaders(missing.map((spec) => spec.name));
-      }
-      for (const spec of specs.filter((s) => existing.has(s.name))) {
-        const partitions = await partitionCount(spec.name);
-        if (partitions !== spec.partitions) {
-          logger.warn({ topic: spec.name, partitions, configured: spec.partitions }, 'topic exists with another partition count; using it as it is');
-        }
-      }
+      await whileOpen(topics.create(specs));
     },
 
     producer,
@@ -191,45 +198,37 @@ export async function createKafkaBus(options: KafkaBusOptions): Promise<KafkaBus
 
     async committed(groupId: string, topic: string): Promise<TopicPartitionOffset[]> {
       checkOpen();
-      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      const [offsets] = await whileOpen(admin.fetchOffsets({ groupId, topics: [topic] }));
       return (offsets?.partitions ?? []).map(({ partition, offset }) => ({ topic, partition, offset: Number(offset) }));
     },
 
     async endOffsets(topic: string): Promise<TopicPartitionOffset[]> {
       checkOpen();
-      const offsets = await admin.fetchTopicOffsets(topic);
+      const offsets = await whileOpen(admin.fetchTopicOffsets(topic));
       return offsets.map(({ partition, high }) => ({ topic, partition, offset: Number(high) }));
     },
 
-    async close() {
-      if (closed) return;
-      closed = true;
-      await Promise.allSettled([...consumers].map((c) => c.close()));
-      await Promise.allSettled([...producers].map((p) => p.close()));
-      await admin.disconnect();
+    close(closeOptions: BusCloseOptions = {}) {
+      closing ??= close(closeOptions.graceMs ?? closeTimeoutMs);
+      return closing;
     },
   };
 }
 
-/**
- * kafkajs logs every failed request at ERROR, also those it retries (a coordinator still loading,
- * a broker restarting). What finally fails reaches the caller as a thrown error, so its logs are
- * diagnostics one level down.
- */
-const describeCause = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-
-const LEVELS: Record<number, 'warn' | 'info' | 'debug'> = {
-  [logLevel.ERROR]: 'warn',
-  [logLevel.WARN]: 'info',
-  [logLevel.INFO]: 'debug',
-  [logLevel.DEBUG]: 'debug',
-};
-
-/** Errors kafkajs retries by itself while a broker starts or a group settles. */
-const TRANSIENT = /coordinator is (loading|not available)|not the correct coordinator|leader not available|no leader|rebalanc/i;
-
-function logKafka(logger: Logger, { level, log }: LogEntry): void {
-  const { message, timestamp: _timestamp, logger: _name, ...fields } = log;
-  const transient = TRANSIENT.test(String(fields.error ?? ''));
-  logger[transient ? 'debug' : (LEVELS[level] ?? 'debug')]({ kafka: fields }, `kafka: ${message}`);
+/** The ledger's questions, through the admin client. */
+function lossProbe(admin: Admin): LossProbe {
+  return {
+    clusterId: async () => (await admin.describeCluster()).clusterId,
+    topics: async () => new Set(await admin.listTopics()),
+    async highWatermarks(topic) {
+      const offsets = await admin.fetchTopicOffsets(topic);
+      return new Map(offsets.map(({ partition, high }) => [partition, Number(high)]));
+    },
+    async committed(groupId, topic) {
+      const [offsets] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      return new Map((offsets?.partitions ?? []).map(({ partition, offset }) => [partition, Number(offset)]));
+    },
+  };
 }
+
+const describeCause = (err: unknown): string => (err instanceof Error ? err.message : String(err));

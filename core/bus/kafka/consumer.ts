@@ -10,11 +10,19 @@
  *   only when every batch of the last fetch has returned, so retrying in place would stall them).
  * - Partitions are consumed concurrently (`partitionsConsumedConcurrently`), as on the memory bus.
  * - `run()` resolves once the member has joined the group and knows its partitions.
- * - kafkajs restarts a consumer that crashed on a retriable error; one that crashed on another
- *   error is reported to `onFatal`, since nothing here can mend it.
+ * - kafkajs restarts a consumer that crashed on a retriable error, here after a delay that grows
+ *   (to `retryMaxMs`) until a batch is handled again: a broker that lost its topics makes every
+ *   restart crash at once, and restarting every 300 ms floods the log. A consumer that crashed on
+ *   an error kafkajs does not retry (it calls "Failed to find group coordinator" fatal while the
+ *   broker restarts) is restarted here the same way for `restartBudgetMs`; past that it is
+ *   reported to `onFatal`, for the process to stop and be restarted by its supervisor.
+ * - `close()` waits for the batch in hand at most `closeTimeoutMs`: with the broker away, that
+ *   batch's sends and its commit would be retried for a minute. What it leaves uncommitted is
+ *   delivered again to the next member (at-least-once).
  */
-import type { Consumer as KafkaConsumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
+import type { Consumer as KafkaConsumer, ConsumerRunConfig, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
 import { ErrorCode, PanoptesError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
 import { roundRobinAssigner, topicPartitionKey } from '../assigners.js';
 import type { BatchHandler, BusMessage, Consumer, ConsumerOptions, TopicPartition, TopicPartitionOffset } from '../types.js';
 import { toKafkaAssigner } from './assigner.js';
@@ -29,6 +37,11 @@ export interface KafkaConsumerSettings {
   retryMaxMs: number;
   sessionTimeoutMs: number;
   heartbeatIntervalMs: number;
+  /** How long a consumer that keeps crashing is restarted before it is reported fatal. */
+  restartBudgetMs: number;
+  /** Longest `close()` waits for the batch in hand and for leaving the group. */
+  closeTimeoutMs: number;
+  logger: Logger;
   onClose: (consumer: Consumer) => void;
   /** The consumer stopped for good on an error kafkajs does not retry. */
   onFatal: (err: unknown, groupId: string) => void;
@@ -36,12 +49,38 @@ export interface KafkaConsumerSettings {
 
 type State = 'created' | 'running' | 'closing' | 'closed';
 
-export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, settings: KafkaConsumerSettings): Consumer {
+export interface KafkaGroupConsumer extends Consumer {
+  /** Stops waiting for anything: `close()` (running or to come) returns at once. */
+  abandon(): void;
+}
+
+export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, settings: KafkaConsumerSettings): KafkaGroupConsumer {
   const maxBatchSize = options.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE;
   if (!Number.isInteger(maxBatchSize) || maxBatchSize < 1) {
     throw new PanoptesError(ErrorCode.BusInvalidArgument, `maxBatchSize must be a positive integer, got ${maxBatchSize}`);
   }
   let state: State = 'created';
+  /** The delay before the next restart after a crash; back to the first once a batch is handled. */
+  let restartDelayMs = settings.retryInitialMs;
+  /** When the crashes since the last handled batch began; undefined while healthy. */
+  let crashingSince: number | undefined;
+  /** Resolved when `close()` begins: a restart waiting out its back-off gives up. */
+  let closeBegan = (): void => {};
+  const closing = new Promise<void>((resolve) => (closeBegan = resolve));
+  /** Resolved by `abandon()`: `close()` stops waiting for kafkajs. */
+  let abandon = (): void => {};
+  const forced = new Promise<void>((resolve) => (abandon = resolve));
+  const backOff = async (): Promise<boolean> => {
+    crashingSince ??= Date.now();
+    const delayMs = restartDelayMs;
+    restartDelayMs = Math.min(restartDelayMs * 2, settings.retryMaxMs);
+    await Promise.race([new Promise((resolve) => setTimeout(resolve, delayMs).unref()), closing]);
+    return state === 'running';
+  };
+  const healthy = (): void => {
+    restartDelayMs = settings.retryInitialMs;
+    crashingSince = undefined;
+  };
   const consumer: KafkaConsumer = kafka.consumer({
     groupId: options.groupId,
     partitionAssigners: [toKafkaAssigner(options.assigner ?? roundRobinAssigner, options.metadata ?? {})],
@@ -51,8 +90,22 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
     // An idle fetch holds close() and rebalances up to this long.
     maxWaitTimeInMs: 500,
     // Without this, a close() during kafkajs's restart delay would be undone by the restart.
-    retry: { restartOnFailure: async () => state === 'running' },
+    retry: { restartOnFailure: backOff },
   });
+  let runConfig: ConsumerRunConfig | undefined;
+  const start = async (): Promise<void> => {
+    await consumer.connect();
+    await consumer.subscribe({ topics: [...options.topics], fromBeginning: true });
+    await consumer.run(runConfig);
+  };
+  /** After a crash kafkajs will not restart from: again, with the same back-off, within the budget. */
+  const restart = async (err: unknown): Promise<void> => {
+    if (Date.now() - (crashingSince ?? Date.now()) > settings.restartBudgetMs || !(await backOff())) {
+      if (state === 'running') settings.onFatal(err, options.groupId);
+      return;
+    }
+    await start().catch((again: unknown) => restart(again));
+  };
   let memberId = '';
   let assignment: TopicPartition[] = [];
   /** Topics paused through `pause()`: kafkajs forgets them when it restarts a crashed consumer. */
@@ -109,13 +162,18 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
         });
         consumer.on(consumer.events.CRASH, ({ payload }) => {
           if (payload.restart || state !== 'running') return;
-          reject(payload.error);
-          settings.onFatal(payload.error, options.groupId);
+          crashingSince ??= Date.now();
+          // Before the first join, the caller hears of it (a broker never reached fails the start).
+          if (!memberId) {
+            reject(payload.error);
+            settings.onFatal(payload.error, options.groupId);
+            return;
+          }
+          settings.logger.warn({ err: payload.error, groupId: options.groupId }, 'Kafka consumer crashed on an error kafkajs does not retry; restarting it');
+          void restart(payload.error);
         });
       });
-      await consumer.connect();
-      await consumer.subscribe({ topics: [...options.topics], fromBeginning: true });
-      await consumer.run({
+      runConfig = {
         autoCommit: false,
         eachBatchAutoResolve: false,
         partitionsConsumedConcurrently: settings.partitionsConsumedConcurrently,
@@ -133,6 +191,7 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
               return;
             }
             retryDelays.delete(topicPartitionKey(batch));
+            healthy();
             const last = chunk.at(-1)!.offset;
             // Through the batch's own commit: consumer.commitOffsets skips it once close() began.
             await payload.commitOffsetsIfNecessary({ topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: String(last + 1) }] }] });
@@ -140,7 +199,8 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
             await payload.heartbeat();
           }
         },
-      });
+      };
+      await start();
       await joined;
     },
 
@@ -158,6 +218,8 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
       return assignment.map((tp) => ({ ...tp }));
     },
 
+    abandon,
+
     async commit(offsets: readonly TopicPartitionOffset[]) {
       await consumer.commitOffsets(offsets.map(({ topic, partition, offset }) => ({ topic, partition, offset: String(offset) })));
     },
@@ -165,9 +227,15 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
     async close() {
       if (state === 'closing' || state === 'closed') return;
       state = 'closing';
+      closeBegan();
       try {
-        // Waits for the batches in flight, which commit before they return.
-        await consumer.disconnect();
+        // Waits for the batches in flight, which commit before they return, within the timeout.
+        const timedOut = await Promise.race([
+          consumer.disconnect().then(() => false),
+          new Promise<boolean>((resolve) => setTimeout(() => resolve(true), settings.closeTimeoutMs).unref()),
+          forced.then(() => true),
+        ]);
+        if (timedOut) settings.logger.warn({ groupId: options.groupId }, `Kafka consumer not closed within ${settings.closeTimeoutMs} ms (is the broker reachable?); leaving without it: what it had not committed goes to the next member`);
       } finally {
         state = 'closed';
         assignment = [];

@@ -1,7 +1,10 @@
 /**
- * The Bus port on Apache Kafka (kafkajs). Reading order: `bus.ts` (topics, producing, offsets),
- * `consumer.ts` (group member and delivery rules), `assigner.ts` (our assigners in kafkajs's
+ * The Bus port on Apache Kafka (kafkajs). Reading order: `bus.ts` (the adapter, its bounded
+ * close), `producer.ts` (coalesced sends), `consumer.ts` (group member and delivery rules),
+ * `topics.ts` (creating and re-creating topics), `loss-watch.ts` (records a broker lost),
+ * `kafka-log.ts` (kafkajs's log lines, bounded), `assigner.ts` (our assigners in kafkajs's
  * group protocol).
  */
 export { createKafkaBus } from './bus.js';
 export type { KafkaBus, KafkaBusOptions } from './bus.js';
+export type { BusLoss, LossReason, LossWatchOptions } from './loss-watch.js';

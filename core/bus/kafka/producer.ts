@@ -30,17 +30,31 @@ export interface CoalescingProducerOptions {
   compressionFor: (topic: string) => CompressionTypes;
   checkOpen: () => void;
   onClose: (producer: Producer) => void;
+  /** Told of every record the broker acknowledged, with where it went (the loss ledger). */
+  onWritten?: (topic: string, records: readonly ProducerRecord[], metadata: readonly RecordMetadata[]) => void;
   /** @defaultValue 900 KiB */
   maxPartitionBytes?: number;
 }
 
-export function createCoalescingProducer(options: CoalescingProducerOptions): Producer {
+export interface CoalescingProducer extends Producer {
+  /**
+   * Gives up at once: the queued sends and the request in flight fail with BusClosed (kafkajs may
+   * go on retrying that request in the background; its answer is ignored). For a stop that cannot
+   * wait for an unreachable broker.
+   */
+  abandon(): void;
+}
+
+export function createCoalescingProducer(options: CoalescingProducerOptions): CoalescingProducer {
   const { producer } = options;
   const maxPartitionBytes = options.maxPartitionBytes ?? 900 * 1024;
   let connected: Promise<void> | undefined;
   let queue: PendingSend[] = [];
   let writing: Promise<void> | undefined;
+  /** The sends of the request in flight, failed by `abandon()`. */
+  let inFlight: PendingSend[] = [];
   let closing = false;
+  const closedError = (): PanoptesError => new PanoptesError(ErrorCode.BusClosed, 'the producer is closed');
 
   /** Writes queued sends, a request at a time, until the queue is empty; one writer at a time. */
   function drain(): void {
@@ -54,10 +68,16 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Pr
   async function writeQueued(): Promise<void> {
     while (queue.length > 0) {
       const request = takeRequest();
+      inFlight = request;
       await write(request).then(
-        (metadata) => request.forEach((send, i) => send.resolve(metadata[i]!)),
+        (metadata) =>
+          request.forEach((send, i) => {
+            options.onWritten?.(send.topic, send.records, metadata[i]!);
+            send.resolve(metadata[i]!);
+          }),
         (err: unknown) => request.forEach((send) => send.reject(err)),
       );
+      inFlight = [];
     }
   }
 
@@ -122,10 +142,10 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Pr
     );
   }
 
-  const self: Producer = {
+  const self: CoalescingProducer = {
     async send(topic, records) {
       options.checkOpen();
-      if (closing) throw new PanoptesError(ErrorCode.BusClosed, 'the producer is closed');
+      if (closing) throw closedError();
       if (records.length === 0) return [];
       const count = await options.partitionCount(topic);
       const partitions = records.map((record) => partitionForKey(record.key, count));
@@ -139,6 +159,14 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Pr
       options.onClose(self);
       while (writing) await writing;
       if (connected) await connected.then(() => producer.disconnect(), () => undefined);
+    },
+    abandon() {
+      closing = true;
+      options.onClose(self);
+      // A promise settles once: sends resolved already stay resolved.
+      for (const send of [...inFlight, ...queue]) send.reject(closedError());
+      queue = [];
+      void producer.disconnect().catch(() => undefined);
     },
   };
   return self;
