@@ -16,6 +16,9 @@ import {
   loadModelZoo,
   PanoptesError,
   projectRoot,
+  redact,
+  redactUrl,
+  type AppSpec,
   type CompiledConfig,
   type ConfigKind,
   type Logger,
@@ -23,11 +26,11 @@ import {
 } from '../core/index.js';
 import type { Ingest } from '../ingest/index.js';
 import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
-import { parseRoles, reloadSources, runDeployment, type Role, type RunSummary } from './deployment.js';
+import { openSink, parseRoles, reloadSources, runDeployment, type Role, type RunSummary } from './deployment.js';
 import { createMetrics, type Metrics } from './metrics.js';
-import { startHttpServer, type HttpServer } from './http-server.js';
+import { apiToken } from './http-guards.js';
+import { sourcePolicy, startHttpApi, type HttpApi } from './http-api.js';
 import { formatTable, type OutputFormat } from './output.js';
-import { startQueryServer } from './query-server.js';
 import { addSchedulerCommands } from './scheduler-commands.js';
 import { createProgress } from './progress.js';
 
@@ -50,25 +53,37 @@ const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where result
 
 /**
  * Runs a deployment's roles with a progress display and SIGINT/SIGTERM for a clean stop, and
- * SIGHUP to reload its sources. With `httpPort`, serves /health, /metrics and /sources and
- * keeps running after the sources end, until stopped.
+ * SIGHUP to reload its sources. With `httpPort`, serves the HTTP API (/health, /metrics,
+ * /sources; /query where this process stores the results) and keeps running after the sources
+ * end, until stopped.
  */
 async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger, httpPort?: number): Promise<void> {
   if (httpPort === undefined) return runRoles(config, roles, logger, undefined);
   const metrics = createMetrics();
-  const server = await startHttpServer({ metrics, config, port: httpPort, logger });
-  process.stderr.write(`serving ${server.url}/metrics, /health and /sources\n`);
+  const token = apiToken(config.dataDir, config.deployment.http.token);
+  // Read-only sessions of its own beside the sink's: queries never touch what the sink writes with.
+  const reader = roles.has('sink') ? openSink(config, { logger, readOnly: true }) : undefined;
+  const server = await startHttpApi({
+    port: httpPort,
+    logger,
+    metrics,
+    allowedHosts: config.deployment.http.allowedHosts,
+    sources: { config, policy: sourcePolicy(config), token },
+    ...(reader ? { queries: { sink: reader, savedQuery: savedQueryOf((app) => config.apps[app]) } } : {}),
+  });
+  process.stderr.write(`serving ${server.url}: /health, /metrics, /sources${reader ? ', /query' : ''}; adding or removing sources needs the token in ${token.where}\n`);
   try {
     await runRoles(config, roles, logger, { metrics, server });
   } finally {
     await server.close();
+    await reader?.close();
   }
 }
 
 /** How long a stopped `run` waits for the event loop to empty by itself. */
 const EXIT_GRACE_MS = 5000;
 
-async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, http: { metrics: Metrics; server: HttpServer } | undefined): Promise<void> {
+async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, http: { metrics: Metrics; server: HttpApi } | undefined): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => {
     process.stderr.write('stopping: finishing the frames in flight (press Ctrl-C again to quit at once)\n');
@@ -103,7 +118,7 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
         if (!name || !sql) continue;
         process.stdout.write(`\nsaved query ${app.name}.${name}:\n${formatTable(await sink.query(sql), 'table')}\n`);
       }
-      const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${process.env.PANOPTES_CLICKHOUSE_URL ?? config.deployment.sink.url} --database ${config.deployment.sink.database}`;
+      const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${redactUrl(process.env.PANOPTES_CLICKHOUSE_URL ?? config.deployment.sink.url)} --database ${config.deployment.sink.database}`;
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" ${where}\n`);
     },
   }).finally(() => process.off('SIGHUP', reload));
@@ -139,24 +154,32 @@ function openResults(opts: ResultsOptions, log: Logger): ResultSink {
   return createChdbSink({ path, readOnly: true, limits, logger: log });
 }
 
-/** The SQL of `<app>.<query>` from the app's file in configs/apps. */
-function savedQuery(name: string): string {
-  const [app = '', query = ''] = name.split('.');
-  const file = join(projectRoot(), 'configs/apps', `${app}.yaml`);
-  if (!existsSync(file)) throw new PanoptesError(ErrorCode.AppNotFound, `--saved ${name}: no app named "${app}" (looked for ${file})`);
-  const queries = loadConfigFile(appSpecSchema, file).queries;
+/** The app of this name in configs/apps. */
+function shippedApp(name: string): AppSpec | undefined {
+  const file = join(projectRoot(), 'configs/apps', `${name}.yaml`);
+  return existsSync(file) ? loadConfigFile(appSpecSchema, file) : undefined;
+}
+
+/** The SQL of `<app>.<query>`, among the apps `appNamed` finds. */
+const savedQueryOf = (appNamed: (name: string) => AppSpec | undefined) => (name: string): string => {
+  const [app = '', query = '', ...rest] = name.split('.');
+  // A name, not a path: it picks a file in configs/apps.
+  const spec = /^[a-z0-9][a-z0-9._-]*$/.test(app) && rest.length === 0 ? appNamed(app) : undefined;
+  if (!spec) throw new PanoptesError(ErrorCode.AppNotFound, `--saved ${name}: no app named "${app}"; give <app>.<query>, e.g. traffic.crossings`);
+  const queries = spec.queries;
   const sql = queries[query];
   if (!sql) {
     throw new PanoptesError(ErrorCode.QueryFailed, `--saved ${name}: app ${app} has no query "${query}"; saved queries: ${Object.keys(queries).map((q) => `${app}.${q}`).join(', ') || 'none'}`);
   }
   return sql;
-}
+};
+const savedQuery = savedQueryOf(shippedApp);
 
 const firstLine = (text = ''): string => text.split('\n')[0] ?? '';
 
 function resultsLocation(config: CompiledConfig): string {
   const sink = config.deployment.sink;
-  return sink.kind === 'chdb' ? join(config.dataDir, 'clickhouse') : `${process.env.PANOPTES_CLICKHOUSE_URL ?? sink.url} (database ${sink.database})`;
+  return sink.kind === 'chdb' ? join(config.dataDir, 'clickhouse') : `${redactUrl(process.env.PANOPTES_CLICKHOUSE_URL ?? sink.url)} (database ${sink.database})`;
 }
 
 /** What this process did, by role: what it replayed, analyzed, stored. */
@@ -261,11 +284,12 @@ export function buildProgram(): Command {
     .option('--database <name>', 'the database on the server', 'default')
     .option('--port <port>', 'HTTP port on 127.0.0.1', parsePositive, 8080)
     .option('--host <address>', 'address to listen on', '127.0.0.1')
+    .option('--allowed-host <name...>', 'Host header values to accept besides this host\'s addresses and localhost (a name behind a proxy)', [])
     .option('--max-rows <n>', 'refuse a result longer than this', parsePositive, 100_000)
     .option('--timeout <s>', 'stop a query running longer than this, seconds', parsePositive, 30)
-    .action(async (opts: ResultsOptions & { port: number; host: string }) => {
+    .action(async (opts: ResultsOptions & { port: number; host: string; allowedHost: string[] }) => {
       const sink = openResults(opts, logger());
-      const server = await startQueryServer({ sink, savedQuery, port: opts.port, host: opts.host, logger: logger() });
+      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: logger(), queries: { sink, savedQuery } });
       process.stderr.write(`answering queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
@@ -315,7 +339,7 @@ export function buildProgram(): Command {
 buildProgram()
   .parseAsync(process.argv)
   .catch((err: unknown) => {
-    process.stderr.write(`panoptes: ${describeError(err)}\n`);
-    if (process.env.PANOPTES_LOG_LEVEL === 'debug' && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+    process.stderr.write(`panoptes: ${redact(describeError(err))}\n`);
+    if (process.env.PANOPTES_LOG_LEVEL === 'debug' && err instanceof Error) process.stderr.write(`${redact(err.stack ?? '')}\n`);
     process.exitCode = 1;
   });

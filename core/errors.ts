@@ -31,6 +31,9 @@ export const ErrorCode = {
   ProfileNotFound: 'PANOPTES_PROFILE_NOT_FOUND',
   SchedulerInput: 'PANOPTES_SCHEDULER_INPUT',
   Closed: 'PANOPTES_CLOSED',
+  HttpBadRequest: 'PANOPTES_HTTP_BAD_REQUEST',
+  HttpUnauthorized: 'PANOPTES_HTTP_UNAUTHORIZED',
+  HttpForbidden: 'PANOPTES_HTTP_FORBIDDEN',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

@@ -2,6 +2,7 @@ export * from './errors.js';
 export * from './bus/index.js';
 export * from './contracts/index.js';
 export * from './logger.js';
+export * from './redact.js';
 export * from './clock.js';
 export type * from './lifecycle.js';
 export * from './config/index.js';

@@ -1,4 +1,5 @@
 import { pino, type Logger, type LevelWithSilent } from 'pino';
+import { redact } from './redact.js';
 
 export type { Logger } from 'pino';
 
@@ -11,7 +12,8 @@ export interface LoggerOptions {
 /** The one place pino is configured. Modules get `logger.child({ module })` passed in. */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? (process.env.PANOPTES_LOG_LEVEL as LevelWithSilent | undefined) ?? 'info';
-  return pino({ level, base: undefined }, options.destination ?? process.stderr);
+  // Every line passes through redact() as written, whatever a module put in it.
+  return pino({ level, base: undefined, hooks: { streamWrite: redact } }, options.destination ?? process.stderr);
 }
 
 /** For tests and tools that want no output. */

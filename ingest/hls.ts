@@ -18,7 +18,7 @@
  */
 import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
-import { ErrorCode, PanoptesError, silentLogger, type Logger } from '../core/index.js';
+import { ErrorCode, PanoptesError, redactUrl, silentLogger, type Logger } from '../core/index.js';
 
 /** Why a segment counts as an ad. */
 export type AdReason =
@@ -307,16 +307,6 @@ export function chooseVariant(variants: readonly HlsVariant[], quality = 'best',
   const [height, frameRate] = [Number(wanted[1]), wanted[2] === undefined ? Infinity : Number(wanted[2])];
   const fitting = video.filter((v) => (v.height ?? 0) <= height && (v.frameRate ?? 0) <= frameRate);
   return fitting.at(-1) ?? video[0];
-}
-
-/** A URL fit for logs and errors: no credentials, and no query string (signatures, tokens). */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.origin}${u.pathname}${u.search ? '?<redacted>' : ''}`;
-  } catch {
-    return '<invalid URL>';
-  }
 }
 
 /** Counters of a followed playlist; one object can be shared by the connections of a source. */

@@ -22,7 +22,6 @@ export {
   followHls,
   parseMasterPlaylist,
   parseMediaPlaylist,
-  redactUrl,
   type FollowHlsOptions,
   type HlsStats,
   type HlsStream,

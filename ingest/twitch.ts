@@ -11,8 +11,8 @@
  * log line or an error message; URLs are logged without their query strings, and the media
  * playlist (whose path is itself signed) only by channel and variant name.
  */
-import { ErrorCode, PanoptesError, silentLogger, type Logger } from '../core/index.js';
-import { chooseVariant, createHlsStats, followHls, httpRequest, parseMasterPlaylist, redactUrl, type HlsStats, type HlsStream, type HlsVariant } from './hls.js';
+import { ErrorCode, PanoptesError, redactUrl, silentLogger, type Logger } from '../core/index.js';
+import { chooseVariant, createHlsStats, followHls, httpRequest, parseMasterPlaylist, type HlsStats, type HlsStream, type HlsVariant } from './hls.js';
 
 /** The Twitch web player's public client id, which streamlink uses for these private endpoints too. */
 export const TWITCH_WEB_CLIENT_ID = 'kimne78kx3ncx6brgo4mv6wki5h1ko';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { z } from 'zod';
 import { LineCounter, parseDocument, type Document } from 'yaml';
-import { ErrorCode, PanoptesError } from '../errors.js';
+import { describeError, ErrorCode, PanoptesError } from '../errors.js';
 
 /**
  * YAML → zod → frozen value. Every problem is reported at once, each naming the file and line,
@@ -73,7 +73,14 @@ export function parseConfig<S extends z.ZodType>(schema: S, text: string, file: 
       })),
     );
   }
-  const result = schema.safeParse(doc.toJS(), { reportInput: true });
+  let value: unknown;
+  try {
+    // Aliases are expanded with a cap: a "billion laughs" file is refused, not expanded.
+    value = doc.toJS({ maxAliasCount: 100 });
+  } catch (err) {
+    throw configError(file, [{ file, path: '', message: `YAML: ${describeError(err)}` }]);
+  }
+  const result = schema.safeParse(value, { reportInput: true });
   if (!result.success) {
     throw configError(
       file,

@@ -352,6 +352,24 @@ export const deploymentSchema = z.strictObject({
       deviceMemoryMB: z.number().positive().optional(),
     })
     .optional(),
+  /** The HTTP API of `panoptes run --http-port`. */
+  http: z
+    .strictObject({
+      /** The token that changes of state (adding, removing sources) need; PANOPTES_API_TOKEN overrides; default: made into <dataDir>/api-token. */
+      token: z.string().min(16, 'at least 16 characters').optional(),
+      /** Host names (and ports) requests may carry besides this host's addresses and localhost, e.g. behind a proxy. */
+      allowedHosts: z.array(z.string().min(1)).default([]),
+      /** What sources added over HTTP may read; the deployment file itself is not limited. */
+      sources: z
+        .strictObject({
+          /** URL schemes allowed. */
+          schemes: z.array(z.string().regex(/^[a-z][a-z0-9+.-]*$/, 'a URL scheme in lower case, e.g. rtsp')).default(['rtsp', 'rtmp', 'http', 'https']),
+          /** Directories files may come from, relative to the working directory. */
+          directories: z.array(z.string().min(1)).default(['.']),
+        })
+        .default({ schemes: ['rtsp', 'rtmp', 'http', 'https'], directories: ['.'] }),
+    })
+    .default({ allowedHosts: [], sources: { schemes: ['rtsp', 'rtmp', 'http', 'https'], directories: ['.'] } }),
   backend: z
     .strictObject({
       /** Frames per model run. */

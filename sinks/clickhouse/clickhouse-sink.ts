@@ -1,5 +1,5 @@
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
-import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
+import { describeError, ErrorCode, PanoptesError, redactUrl, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { dialectOf, quoteIdentifier, rawName, toInsertRows, type SqlDialect } from '../schema.js';
 import { checkAnswer, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
@@ -53,10 +53,10 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
       return dialectOf(row?.version ?? '');
     })().catch((err: unknown) => {
       dialect = undefined;
-      throw new PanoptesError(ErrorCode.SinkUnavailable, `cannot reach ClickHouse at ${options.url}: ${describeError(err)}`, {
+      throw new PanoptesError(ErrorCode.SinkUnavailable, `cannot reach ClickHouse at ${redactUrl(options.url)}: ${describeError(err)}`, {
         cause: err,
         retriable: true,
-        details: { url: options.url },
+        details: { url: redactUrl(options.url) },
       });
     });
     return dialect;
@@ -121,10 +121,10 @@ async function createDatabase(options: ClickHouseSinkOptions): Promise<void> {
   try {
     await admin.command({ query: `CREATE DATABASE IF NOT EXISTS ${quoteIdentifier(options.database ?? 'default')}` });
   } catch (err) {
-    throw new PanoptesError(ErrorCode.SinkUnavailable, `cannot create database ${options.database} on ${options.url}: ${describeError(err)}`, {
+    throw new PanoptesError(ErrorCode.SinkUnavailable, `cannot create database ${options.database} on ${redactUrl(options.url)}: ${describeError(err)}`, {
       cause: err,
       retriable: true,
-      details: { url: options.url },
+      details: { url: redactUrl(options.url) },
     });
   } finally {
     await admin.close();

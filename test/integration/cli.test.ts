@@ -1,7 +1,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../core/index.js';
@@ -74,7 +74,7 @@ describe('panoptes command', () => {
   it.skipIf(!existsSync(clip))('stops a looping replay cleanly on SIGINT: in-flight frames stored, summary printed', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), 'replay', clip, '--app', 'traffic', '--loop', '--speed', '1', '--data-dir', join(dataDir, 'loop')], {
       cwd: root,
-      env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent' },
+      env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent', PANOPTES_API_TOKEN: 'the-token-of-this-test' },
     });
     let stdout = '';
     let stderr = '';
@@ -97,11 +97,12 @@ describe('panoptes command', () => {
     const file = join(dataDir, 'service.yaml');
     const header = `apps: [${join(root, 'configs/apps/traffic.yaml')}]\nmodels: ${join(root, 'configs/models.yaml')}\nsources:\n`;
     const source = (id: string): string => `  - { id: ${id}, path: ${clip}, apps: [traffic], fps: 1, loop: true, speed: 1 }\n`;
-    writeFileSync(file, header + source('first'));
+    const http = `http: { sources: { directories: [${dirname(clip)}] } }\n`;
+    writeFileSync(file, http + header + source('first'));
     const port = 20_000 + Math.floor(Math.random() * 20_000);
     const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), 'run', file, '--http-port', String(port), '--data-dir', join(dataDir, 'service')], {
       cwd: root,
-      env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent' },
+      env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent', PANOPTES_API_TOKEN: 'the-token-of-this-test' },
     });
     let stdout = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -118,9 +119,10 @@ describe('panoptes command', () => {
     };
     try {
       await until('the first source', (s) => s.some((x) => x.id === 'first' && x.published > 0));
-      const posted = await fetch(`${url}/sources`, { method: 'POST', body: JSON.stringify({ id: 'second', path: clip, apps: ['traffic'], fps: 1, loop: true, speed: 1 }) });
+      const body = JSON.stringify({ id: 'second', path: clip, apps: ['traffic'], fps: 1, loop: true, speed: 1 });
+      const posted = await fetch(`${url}/sources`, { method: 'POST', body, headers: { 'content-type': 'application/json', authorization: 'Bearer the-token-of-this-test' } });
       expect(posted.status).toBe(201);
-      writeFileSync(file, header + source('first') + source('third'));
+      writeFileSync(file, http + header + source('first') + source('third'));
       child.kill('SIGHUP');
       await until('the second and third sources', (s) => ['second', 'third'].every((id) => s.some((x) => x.id === id && x.published > 0)));
       // The reload left running the source it did not change, and the one added over HTTP.

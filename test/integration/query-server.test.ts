@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DETECTIONS, FRAMES } from '../../apps/index.js';
-import { startQueryServer } from '../../cli/query-server.js';
+import { startHttpApi } from '../../cli/http-api.js';
 import { ErrorCode, silentLogger } from '../../core/index.js';
 import { createChdbSink, type ResultSink } from '../../sinks/index.js';
 
@@ -28,7 +28,7 @@ describe('GET /query', () => {
       if (name !== 'traffic.objects_per_class') throw new Error(`no saved query ${name}`);
       return 'SELECT class, count() AS n FROM detections GROUP BY class ORDER BY n DESC';
     };
-    server = await startQueryServer({ sink: reader, savedQuery, port: 0, logger: silentLogger() });
+    server = await startHttpApi({ queries: { sink: reader, savedQuery }, port: 0, logger: silentLogger() });
   });
   afterAll(async () => {
     await server.close();

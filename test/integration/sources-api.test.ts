@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reloadSources } from '../../cli/deployment.js';
-import { startHttpServer } from '../../cli/http-server.js';
+import { startHttpApi } from '../../cli/http-api.js';
 import { createMetrics } from '../../cli/metrics.js';
 import { createMemoryBus, frameContract, loadDeployment, projectRoot, silentLogger, Topics, type Bus, type CompiledConfig, type Frame } from '../../core/index.js';
 import { createIngest, resolveFfmpegPath, type Ingest } from '../../ingest/index.js';
@@ -62,9 +62,11 @@ describe('sources added and removed while running', () => {
     const config: CompiledConfig = loadDeployment(writeDeployment(['cam-a']));
     const { bus, ingest, frames } = await startIngest();
     const metrics = createMetrics();
-    const server = await startHttpServer({ metrics, config, port: 0, logger: silentLogger() });
+    const token = 'a-token-for-this-test-only';
+    const server = await startHttpApi({ metrics, port: 0, logger: silentLogger(), sources: { config, policy: { schemes: ['http'], directories: [dir] }, token: { token, where: 'the test' } } });
     server.attach(ingest);
-    const post = (body: string): Promise<Response> => fetch(`${server.url}/sources`, { method: 'POST', body });
+    const headers = { authorization: `Bearer ${token}` };
+    const post = (body: string): Promise<Response> => fetch(`${server.url}/sources`, { method: 'POST', body, headers: { ...headers, 'content-type': 'application/json' } });
     try {
       ingest.add(config.sources[0]!);
       await until(() => (frames.get('cam-a')?.length ?? 0) >= 3, 'cam-a frames');
@@ -75,12 +77,12 @@ describe('sources added and removed while running', () => {
       await until(() => (frames.get('cam-b')?.length ?? 0) >= 3, 'cam-b frames');
       expect(frames.get('cam-b')![0]!.apps).toEqual(['traffic']);
 
-      // YAML works too; every problem is named by its key.
-      const bad = await post('id: cam-c\npath: /nowhere.mp4\napps: [billboard]\nfps: 5\nsample: { everyNth: 2 }\n');
+      // Every problem is named by its key.
+      const bad = await post(JSON.stringify({ id: 'cam-c', path: join(dir, 'nowhere.mp4'), apps: ['billboard'], fps: 5, sample: { everyNth: 2 } }));
       expect(bad.status).toBe(400);
       const message = ((await bad.json()) as { error: { message: string } }).error.message;
       expect(message).toContain('sample');
-      expect((await post(JSON.stringify({ id: 'cam-c', path: '/nowhere.mp4', apps: ['billboard'] }))).status).toBe(400);
+      expect((await post(JSON.stringify({ id: 'cam-c', path: join(dir, 'nowhere.mp4'), apps: ['billboard'] }))).status).toBe(400);
       expect((await post(JSON.stringify({ id: 'cam-b', path: clip, apps: ['traffic'] }))).status).toBe(409);
 
       const listed = (await (await fetch(`${server.url}/sources`)).json()) as { sources: { id: string; state: string; published: number; received: number; sampled: number; latencyP50Ms: number }[] };
@@ -92,10 +94,10 @@ describe('sources added and removed while running', () => {
       expect(a.latencyP50Ms).toBeGreaterThanOrEqual(0);
       expect(await (await fetch(`${server.url}/metrics`)).text()).toContain('panoptes_source_frames_total{source="cam-b",stage="published"}');
 
-      const removed = await fetch(`${server.url}/sources/cam-b`, { method: 'DELETE' });
+      const removed = await fetch(`${server.url}/sources/cam-b`, { method: 'DELETE', headers });
       expect(removed.status).toBe(200);
       expect(((await removed.json()) as { frames: number }).frames).toBeGreaterThanOrEqual(3);
-      expect((await fetch(`${server.url}/sources/cam-b`, { method: 'DELETE' })).status).toBe(404);
+      expect((await fetch(`${server.url}/sources/cam-b`, { method: 'DELETE', headers })).status).toBe(404);
       const countB = frames.get('cam-b')!.length;
       const countA = frames.get('cam-a')!.length;
       await until(() => frames.get('cam-a')!.length >= countA + 3, 'cam-a frames after the removal');

@@ -1,13 +1,12 @@
 /** The HLS playlist parsers, ad detection and variant choice on hand-written playlists. */
 import { describe, expect, it } from 'vitest';
-import { ErrorCode } from '../../core/index.js';
+import { ErrorCode, redactUrl } from '../../core/index.js';
 import {
   chooseVariant,
   isMasterPlaylist,
   parseAttributes,
   parseMasterPlaylist,
   parseMediaPlaylist,
-  redactUrl,
 } from '../../ingest/hls.js';
 import { thrown } from '../helpers.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { startHttpServer } from '../../cli/http-server.js';
+import { sourcePolicy, startHttpApi } from '../../cli/http-api.js';
 import { createMetrics } from '../../cli/metrics.js';
 import { loadDeployment, projectRoot, silentLogger, type Stats } from '../../core/index.js';
 
@@ -22,7 +22,7 @@ describe('metrics', () => {
       { id: 'cam1', kind: 'live', state: 'streaming', origin: 'file', apps: ['traffic'], received: 250, sampled: 50, published: 49, analyzedHere: 7, lost: 25, reconnects: 1, downtimeMs: 1000, latencyP50Ms: 12, latencyP99Ms: 40 },
     ]);
     const config = loadDeployment(join(projectRoot(), 'configs/demo.yaml'));
-    const server = await startHttpServer({ metrics, config, port: 0, logger: silentLogger() });
+    const server = await startHttpApi({ metrics, port: 0, logger: silentLogger(), sources: { config, policy: sourcePolicy(config), token: { token: 'a-test-token-of-some-length', where: 'the test' } } });
     try {
       const response = await fetch(`${server.url}/metrics`);
       expect(response.status).toBe(200);

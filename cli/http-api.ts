@@ -1,0 +1,164 @@
+/**
+ * The HTTP API (fastify), on 127.0.0.1 unless told otherwise. What a process serves depends on
+ * what it runs:
+ *   GET    /health            ok
+ *   GET    /metrics           Prometheus text format (run)
+ *   GET    /sources           the ingest worker's sources and their figures (run)
+ *   POST   /sources           start a source: JSON, as in a deployment file; needs the token (run)
+ *   DELETE /sources/:id       stop a source; needs the token (run)
+ *   GET    /query?sql=...     read-only SQL (or ?saved=<app>.<query>), format json|csv|table
+ *   POST   /query             the same as a JSON body { sql | saved, format }, for long SQL
+ * Every request must name this server in Host and come from no other site (see http-guards.ts);
+ * bodies are JSON only. Errors are `{ error: { code, message } }` with a 4xx for bad input.
+ */
+import { existsSync, realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import Fastify, { type FastifyError, type FastifyReply } from 'fastify';
+import { compileSource, ErrorCode, PanoptesError, redact, serializeError, type CompiledConfig, type Logger } from '../core/index.js';
+import type { Ingest } from '../ingest/index.js';
+import type { ResultSink } from '../sinks/index.js';
+import { allowedHosts, checkSite, checkToken, type ApiToken } from './http-guards.js';
+import type { Metrics } from './metrics.js';
+import { formatTable, type OutputFormat } from './output.js';
+import { checkCompiledSource, checkRequestedSource, type SourcePolicy } from './source-policy.js';
+
+export interface HttpApiOptions {
+  port: number;
+  host?: string;
+  /** Host header values accepted besides this host's addresses and localhost. */
+  allowedHosts?: readonly string[];
+  logger: Logger;
+  metrics?: Metrics;
+  /** Serves /query from this read-only sink. */
+  queries?: { sink: ResultSink; savedQuery: (name: string) => string };
+  /** Serves /sources: new sources join `config`, within `policy`; changes need `token`. */
+  sources?: { config: CompiledConfig; policy: SourcePolicy; token: ApiToken };
+}
+
+export interface HttpApi {
+  url: string;
+  /** Serves /sources from this ingest worker from now on. */
+  attach(ingest: Ingest): void;
+  close(): Promise<void>;
+}
+
+const STATUS: Partial<Record<string, number>> = {
+  [ErrorCode.ConfigInvalid]: 400,
+  [ErrorCode.HttpBadRequest]: 400,
+  [ErrorCode.QueryFailed]: 400,
+  [ErrorCode.HttpUnauthorized]: 401,
+  [ErrorCode.HttpForbidden]: 403,
+  [ErrorCode.QueryReadOnly]: 403,
+  [ErrorCode.SourceNotFound]: 404,
+  [ErrorCode.AppNotFound]: 404,
+  [ErrorCode.Closed]: 503,
+  [ErrorCode.SinkUnavailable]: 503,
+};
+const FORMATS = ['json', 'csv', 'table'] as const;
+const MAX_BODY_BYTES = 64 * 1024;
+const MAX_SQL_CHARS = 100_000;
+const querySchema = {
+  type: 'object',
+  properties: {
+    sql: { type: 'string', minLength: 1, maxLength: MAX_SQL_CHARS },
+    saved: { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*\\.[a-z0-9][a-z0-9_-]*$', maxLength: 200 },
+    format: { type: 'string', enum: FORMATS, default: 'json' },
+  },
+  additionalProperties: false,
+} as const;
+type QueryRequest = { sql?: string; saved?: string; format: OutputFormat };
+
+/** The policy a deployment sets for sources added over HTTP, its directories made absolute (links resolved). */
+export function sourcePolicy(config: CompiledConfig): SourcePolicy {
+  const { schemes, directories } = config.deployment.http.sources;
+  return { schemes, directories: directories.map((dir) => (existsSync(dir) ? realpathSync(dir) : resolve(dir))) };
+}
+
+export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
+  const { logger, metrics, queries, sources } = options;
+  const host = options.host ?? '127.0.0.1';
+  // Unknown keys are errors, not silently removed (fastify's default).
+  const app = Fastify({
+    logger: false,
+    bodyLimit: MAX_BODY_BYTES,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+    // A malformed URL (a bad percent-escape) is the client's error, answered in the API's shape.
+    frameworkErrors: (err, _request, reply) => void (reply as FastifyReply).code(400).send({ error: { code: ErrorCode.HttpBadRequest, message: err.message } }),
+  });
+  // A cross-site form can send text/plain without a preflight: only JSON bodies are read.
+  app.removeContentTypeParser('text/plain');
+  let ingest: Ingest | undefined;
+  let hosts = new Set<string>();
+
+  app.addHook('onRequest', async (request) => {
+    const refusal = checkSite(request.headers, hosts);
+    if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal.message);
+  });
+  const needsToken = async (request: { headers: { authorization?: string | undefined } }): Promise<void> => {
+    if (!sources) return;
+    const refusal = checkToken(request.headers.authorization, sources.token.token, sources.token.where);
+    if (refusal) throw new PanoptesError(ErrorCode.HttpUnauthorized, refusal.message);
+  };
+
+  app.setErrorHandler((err: FastifyError | PanoptesError, _request, reply) => {
+    const fastifyStatus = 'statusCode' in err && typeof err.statusCode === 'number' && err.statusCode < 500 ? err.statusCode : undefined;
+    if (fastifyStatus !== undefined && !(err instanceof PanoptesError)) {
+      // Fastify's own: a malformed URL or JSON body, a schema violation, a body too large or not JSON.
+      return reply.code(fastifyStatus).send({ error: { code: ErrorCode.HttpBadRequest, message: redact(err.message) } });
+    }
+    const error = serializeError(err);
+    const status = STATUS[error.code] ?? 500;
+    if (status === 500) logger.error({ err }, 'HTTP request failed');
+    return reply.code(status).send({ error: { code: status === 500 ? 'PANOPTES_INTERNAL' : error.code, message: status === 500 ? 'internal error; see the server log' : redact(error.message) } });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send({ error: { code: ErrorCode.HttpBadRequest, message: `no ${request.method} ${request.url.split('?')[0]}; see the routes in docs/security.md` } });
+  });
+
+  app.get('/health', async (_request, reply) => reply.type('text/plain').send('ok\n'));
+  if (metrics) app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+
+  if (sources) {
+    const running = (): Ingest => {
+      if (!ingest) throw new PanoptesError(ErrorCode.Closed, 'this process runs no ingest worker (see --roles), or it has not started yet');
+      return ingest;
+    };
+    app.get('/sources', async () => ({ sources: running().metrics() }));
+    app.post('/sources', { preHandler: needsToken, schema: { body: { type: 'object' } } }, async (request, reply) => {
+      checkRequestedSource(request.body, dirname(sources.config.file), sources.policy);
+      const source = compileSource(JSON.stringify(request.body), sources.config, 'POST /sources');
+      checkCompiledSource(source, sources.policy);
+      const worker = running();
+      if (worker.metrics().some((s) => s.id === source.id && !['ended', 'failed', 'removed'].includes(s.state))) {
+        return reply.code(409).send({ error: { code: ErrorCode.ConfigInvalid, message: `source ${source.id} is already running; DELETE /sources/${source.id} first` } });
+      }
+      worker.add(source);
+      return reply.code(201).send({ source: worker.metrics().find((s) => s.id === source.id) });
+    });
+    app.delete<{ Params: { id: string } }>('/sources/:id', { preHandler: needsToken }, async (request) => running().remove(request.params.id));
+  }
+
+  if (queries) {
+    const answer = async (reply: FastifyReply, { sql, saved, format }: QueryRequest): Promise<FastifyReply> => {
+      if (!sql === !saved) throw new PanoptesError(ErrorCode.HttpBadRequest, 'give sql=<SELECT ...> or saved=<app>.<query>, one of them');
+      const result = await queries.sink.query(saved ? queries.savedQuery(saved) : (sql ?? ''));
+      if (format === 'json') return reply.send(result);
+      return reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8').send(`${formatTable(result, format)}\n`);
+    };
+    app.get<{ Querystring: QueryRequest }>('/query', { schema: { querystring: querySchema } }, (request, reply) => answer(reply, request.query));
+    app.post<{ Body: QueryRequest }>('/query', { schema: { body: querySchema } }, (request, reply) => answer(reply, request.body));
+  }
+
+  await app.listen({ port: options.port, host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  hosts = allowedHosts(host, port, options.allowedHosts);
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    attach(worker) {
+      ingest = worker;
+      metrics?.watchSources(() => worker.metrics());
+    },
+    close: () => app.close(),
+  };
+}

@@ -1,0 +1,85 @@
+/**
+ * What keeps a web page in the user's browser from driving the HTTP API: the Host header must
+ * name this server (DNS rebinding gives a page's own name to 127.0.0.1), requests from another
+ * site are refused (Origin, Sec-Fetch-Site), and anything that changes state needs a token that
+ * a page cannot know.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
+import { describeError, ErrorCode, PanoptesError } from '../core/index.js';
+
+/** `host:port` values a request's Host header may carry: the address bound, loopback names, and `extra` (names behind a proxy). */
+export function allowedHosts(boundHost: string, port: number, extra: readonly string[] = []): Set<string> {
+  const wildcard = boundHost === '0.0.0.0' || boundHost === '::';
+  const interfaces = wildcard ? Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)) : [];
+  const names = [boundHost, ...interfaces, 'localhost', '127.0.0.1', '::1', ...extra];
+  return new Set(names.map((name) => hostHeader(name, port).toLowerCase()));
+}
+
+/** `name` as a Host header carries it: IPv6 addresses in brackets, with the port unless it names one. */
+function hostHeader(name: string, port: number): string {
+  const ipv6 = (name.match(/:/g)?.length ?? 0) > 1 && !name.startsWith('[');
+  const host = ipv6 ? `[${name}]` : name;
+  return /:\d+$/.test(host) && !host.endsWith(']') ? host : `${host}:${port}`;
+}
+
+export type Refusal = { status: 401 | 403; message: string } | undefined;
+
+export interface RequestHeaders {
+  host?: string | undefined;
+  origin?: string | undefined;
+  'sec-fetch-site'?: string | undefined;
+}
+
+/** Whether a request may reach this server at all, whatever it asks. */
+export function checkSite(headers: RequestHeaders, hosts: ReadonlySet<string>): Refusal {
+  const host = headers.host?.toLowerCase();
+  if (!host || !hosts.has(host)) {
+    return { status: 403, message: `Host "${headers.host ?? ''}" is not this server; use one of ${[...hosts].join(', ')} (or list it in http.allowedHosts)` };
+  }
+  const origin = headers.origin;
+  if (origin !== undefined && !(/^https?:\/\//.test(origin) && hosts.has(origin.replace(/^https?:\/\//, '').toLowerCase()))) {
+    return { status: 403, message: `cross-origin requests are refused (Origin ${origin})` };
+  }
+  const site = headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    return { status: 403, message: `requests from another site are refused (Sec-Fetch-Site: ${site})` };
+  }
+  return undefined;
+}
+
+/** Whether `Authorization: Bearer <token>` carries the token, compared in constant time. */
+export function checkToken(authorization: string | undefined, token: string, where: string): Refusal {
+  const given = /^Bearer (\S+)$/i.exec(authorization ?? '')?.[1] ?? '';
+  const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
+  if (given && timingSafeEqual(digest(given), digest(token))) return undefined;
+  return { status: 401, message: `this request changes state: send "Authorization: Bearer <token>" with the API token (${where})` };
+}
+
+export interface ApiToken {
+  token: string;
+  /** Where it came from, for messages: never the token itself. */
+  where: string;
+}
+
+/**
+ * The token mutating requests need: PANOPTES_API_TOKEN, else the deployment's `http.token`, else
+ * the one in `<dataDir>/api-token`, made (readable by its owner only) at first start.
+ */
+export function apiToken(dataDir: string, configured?: string): ApiToken {
+  const fromEnv = process.env.PANOPTES_API_TOKEN;
+  if (fromEnv) return { token: fromEnv, where: 'the PANOPTES_API_TOKEN environment variable' };
+  if (configured) return { token: configured, where: "the deployment's http.token" };
+  const file = join(dataDir, 'api-token');
+  try {
+    if (!existsSync(file)) {
+      mkdirSync(dataDir, { recursive: true });
+      writeFileSync(file, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+    }
+    return { token: readFileSync(file, 'utf8').trim(), where: `the file ${file}` };
+  } catch (err) {
+    throw new PanoptesError(ErrorCode.ConfigInvalid, `cannot make or read the API token file ${file}: ${describeError(err)}; set PANOPTES_API_TOKEN instead`, { cause: err });
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * What a source added over HTTP may be. The deployment file is trusted; an API request is not,
+ * even with the token: it may name files under the allowed directories and URLs of the allowed
+ * schemes, and nothing that the file alone should decide (lavfi graphs, which can write files;
+ * Twitch endpoints, which would receive the OAuth token).
+ */
+import { realpathSync } from 'node:fs';
+import { isAbsolute, relative, resolve } from 'node:path';
+import { ErrorCode, PanoptesError, type SourceConfig } from '../core/index.js';
+
+export interface SourcePolicy {
+  /** URL schemes, lower case, e.g. rtsp, https. */
+  schemes: readonly string[];
+  /** Absolute directories files may come from. */
+  directories: readonly string[];
+}
+
+const URL_SCHEME = /^([a-z][a-z0-9+.-]*):/i;
+
+/** Refuses what the API may not ask for in a source's raw body, before anything looks at the filesystem. */
+export function checkRequestedSource(body: unknown, baseDir: string, policy: SourcePolicy): void {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return; // the schema says what is wrong
+  const source = body as Record<string, unknown>;
+  if (source.synthetic !== undefined) refuse('synthetic', 'synthetic sources (ffmpeg lavfi graphs) come from the deployment file only');
+  const twitch = source.twitch;
+  if (typeof twitch === 'object' && twitch !== null) {
+    for (const key of ['gqlUrl', 'usherUrl']) {
+      if (key in twitch) refuse(`twitch.${key}`, "Twitch's endpoints can be changed in the deployment file only");
+    }
+  }
+  if (typeof source.path !== 'string') return;
+  const scheme = URL_SCHEME.exec(source.path)?.[1]?.toLowerCase();
+  if (scheme && scheme.length > 1) {
+    if (!policy.schemes.includes(scheme)) refuse('path', `${scheme}: URLs are not allowed here; allowed: ${policy.schemes.join(', ')} (http.sources.schemes)`);
+    return;
+  }
+  if (!inside(resolve(baseDir, source.path), policy)) refuse('path', `files must be under ${policy.directories.join(', ')} (http.sources.directories)`);
+}
+
+/** After compiling (the file exists): the real path, links followed, must still be inside. */
+export function checkCompiledSource(source: SourceConfig, policy: SourcePolicy): void {
+  if (source.path && !URL_SCHEME.test(source.path) && !inside(realpathSync(source.path), policy)) {
+    refuse('path', `the file links outside ${policy.directories.join(', ')} (http.sources.directories)`);
+  }
+}
+
+function inside(path: string, policy: SourcePolicy): boolean {
+  return policy.directories.some((dir) => {
+    const rel = relative(dir, path);
+    return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+  });
+}
+
+function refuse(key: string, message: string): never {
+  throw new PanoptesError(ErrorCode.HttpForbidden, `${key}: ${message}`, { details: { key } });
+}
