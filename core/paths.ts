@@ -1,7 +1,8 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ErrorCode, PanoptesError } from './errors.js';
 
 /** The folder holding Panoptes' package.json, whether running from source or from dist/. */
 export function projectRoot(): string {
@@ -34,4 +35,47 @@ export function resolveConfigPath(path: string, baseDir: string): string {
     if (existsSync(candidate)) return candidate;
   }
   return join(projectRoot(), 'node_modules', pkg, rest);
+}
+
+/**
+ * Makes sure `path` is a directory this process can write, creating it and its missing parents
+ * one level at a time. Not `mkdir(path, { recursive: true })`: Node's recursive mkdir retries
+ * forever, on the main thread, when a level cannot be created and reports ENOENT (anywhere
+ * under /proc), so a bad `dataDir` spun at 100% CPU, deaf to SIGTERM.
+ * @param key - the setting the path came from, for the message (e.g. `dataDir`)
+ * @throws PanoptesError ConfigInvalid naming the path, the level that failed and why
+ */
+export function ensureDir(path: string, key: string): string {
+  const target = resolve(path);
+  const fail = (what: string, cause?: unknown): never => {
+    // The system's own words ("ENOENT: no such file or directory, mkdir '/proc/x'") say why.
+    const reason = cause instanceof Error ? `: ${cause.message}` : '';
+    throw new PanoptesError(ErrorCode.ConfigInvalid, `${key} ${target}: ${what}${reason}`, {
+      details: { key, path: target },
+      ...(cause === undefined ? {} : { cause }),
+    });
+  };
+  const missing: string[] = [];
+  let existing = target;
+  while (!existsSync(existing)) {
+    missing.unshift(existing);
+    const parent = dirname(existing);
+    if (parent === existing) break;
+    existing = parent;
+  }
+  if (!statSync(existing).isDirectory()) fail(`cannot create a directory here: ${existing} is a file, not a directory`);
+  for (const dir of missing) {
+    try {
+      mkdirSync(dir);
+    } catch (err) {
+      // Another process may have made it meanwhile; anything else means it cannot be made.
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || !statSync(dir).isDirectory()) fail(`cannot create ${dir}`, err);
+    }
+  }
+  try {
+    accessSync(target, constants.W_OK);
+  } catch (err) {
+    fail('is not writable', err);
+  }
+  return target;
 }

@@ -49,6 +49,51 @@ function installerPath(): string {
   }
 }
 
+/** What ffmpeg prints about an input before it decodes anything. */
+export interface MediaInfo {
+  /** The container's duration; undefined for live streams and formats without one (GIF). */
+  durationMs: number | undefined;
+  /** The first video stream's frame rate (its average rate for variable-rate files). */
+  fps: number | undefined;
+}
+
+/** `ffmpeg -i` prints `Duration: 00:00:30.03, start: ...` for inputs with a known length. */
+export function parseDurationMs(line: string): number | undefined {
+  const m = /Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)/.exec(line);
+  return m ? ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 : undefined;
+}
+
+/** `Stream #0:0(und): Video: h264 ..., 768x432, ..., 12.50 fps, 12.50 tbr, ...` */
+export function parseVideoFps(line: string): number | undefined {
+  const m = /Stream #.*Video:.* ([\d.]+) fps/.exec(line);
+  return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * Reads an input's duration and frame rate without decoding it: `ffmpeg -i` with an output of
+ * no frames (the project ships ffmpeg only, no ffprobe). The input lines come before the
+ * output's, so the first matches are the input's. Never throws: a failed probe gives
+ * undefined fields, and the run that follows reports why the input can't be read.
+ */
+export async function probeMedia(options: { ffmpegPath: string; input: string; inputOptions?: readonly string[]; logger: Logger }): Promise<MediaInfo> {
+  const info: MediaInfo = { durationMs: undefined, fps: undefined };
+  const run = runFfmpeg({
+    ffmpegPath: options.ffmpegPath,
+    input: options.input,
+    inputOptions: ['-hide_banner', '-nostdin', ...(options.inputOptions ?? [])],
+    outputOptions: ['-map', '0:v:0', '-frames:v', '0', '-f', 'null'],
+    onStderrLine: (line) => {
+      info.durationMs ??= parseDurationMs(line);
+      info.fps ??= parseVideoFps(line);
+      return false;
+    },
+    logger: options.logger,
+  });
+  run.stdout.resume();
+  await run.exited;
+  return info;
+}
+
 /** How an ffmpeg run ended. */
 export interface FfmpegExit {
   /** Exit code; null when killed by a signal or never started. */

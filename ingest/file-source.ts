@@ -14,11 +14,17 @@
  * stdout, the pipe fills and ffmpeg blocks. Pacing (`speed`) is a wait before each yield, not
  * ffmpeg's `-re`, for the same reason; at speed 1 `-re` is added too, only to spread ffmpeg's
  * decoding over the replay (small JPEGs fit in the pipe, so ffmpeg would otherwise race ahead).
+ *
+ * Accounting: ffmpeg reads a truncated file to where its data stops and exits 0, so a clip that
+ * ends early looks like a clean end. At the end the frames delivered are compared with those the
+ * container's duration and the sampling promise (`./accounting.ts`); a clear shortfall is logged
+ * and left in `status().shortfall` for the ingest worker to record as drops.
  */
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import {
   ErrorCode,
+  MIN_FPS,
   PanoptesError,
   silentLogger,
   systemClock,
@@ -27,7 +33,8 @@ import {
   type Logger,
   type SamplePolicy,
 } from '../core/index.js';
-import { resolveFfmpegPath, runFfmpeg, type FfmpegExit, type FfmpegRun } from './ffmpeg.js';
+import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from './accounting.js';
+import { parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegExit, type FfmpegRun } from './ffmpeg.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
 
 /** `1` = real time, `N` = N times faster, `'max'` = as fast as ffmpeg decodes. */
@@ -45,6 +52,15 @@ export interface FileSourceOptions {
    * @defaultValue the clip's native rate (every decoded frame)
    */
   fps?: number;
+  /**
+   * One connection of a live stream (set by the live source). A recording's rate is read before
+   * it starts (a quick `ffmpeg -i`) so that an `fps` above it samples every frame instead of
+   * ffmpeg's `fps` filter repeating frames; a live stream is not probed (a second connection to
+   * a camera costs seconds, a listener has nothing to probe), and an `fps` above its rate is
+   * warned about once the rate is known. Nor is a live connection's end checked against a duration.
+   * @defaultValue false
+   */
+  live?: boolean;
   /** Sample by frame count, keyframes or scene changes instead of `fps` (see {@link SamplePolicy}). */
   sample?: SamplePolicy;
   /** More ffmpeg input options, before `-i` (a live source's low-latency flags). */
@@ -101,6 +117,12 @@ export interface FileSourceStatus extends FrameCounts {
   pid: number | undefined;
   /** The input's duration as ffmpeg reported it, once known (not for live streams). */
   durationMs: number | undefined;
+  /** The rate the `fps` filter samples at: the `fps` option, or undefined once it was capped to every frame. */
+  fps: number | undefined;
+  /** Sampled frames the clip should give (from its duration and the sampling), when that can be known ahead. */
+  expectedFrames: number | undefined;
+  /** Set when the clip ended cleanly but clearly short of `expectedFrames` (a truncated file). */
+  shortfall: Shortfall | undefined;
 }
 
 export interface FileSource {
@@ -130,6 +152,9 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   let framesSkipped = 0;
   let durationMs: number | undefined;
   let nativeFps: number | undefined;
+  let fps = options.fps;
+  let shortfall: Shortfall | undefined;
+  let lastPtsMs: number | undefined;
   let run: FfmpegRun | undefined;
   let iterated = false;
 
@@ -137,7 +162,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   const sourceError = (code: ErrorCode, what: string, details: Record<string, unknown> = {}, cause?: unknown) =>
     new PanoptesError(code, `source ${id} (${path}): ${what}`, {
       details: { source: id, path, ...details },
-      retriable: code === ErrorCode.FfmpegExited,
+      // A server that is down now may be up later; a bad file stays bad.
+      retriable: code === ErrorCode.FfmpegExited || code === ErrorCode.SourceUnavailable,
       cause,
     });
 
@@ -152,8 +178,22 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     }
     if (abort.signal.aborted) return;
 
+    // A piped `input` cannot be read twice.
+    if (fps !== undefined && !options.live && !options.input) {
+      const probed = await probeMedia({ ffmpegPath, input: path, inputOptions: options.inputOptions ?? [], logger });
+      if (probed.fps !== undefined && fps > probed.fps) {
+        logger.warn(
+          { fps, nativeFps: probed.fps },
+          `fps ${fps} is above the source's own rate (${probed.fps} fps): sampling every frame (${probed.fps} fps) instead of repeating frames`,
+        );
+        fps = undefined;
+      }
+      if (abort.signal.aborted) return;
+    }
+
     let startedAt: number | undefined;
-    const filters = filterChain(options);
+    const filters = filterChain(options, fps);
+    let warnedAboveNative = false;
     const timestamps = new ShowinfoTimestamps(filters.length - 1, () => (framesDecoded += 1));
     const ffmpeg = runFfmpeg({
       ffmpegPath,
@@ -179,6 +219,11 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       onStderrLine: (line) => {
         durationMs ??= parseDurationMs(line);
         nativeFps ??= parseVideoFps(line);
+        // Not probed (a live stream): the filter repeats frames; say so once, not silently.
+        if (!warnedAboveNative && fps !== undefined && nativeFps !== undefined && fps > nativeFps) {
+          warnedAboveNative = true;
+          logger.warn({ fps, nativeFps }, `fps ${fps} is above the stream's own rate (${nativeFps} fps): ffmpeg repeats frames to reach it`);
+        }
         return timestamps.onLine(line);
       },
       logger,
@@ -197,6 +242,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
               stderr: ffmpeg.stderrTail(),
             });
           }
+          lastPtsMs = ptsMs;
           const size = readJpegSize(jpeg);
           if (!size) {
             framesSkipped += 1;
@@ -234,6 +280,10 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       const failure = classifyExit(exit, ffmpeg.stderrTail(), framesEmitted, sourceError);
       if (failure) throw failure;
       logger.debug({ frames: framesEmitted }, 'clip ended');
+      if (!options.loop && !options.live) {
+        shortfall = findShortfall({ durationMs, nativeFps, sampling: { fps, sample: options.sample }, delivered: framesEmitted + framesSkipped, endedAtMs: lastPtsMs });
+        if (shortfall) logger.warn({ ...shortfall }, `source ${id} (${path}): ${describeShortfall(shortfall)}`);
+      }
       state = 'ended';
     } catch (err) {
       if (abort.signal.aborted) return; // stop() interrupted a wait: not a failure
@@ -263,18 +313,29 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       await run.exited;
       if (state === 'running') state = 'stopped';
     },
-    status: () => ({ state, framesEmitted, framesDecoded, framesSkipped, durationMs, nativeFps, pid: state === 'running' ? run?.pid() : undefined }),
+    status: () => ({
+      state,
+      framesEmitted,
+      framesDecoded,
+      framesSkipped,
+      durationMs,
+      nativeFps,
+      fps,
+      expectedFrames: options.loop || options.live ? undefined : expectedFrames(durationMs, nativeFps, { fps, sample: options.sample }),
+      shortfall,
+      pid: state === 'running' ? run?.pid() : undefined,
+    }),
   };
 }
 
 /**
  * `showinfo` to count decoded frames, the sampling (`fps=N` or `select`, before scaling),
- * `scale=W:-2`, then `showinfo` for the timestamps. Neither showinfo checksums the pixels,
+ * `scale=W:-2`, then `showinfo` for the timestamps. `fps` is the rate after any cap. Neither showinfo checksums the pixels,
  * which would cost more than the JPEG encode.
  */
-function filterChain(options: FileSourceOptions): string[] {
+function filterChain(options: FileSourceOptions, fps: number | undefined): string[] {
   const filters: string[] = ['showinfo=checksum=0'];
-  if (options.fps !== undefined) filters.push(`fps=${options.fps}`);
+  if (fps !== undefined) filters.push(`fps=${fps}`);
   const sample = options.sample;
   // Commas inside a filter's expression are escaped: unescaped, they would end the filter.
   if (sample && 'everyNth' in sample) filters.push(`select=not(mod(n\\,${sample.everyNth}))`);
@@ -282,18 +343,6 @@ function filterChain(options: FileSourceOptions): string[] {
   if (options.width !== undefined) filters.push(`scale=${evenWidth(options.width)}:-2`);
   filters.push('showinfo=checksum=0');
   return filters;
-}
-
-/** `ffmpeg -i` prints `Duration: 00:00:30.03, start: ...` for inputs with a known length. */
-function parseDurationMs(line: string): number | undefined {
-  const m = /Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)/.exec(line);
-  return m ? ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 : undefined;
-}
-
-/** `Stream #0:0(und): Video: h264 ..., 768x432, ..., 12.50 fps, 12.50 tbr, ...` */
-function parseVideoFps(line: string): number | undefined {
-  const m = /Stream #.*Video:.* ([\d.]+) fps/.exec(line);
-  return m ? Number(m[1]) : undefined;
 }
 
 function isUrl(path: string): boolean {
@@ -309,8 +358,9 @@ function validate(options: FileSourceOptions): void {
   if (!options.path) throw new TypeError(`source ${options.id}: path: expected a non-empty string`);
   const { fps, width, speed, quality, sample } = options;
   if (fps !== undefined && sample !== undefined) throw new RangeError(`source ${options.id}: fps and sample: use one of them`);
-  if (fps !== undefined && !(Number.isFinite(fps) && fps > 0)) {
-    throw new RangeError(`source ${options.id}: fps: expected a positive number, got ${fps}`);
+  // Below the minimum a clip gives no frame at all (or one), and the run would "succeed" empty.
+  if (fps !== undefined && !(Number.isFinite(fps) && fps >= MIN_FPS)) {
+    throw new RangeError(`source ${options.id}: fps: expected a number of at least ${MIN_FPS}, got ${fps}`);
   }
   if (width !== undefined && !(Number.isInteger(width) && width >= 2)) {
     throw new RangeError(`source ${options.id}: width: expected an integer >= 2, got ${width}`);
@@ -346,6 +396,19 @@ const DECODER_MISSING = [
   /Decoding requested, but no decoder found for: (\S+)/,
 ];
 
+/**
+ * ffmpeg's words for a network input whose server is not there or will not serve it. Such a
+ * source is unavailable (worth trying again later), not a file ffmpeg failed to decode.
+ */
+const UNAVAILABLE = [
+  /Connection refused/i,
+  /Connection timed out|Operation timed out/i,
+  /No route to host|Network is unreachable/i,
+  /Failed to resolve hostname|Name or service not known|Temporary failure in name resolution/i,
+  /Server returned 5\d\d/i,
+  /Connection reset by peer/i,
+];
+
 /** The error an ended ffmpeg run means, or undefined for a clean end. */
 function classifyExit(
   exit: FfmpegExit,
@@ -372,6 +435,15 @@ function classifyExit(
     if (codec !== undefined) {
       return sourceError(ErrorCode.SourceUnsupportedCodec, `no decoder for codec ${codec}\n${lastLines}`, { ...details, codec });
     }
+  }
+  // Checked before decoding: ffmpeg ends a refused connection with "Invalid data found" too.
+  const unavailable = UNAVAILABLE.find((pattern) => pattern.test(stderr));
+  if (unavailable) {
+    const reason = unavailable.exec(stderr)?.[0] ?? 'unavailable';
+    return sourceError(ErrorCode.SourceUnavailable, `unavailable after ${framesEmitted} frames: ${reason} (exit code ${exit.code})\n${lastLines}`, { ...details, reason });
+  }
+  if (/Server returned 40[34]|HTTP error 40[34]/i.test(stderr)) {
+    return sourceError(ErrorCode.SourceNotFound, `the server has no such file (${/(?:Server returned|HTTP error) 40[34][^\n]*/i.exec(stderr)?.[0] ?? '404'})\n${lastLines}`, details);
   }
   if (framesEmitted === 0) {
     return sourceError(ErrorCode.SourceDecode, `ffmpeg could not decode the file (exit code ${exit.code}${why ? `: ${why}` : ''})\n${lastLines}`, details);

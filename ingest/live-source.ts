@@ -181,6 +181,7 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
       ...(stream ? { input: stream } : {}),
       speed: 'max',
       loop: false,
+      live: true,
       inputOptions: lowLatencyInput(path, listen, options.rtspTransport ?? 'tcp'),
       logger,
       ...(options.fps !== undefined ? { fps: options.fps } : {}),

@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { rename, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
+import { ensureDir, ErrorCode, PanoptesError, type Logger } from '../core/index.js';
 import { resolveFfmpegPath, runFfmpeg } from './ffmpeg.js';
 
 export interface SyntheticClip {
@@ -25,7 +25,8 @@ export async function ensureSyntheticClip(id: string, clip: SyntheticClip, dir: 
   const fingerprint = createHash('sha1').update(`${clip.lavfi}\n${clip.durationS}`).digest('hex').slice(0, 10);
   const path = join(dir, `${id}-${fingerprint}.mkv`);
   if (existsSync(path)) return path;
-  await mkdir(dir, { recursive: true });
+  // Footage lives under the data directory: a bad one is named as such.
+  ensureDir(dir, 'dataDir');
   const partial = `${path}.partial`;
   const run = runFfmpeg({
     ffmpegPath: resolveFfmpegPath(),

@@ -2,16 +2,20 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   describeError,
+  dropContract,
   ErrorCode,
   frameContract,
   isUrl,
   PanoptesError,
   Topics,
   type Bus,
+  type Drop,
   type Frame,
   type Logger,
+  type Producer,
   type SourceConfig,
 } from '../core/index.js';
+import { describeShortfall, type Shortfall } from './accounting.js';
 import { createFileSource, type FileSource } from './file-source.js';
 import { createLiveSource, type LiveSource } from './live-source.js';
 import { ensureSyntheticClip } from './synthetic.js';
@@ -43,6 +47,11 @@ export interface LocalAnalysis {
 export interface SourceResult {
   id: string;
   frames: number;
+  /**
+   * A recording that ended early: the sampled frames it owed but never delivered, each
+   * recorded as a `drops` row (what `frame`, stage `ingest`, reason `truncated`), and why.
+   */
+  missing?: { frames: number; detail: string };
   /** Why the source stopped early; the other sources keep running. */
   error?: string;
 }
@@ -159,6 +168,12 @@ export function createIngest(options: IngestOptions): Ingest {
         if (entry.latencies.length > LATENCY_WINDOW) entry.latencies.shift();
         report();
       }
+      const ended = source.status();
+      const shortfall = 'shortfall' in ended ? ended.shortfall : undefined;
+      if (shortfall && !entry.stopped) {
+        await publishShortfall(producer, config.id, shortfall);
+        return { id: config.id, frames: entry.published, missing: { frames: shortfall.missing, detail: describeShortfall(shortfall) } };
+      }
       return { id: config.id, frames: entry.published };
     } catch (err) {
       // One line for operators; the whole error (ffmpeg's stderr, stack) at debug level.
@@ -230,6 +245,29 @@ export function createIngest(options: IngestOptions): Ingest {
       return [...ended.values()].map((e) => e.outcome!);
     },
   };
+}
+
+/** Drop records per send: a long recording cut short owes thousands. */
+const DROPS_PER_SEND = 500;
+
+/**
+ * One drop per frame a recording owed but never delivered, numbered on from the last frame
+ * sent, so that for such a source `frames` rows and `drops` rows together hold every frame_seq
+ * from 0 to the expected count (docs/ingest.md). The detail names the file's shortfall only
+ * (no clock): replayed, the same file gives the same drop rows, not new ones.
+ */
+async function publishShortfall(producer: Producer, source: string, shortfall: Shortfall): Promise<void> {
+  const detail = describeShortfall(shortfall);
+  const atMs = Date.now();
+  for (let from = shortfall.delivered; from < shortfall.expected; from += DROPS_PER_SEND) {
+    const to = Math.min(shortfall.expected, from + DROPS_PER_SEND);
+    const records = [];
+    for (let seq = from; seq < to; seq += 1) {
+      const drop: Drop = { what: 'frame', where: 'ingest', why: 'truncated', source, frameSeq: seq, atMs, detail };
+      records.push({ key: source, value: dropContract.encode(drop), headers: dropContract.headers });
+    }
+    await producer.send(Topics.drops, records);
+  }
 }
 
 /** Runs every source until it ends (or `signal` stops them all) and returns their results. */
@@ -318,16 +356,13 @@ function metricsOf(entry: Running): SourceMetrics {
   };
 }
 
-/** How many frames a source will publish in all, when that can be known ahead. */
+/**
+ * How many frames a source will publish in all, when that can be known ahead: the file
+ * source's count (its duration and sampling, after any cap of `fps`). A live stream has no length.
+ */
 function expectedFrames(entry: Running): number | undefined {
   const status = entry.source?.status();
-  // A live stream has no length: no total.
-  if (!status || !('durationMs' in status) || status.durationMs === undefined || entry.config.loop) return undefined;
-  const fps = entry.config.fps ?? status.nativeFps;
-  // Keyframes and scene changes cannot be counted ahead; every Nth frame can.
-  const sample = entry.config.sample;
-  const sampled = !sample ? fps : 'everyNth' in sample && fps ? fps / sample.everyNth : undefined;
-  return sampled ? Math.ceil((status.durationMs / 1000) * sampled) : undefined;
+  return status && 'expectedFrames' in status ? status.expectedFrames : undefined;
 }
 
 const sameConfig = (a: SourceConfig, b: SourceConfig): boolean => JSON.stringify(a) === JSON.stringify(b);

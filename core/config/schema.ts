@@ -7,6 +7,13 @@ import { z } from 'zod';
  * Durations and sizes carry their unit in the key (`sloMs`, `maxBytes`).
  */
 
+/**
+ * The lowest sampling rate a source may ask for, frames per second: one frame every 100 s.
+ * Rates near zero make ffmpeg's `fps` filter give no frame at all, and a replay that "succeeds"
+ * with nothing is worse than a refusal.
+ */
+export const MIN_FPS = 0.01;
+
 const id = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'a lower-case id (letters, digits, ".", "_", "-")');
 
 // ---- model zoo ----
@@ -223,8 +230,11 @@ export const sourceSchema = z
       .optional(),
     /** Apps that analyze this source, besides those whose `sources` name it; one at least in all. */
     apps: z.array(id).default([]),
-    /** Sampled frames per second; the file's own rate when absent. */
-    fps: z.number().positive().max(120).optional(),
+    /**
+     * Sampled frames per second; the file's own rate when absent. Above the source's own rate
+     * it is capped to that rate (with a warning); below {@link MIN_FPS} it is refused.
+     */
+    fps: z.number().min(MIN_FPS, `at least ${MIN_FPS} (one frame every ${1 / MIN_FPS} s): a lower rate samples no frame from most clips`).max(120).optional(),
     /** Or sample by frame count, keyframes or scene changes (one policy; not with `fps`). */
     sample: samplePolicySchema.optional(),
     /**

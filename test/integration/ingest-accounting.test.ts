@@ -1,0 +1,182 @@
+// Every frame accounted for, with real ffmpeg: a recording that ends early leaves drops for
+// the frames it owed, an fps above the source's rate is capped, a refused server is
+// "unavailable", and a data directory that cannot be made fails at once, naming itself.
+import { execFile, execFileSync } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runDeployment } from '../../cli/deployment.js';
+import { compileDeployment, createLogger, deploymentSchema, ErrorCode, PanoptesError, projectRoot, silentLogger, type Frame, type Logger } from '../../core/index.js';
+import { createFileSource, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
+
+const root = projectRoot();
+let dir: string;
+const clips = { whole: '', cutMp4: '', cutMkv: '', oneSecond: '' };
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'panoptes-accounting-'));
+  const ffmpeg = resolveFfmpegPath();
+  const encode = (file: string, seconds: number, extra: string[] = []): string => {
+    const path = join(dir, file);
+    execFileSync(ffmpeg, [
+      '-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=320x240:rate=25', '-t', String(seconds),
+      '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', ...extra, path,
+    ]);
+    return path;
+  };
+  // 10 s at 25 fps, index first (faststart): the first 30% of its bytes is the first ~3 s.
+  clips.whole = encode('whole.mp4', 10, ['-movflags', '+faststart']);
+  clips.cutMp4 = join(dir, 'cut.mp4');
+  const whole = readFileSync(clips.whole);
+  writeFileSync(clips.cutMp4, whole.subarray(0, Math.floor(whole.length * 0.3))); // head -c 30%
+  // Matroska cut with truncate(1): its header still says 10 s.
+  clips.cutMkv = join(dir, 'cut.mkv');
+  copyFileSync(encode('whole.mkv', 10), clips.cutMkv);
+  truncateSync(clips.cutMkv, Math.floor(statSync(clips.cutMkv).size * 0.4));
+  clips.oneSecond = encode('one.mp4', 1);
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A logger whose warnings a test can read. */
+function capturingLogger(): { logger: Logger; warnings: string[] } {
+  const warnings: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      const line = JSON.parse(chunk.toString()) as { level: number; msg: string };
+      if (line.level === 40) warnings.push(line.msg);
+      done();
+    },
+  });
+  return { logger: createLogger({ level: 'warn', destination }), warnings };
+}
+
+async function readAll(options: Partial<FileSourceOptions> & { path: string }): Promise<{ frames: Frame[]; source: ReturnType<typeof createFileSource> }> {
+  const source = createFileSource({ id: 'cam', speed: 'max', loop: false, ...options });
+  const frames: Frame[] = [];
+  for await (const frame of source.frames()) frames.push(frame);
+  return { frames, source };
+}
+
+describe('a recording that ends early', () => {
+  it('the first 30% of a faststart mp4: ffmpeg exits 0 after ~3 s, and the source says 10 s were owed', async () => {
+    const { logger, warnings } = capturingLogger();
+    const { frames, source } = await readAll({ path: clips.cutMp4, logger });
+    const { shortfall, expectedFrames, state } = source.status();
+    expect(state).toBe('ended'); // not a failure: what was there is analyzed
+    expect(expectedFrames).toBe(250);
+    expect(frames.length).toBeGreaterThan(50);
+    expect(frames.length).toBeLessThan(125);
+    expect(shortfall).toMatchObject({ expected: 250, delivered: frames.length, missing: 250 - frames.length, durationMs: 10_000 });
+    expect(warnings).toEqual([expect.stringMatching(new RegExp(`ends early: .* ${frames.length} of 250 frames delivered, ${250 - frames.length} missing \\(frame_seq ${frames.length}\\.\\.249\\)`))]);
+  });
+
+  it('an mkv cut with truncate, sampled at 2 fps: the missing frames are sampled frames', async () => {
+    const { frames, source } = await readAll({ path: clips.cutMkv, fps: 2 });
+    expect(source.status().shortfall).toMatchObject({ expected: 20, delivered: frames.length, missing: 20 - frames.length });
+    expect(frames.length).toBeLessThan(10);
+  });
+
+  it('a whole clip owes nothing', async () => {
+    const { logger, warnings } = capturingLogger();
+    const { frames, source } = await readAll({ path: clips.whole, fps: 2, logger });
+    expect(frames).toHaveLength(20);
+    expect(source.status().shortfall).toBeUndefined();
+    expect(warnings).toEqual([]);
+  });
+
+  it('through the pipeline: exit as usual, drops in the summary, and every owed frame_seq in frames or drops (the SQL proof)', async () => {
+    const dataDir = join(dir, 'data-pipeline');
+    const deployment = deploymentSchema.parse({ apps: ['apps/traffic.yaml'], sources: [{ id: 'cut', path: clips.cutMp4, apps: ['traffic'], speed: 'max', fps: 2 }] });
+    const config = compileDeployment(deployment, join(root, 'configs/test.yaml'), { dataDir });
+    let proof: Record<string, unknown> | undefined;
+    let drops: Record<string, unknown>[] = [];
+    const summary = await runDeployment(config, {
+      logger: silentLogger(),
+      beforeClose: async (sink) => {
+        // docs/ingest.md: for a source whose sampling is countable, frame_seq 0 .. expected-1 each appear once.
+        proof = (await sink.query(`
+          SELECT uniqExact(seq) AS seen, min(seq) AS first, max(seq) AS last
+          FROM (SELECT toInt64(frame_seq) AS seq FROM frames WHERE source = 'cut'
+                UNION ALL SELECT frame_seq AS seq FROM drops WHERE source = 'cut' AND what = 'frame')`)).rows[0];
+        drops = (await sink.query("SELECT stage, reason, frame_seq, detail FROM drops WHERE source = 'cut' ORDER BY frame_seq")).rows;
+      },
+    });
+    const delivered = summary.sources[0]!.frames;
+    expect(delivered).toBeGreaterThan(3);
+    expect(delivered).toBeLessThan(10);
+    expect(summary.sources[0]!.error).toBeUndefined();
+    expect(summary.sources[0]!.missing).toEqual({ frames: 20 - delivered, detail: expect.stringContaining(`${delivered} of 20 frames delivered`) });
+    expect(summary.drops).toBe(20 - delivered);
+    expect(proof && Object.fromEntries(Object.entries(proof).map(([k, v]) => [k, Number(v)]))).toEqual({ seen: 20, first: 0, last: 19 });
+    expect(drops).toHaveLength(20 - delivered);
+    expect(drops.every((d) => d.stage === 'ingest' && d.reason === 'truncated')).toBe(true);
+    expect(drops.map((d) => Number(d.frame_seq))).toEqual(Array.from({ length: 20 - delivered }, (_, i) => delivered + i));
+  }, 120_000);
+});
+
+describe('fps above the source\'s own rate', () => {
+  it('is capped to the native rate with a warning, instead of ffmpeg repeating frames', async () => {
+    const { logger, warnings } = capturingLogger();
+    const { frames, source } = await readAll({ path: clips.oneSecond, fps: 100, logger });
+    expect(frames).toHaveLength(25); // not 100
+    expect(frames.map((f) => f.ptsMs).slice(0, 3)).toEqual([0, 40, 80]);
+    expect(source.status().fps).toBeUndefined();
+    expect(source.status().shortfall).toBeUndefined();
+    expect(warnings).toEqual(['fps 100 is above the source\'s own rate (25 fps): sampling every frame (25 fps) instead of repeating frames']);
+  });
+
+  it('at or below it, samples as asked', async () => {
+    const { frames } = await readAll({ path: clips.oneSecond, fps: 25 });
+    expect(frames).toHaveLength(25);
+  });
+});
+
+describe('a network source whose server refuses the connection', () => {
+  it('is SourceUnavailable (retriable), not a decode error', async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    await new Promise<void>((resolve) => server.close(() => resolve())); // now nothing listens there
+    const url = `http://127.0.0.1:${port}/x.mp4`;
+    const err = await readAll({ path: url }).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(PanoptesError);
+    expect(err).toMatchObject({ code: ErrorCode.SourceUnavailable, retriable: true, details: { source: 'cam', path: url, reason: 'Connection refused' } });
+    expect((err as Error).message).toMatch(new RegExp(`^source cam \\(${url.replaceAll('.', '\\.')}\\): unavailable after 0 frames: Connection refused`));
+  });
+});
+
+describe('a data directory that cannot be created', () => {
+  const panoptes = async (...args: string[]): Promise<{ code: number; stderr: string; ms: number }> => {
+    const started = Date.now();
+    try {
+      await promisify(execFile)(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), ...args], {
+        cwd: root,
+        env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent' },
+        timeout: 60_000,
+      });
+      return { code: 0, stderr: '', ms: Date.now() - started };
+    } catch (err) {
+      const e = err as { code?: number; stderr?: string };
+      return { code: e.code ?? -1, stderr: e.stderr ?? '', ms: Date.now() - started };
+    }
+  };
+
+  it('under /proc or under a regular file, a replay fails at once with one line naming the path', async () => {
+    writeFileSync(join(dir, 'a-file'), 'x');
+    const cases = [
+      ['/proc/panoptes-data', /^panoptes: dataDir \/proc\/panoptes-data\/clickhouse: cannot create \/proc\/panoptes-data: ENOENT/],
+      [join(dir, 'a-file/data'), new RegExp(`^panoptes: dataDir ${join(dir, 'a-file/data/clickhouse')}: cannot create a directory here: ${join(dir, 'a-file')} is a file`)],
+    ] as const;
+    const results = await Promise.all(cases.map(([dataDir]) => panoptes('replay', clips.oneSecond, '--app', 'traffic', '--data-dir', dataDir)));
+    results.forEach((result, i) => {
+      expect(result.code).toBe(1); // before: /proc spun at 100% CPU until killed
+      expect(result.stderr).toMatch(cases[i]![1]);
+      expect(result.ms).toBeLessThan(30_000);
+    });
+  }, 90_000);
+});
