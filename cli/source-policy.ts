@@ -17,9 +17,13 @@ export interface SourcePolicy {
 
 const URL_SCHEME = /^([a-z][a-z0-9+.-]*):/i;
 
+/** A source's config is a few levels deep; a body much deeper is junk that would only cost stack. */
+const MAX_DEPTH = 8;
+
 /** Refuses what the API may not ask for in a source's raw body, before anything looks at the filesystem. */
 export function checkRequestedSource(body: unknown, baseDir: string, policy: SourcePolicy): void {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return; // the schema says what is wrong
+  if (depthOf(body) > MAX_DEPTH) throw new PanoptesError(ErrorCode.HttpBadRequest, `the body nests deeper than ${MAX_DEPTH} levels; send one source's config`);
   const source = body as Record<string, unknown>;
   if (source.synthetic !== undefined) refuse('synthetic', 'synthetic sources (ffmpeg lavfi graphs) come from the deployment file only');
   const twitch = source.twitch;
@@ -42,6 +46,17 @@ export function checkCompiledSource(source: SourceConfig, policy: SourcePolicy):
   if (source.path && !URL_SCHEME.test(source.path) && !inside(realpathSync(source.path), policy)) {
     refuse('path', `the file links outside ${policy.directories.join(', ')} (http.sources.directories)`);
   }
+}
+
+function depthOf(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let item = stack.pop(); item; item = stack.pop()) {
+    const [node, depth] = item;
+    deepest = Math.max(deepest, depth);
+    if (typeof node === 'object' && node !== null && depth <= MAX_DEPTH) for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }
 
 function inside(path: string, policy: SourcePolicy): boolean {

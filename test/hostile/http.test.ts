@@ -1,0 +1,197 @@
+/**
+ * The HTTP API as a web page in the user's browser, or a careless client, would drive it: a
+ * page cannot reach it under another name (DNS rebinding), cannot send it requests from its
+ * own site, cannot change state without the token, cannot make it read files or send secrets
+ * elsewhere; malformed input is a 4xx with a message, never a 500.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DETECTIONS } from '../../apps/index.js';
+import { startHttpApi, type HttpApi } from '../../cli/http-api.js';
+import { createMetrics } from '../../cli/metrics.js';
+import { createLogger, loadDeployment, projectRoot, silentLogger } from '../../core/index.js';
+import { resolveFfmpegPath } from '../../ingest/index.js';
+import { createChdbSink, type ResultSink } from '../../sinks/index.js';
+
+const TOKEN = 'hostile-suite-token-0123456789';
+const dir = mkdtempSync(join(tmpdir(), 'panoptes-hostile-http-'));
+const outside = mkdtempSync(join(tmpdir(), 'panoptes-hostile-outside-'));
+const written = join(outside, 'written.txt');
+let api: HttpApi;
+let sink: ResultSink;
+let logged = '';
+
+beforeAll(async () => {
+  const clip = join(dir, 'clip.mp4');
+  execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=64x48:rate=5', '-t', '1', '-pix_fmt', 'yuv420p', clip]);
+  writeFileSync(join(outside, 'secret.mp4'), 'not a video');
+  symlinkSync(join(outside, 'secret.mp4'), join(dir, 'link.mp4'));
+  const file = join(dir, 'deployment.yaml');
+  writeFileSync(file, `models: ${join(projectRoot(), 'configs/models.yaml')}\napps: [${join(projectRoot(), 'configs/apps/traffic.yaml')}]\nsources:\n  - { id: cam, path: ${clip}, apps: [traffic] }\n`);
+  const config = loadDeployment(file);
+  const writer = createChdbSink({ path: join(dir, 'clickhouse'), logger: silentLogger() });
+  await writer.ensureTables([DETECTIONS]);
+  await writer.close();
+  sink = createChdbSink({ path: join(dir, 'clickhouse'), readOnly: true, logger: silentLogger() });
+  const logs = new Writable({ write: (chunk: Buffer, _encoding, done) => void ((logged += chunk.toString()), done()) });
+  api = await startHttpApi({
+    port: 0,
+    logger: createLogger({ level: 'debug', destination: logs }),
+    metrics: createMetrics(),
+    queries: { sink, savedQuery: () => 'SELECT count() AS n FROM detections' },
+    sources: { config, policy: { schemes: ['rtsp', 'http'], directories: [dir] }, token: { token: TOKEN, where: 'the test' } },
+  });
+});
+afterAll(async () => {
+  await api.close();
+  await sink.close();
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(outside, { recursive: true, force: true });
+});
+
+interface Answer {
+  status: number;
+  body: string;
+}
+
+/** A raw request, with any Host, Origin or other header a browser or an attacker would send. */
+function send(method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<Answer> {
+  const { hostname, port } = new URL(api.url);
+  return new Promise((resolve, reject) => {
+    const all = { host: `${hostname}:${port}`, ...headers };
+    // An empty Host means none at all: node would otherwise fill in its own.
+    const noHost = all.host === '';
+    if (noHost) delete (all as Partial<typeof all>).host;
+    const req = request({ hostname, port, method, path, headers: all, setHost: !noHost }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+const json = { 'content-type': 'application/json' };
+const auth = { ...json, authorization: `Bearer ${TOKEN}` };
+const postSource = (source: unknown, headers: Record<string, string> = auth): Promise<Answer> => send('POST', '/sources', headers, JSON.stringify(source));
+const errorOf = (answer: Answer): { code: string; message: string } => (JSON.parse(answer.body) as { error: { code: string; message: string } }).error;
+const sql = (text: string): string => `/query?sql=${encodeURIComponent(text)}`;
+
+describe('hostile HTTP', () => {
+  it('refuses another Host name (DNS rebinding) on every route, and answers its own names', async () => {
+    const { port } = new URL(api.url);
+    for (const path of ['/health', '/metrics', '/sources', sql('SELECT 1')]) {
+      for (const host of [`evil.example:${port}`, 'evil.example', `127.0.0.1.nip.io:${port}`, `localhost:${Number(port) + 1}`]) {
+        expect((await send('GET', path, { host })).status, `${host} ${path}`).toBe(403);
+      }
+      // No Host at all: node's HTTP server refuses it before the API sees it.
+      expect((await send('GET', path, { host: '' })).status, path).toBe(400);
+    }
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`]) expect((await send('GET', '/health', { host })).status, host).toBe(200);
+  });
+
+  it('refuses requests from another site: Origin, Sec-Fetch-Site (an <img> or a form on any page)', async () => {
+    const { port } = new URL(api.url);
+    expect((await send('GET', sql('SELECT 1'), { origin: 'https://evil.example' })).status).toBe(403);
+    expect((await send('GET', sql('SELECT 1'), { origin: 'null' })).status).toBe(403);
+    expect((await send('GET', sql('SELECT 1'), { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    expect((await send('GET', sql('SELECT 1'), { 'sec-fetch-site': 'same-site' })).status).toBe(403);
+    expect((await postSource({ id: 'x', path: join(dir, 'clip.mp4'), apps: ['traffic'] }, { ...auth, origin: 'http://evil.example' })).status).toBe(403);
+    expect((await send('GET', sql('SELECT 1'), { origin: `http://127.0.0.1:${port}`, 'sec-fetch-site': 'same-origin' })).status).toBe(200);
+    expect((await send('GET', sql('SELECT 1'), { 'sec-fetch-site': 'none' })).status).toBe(200);
+  });
+
+  it('needs the token to change state; a cross-site form (text/plain, urlencoded) is not read at all', async () => {
+    const source = { id: 'cam-2', path: join(dir, 'clip.mp4'), apps: ['traffic'] };
+    expect((await postSource(source, json)).status).toBe(401);
+    expect((await postSource(source, { ...json, authorization: 'Bearer wrong-token-of-the-same-length' })).status).toBe(401);
+    expect((await postSource(source, { ...json, authorization: TOKEN })).status).toBe(401);
+    expect((await send('DELETE', '/sources/cam')).status).toBe(401);
+    expect(errorOf(await postSource(source, json)).message).toContain('Authorization: Bearer');
+    expect((await postSource(source, { ...auth, 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await postSource(source, { ...auth, 'content-type': 'application/x-www-form-urlencoded' })).status).toBe(415);
+    // With the token and JSON, the request passes the guards (this server runs no ingest worker).
+    expect((await postSource(source)).status).toBe(503);
+  });
+
+  it('keeps API sources to the allowed schemes and directories, without telling which files exist', async () => {
+    const refused = [
+      { id: 'a', twitch: { channel: 'someone', gqlUrl: 'http://evil.example/gql' }, apps: ['traffic'] },
+      { id: 'b', twitch: { channel: 'someone', usherUrl: 'http://evil.example/' }, apps: ['traffic'] },
+      { id: 'c', synthetic: { lavfi: `testsrc,format=rgb24[out];[out]split[a][b]`, durationS: 1 }, apps: ['traffic'] },
+      { id: 'd', path: '/etc/passwd', apps: ['traffic'] },
+      { id: 'e', path: join(dir, '../../etc/passwd'), apps: ['traffic'] },
+      { id: 'f', path: 'file:///etc/passwd', apps: ['traffic'] },
+      { id: 'g', path: 'concat:/etc/passwd|/etc/hosts', apps: ['traffic'] },
+      { id: 'h', path: 'https://evil.example/x.mp4', apps: ['traffic'] },
+      { id: 'i', path: join(dir, 'link.mp4'), apps: ['traffic'] },
+      { id: 'j', path: join(outside, 'secret.mp4'), apps: ['traffic'] },
+    ];
+    for (const source of refused) {
+      const answer = await postSource(source);
+      expect(answer.status, JSON.stringify(source)).toBe(403);
+      expect(errorOf(answer).code).toBe('PANOPTES_HTTP_FORBIDDEN');
+    }
+    // A file outside answers exactly as a missing one does.
+    const existing = errorOf(await postSource({ id: 'k', path: join(outside, 'secret.mp4'), apps: ['traffic'] })).message;
+    const missing = errorOf(await postSource({ id: 'k', path: join(outside, 'missing.mp4'), apps: ['traffic'] })).message;
+    expect(existing).toBe(missing);
+    expect((await postSource({ id: 'l', path: 'rtsp://127.0.0.1:8554/cam', apps: ['traffic'] })).status).toBe(503);
+  });
+
+  it('answers malformed input with a 4xx and a message, never a 500', async () => {
+    const cases: [string, string, Record<string, string>, string | undefined][] = [
+      ['GET', '/sources/%E0%A4%A', {}, undefined],
+      ['DELETE', '/sources/%zz', auth, undefined],
+      ['GET', '/query?sql=%', {}, undefined],
+      ['GET', '/query?sql=SELECT%201&sql=SELECT%202', {}, undefined],
+      ['GET', '/query?sql=SELECT%201&evil=1', {}, undefined],
+      ['GET', '/query?saved=../../etc/passwd', {}, undefined],
+      ['GET', '/query?sql=SELECT%201&format=xml', {}, undefined],
+      ['GET', '/query', {}, undefined],
+      ['POST', '/query', json, '{"sql": '],
+      ['POST', '/query', json, '{"sql": "SELECT 1", "saved": "traffic.x"}'],
+      ['POST', '/sources', auth, '{"__proto__": {"admin": true}, "id": "x"}'],
+      ['POST', '/sources', auth, '[1, 2, 3]'],
+      ['POST', '/sources', auth, '"a string"'],
+      ['POST', '/sources', auth, ''],
+      ['POST', '/sources', auth, JSON.stringify({ id: 'big', path: 'x'.repeat(70_000) })],
+      ['POST', '/sources', auth, JSON.stringify({ id: 'Bad Id!', path: join(dir, 'clip.mp4'), apps: ['traffic'] })],
+      ['POST', '/sources', auth, JSON.stringify({ id: 'n', path: join(dir, 'clip.mp4'), apps: ['traffic'], fps: 'fast' })],
+      ['POST', '/sources', auth, '{"id": "nested", "x": ' + '['.repeat(5000) + ']'.repeat(5000) + '}'],
+      ['PUT', '/sources', auth, '{}'],
+      ['GET', '/../../etc/passwd', {}, undefined],
+    ];
+    for (const [method, path, headers, body] of cases) {
+      const answer = await send(method, path, headers, body);
+      expect(answer.status, `${method} ${path} ${body?.slice(0, 60) ?? ''}`).toBeGreaterThanOrEqual(400);
+      expect(answer.status, `${method} ${path} ${body?.slice(0, 60) ?? ''}`).toBeLessThan(500);
+      expect(errorOf(answer).message.length, `${method} ${path}`).toBeGreaterThan(0);
+    }
+    expect(logged).not.toContain('HTTP request failed');
+  });
+
+  it('/query refuses writes and file access however sent, GET or POST', async () => {
+    const outfile = `SELECT 'x' INTO OUTFILE '${written}' TRUNCATE FORMAT TSVRaw`;
+    expect((await send('GET', sql(outfile))).status).toBe(403);
+    expect((await send('POST', '/query', json, JSON.stringify({ sql: outfile }))).status).toBe(403);
+    const environ = await send('GET', sql("SELECT file('/proc/self/environ')"));
+    expect(environ.status).toBe(403);
+    expect(environ.body).not.toContain('PATH=');
+    expect(existsSync(written)).toBe(false);
+    expect(JSON.parse((await send('POST', '/query', json, JSON.stringify({ sql: 'SELECT count() AS n FROM detections' }))).body).rows).toEqual([{ n: 0 }]);
+  });
+
+  it('never writes the token into a log line or an answer', async () => {
+    await postSource({ id: 'x' }, { ...json, authorization: `Bearer ${TOKEN}x` });
+    await postSource({ id: 'x', path: `http://user:${TOKEN}@127.0.0.1/x.mp4` });
+    const answer = await postSource({ id: 'Bad', path: `http://user:${TOKEN}@127.0.0.1/x.mp4?token=${TOKEN}` });
+    expect(answer.body).not.toContain(TOKEN);
+    expect(logged).not.toContain(TOKEN);
+  });
+});
