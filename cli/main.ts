@@ -49,6 +49,14 @@ function parsePositive(value: string): number {
   return n;
 }
 
+/** A query's limits, the same for `query` and `serve`. */
+const limitOptions = {
+  maxRows: () => new Option('--max-rows <n>', 'refuse an answer longer than this').argParser(parsePositive).default(100_000),
+  timeout: () => new Option('--timeout <s>', 'stop a query running longer than this, seconds').argParser(parsePositive).default(30),
+  maxResultMb: () => new Option('--max-result-mb <MB>', 'refuse an answer larger than this').argParser(parsePositive).default(64),
+  maxMemoryMb: () => new Option('--max-memory-mb <MB>', 'stop a query using more memory than this').argParser(parsePositive).default(1024),
+};
+
 const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where results and generated footage are kept').default('./data');
 
 /**
@@ -141,11 +149,14 @@ interface ResultsOptions {
   database: string;
   maxRows: number;
   timeout: number;
+  maxResultMb: number;
+  maxMemoryMb: number;
 }
 
 /** The results a query reads, read-only: a ClickHouse server's, or the embedded ones. */
 function openResults(opts: ResultsOptions, log: Logger): ResultSink {
-  const limits = { maxResultRows: opts.maxRows, maxExecutionS: opts.timeout };
+  const mib = 1024 * 1024;
+  const limits = { maxResultRows: opts.maxRows, maxExecutionS: opts.timeout, maxResultBytes: opts.maxResultMb * mib, maxMemoryBytes: opts.maxMemoryMb * mib };
   if (opts.url) return createClickHouseSink({ url: opts.url, database: opts.database, readOnly: true, limits, logger: log });
   const path = join(resolve(opts.dataDir), 'clickhouse');
   if (!existsSync(path)) {
@@ -213,7 +224,7 @@ export function buildProgram(): Command {
     .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
     .addOption(dataDirOption().default(undefined, "the deployment's dataDir (./data)"))
     .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink,scheduler (split roles need bus.kind: kafka)', 'all')
-    .option('--http-port <port>', 'serve GET /health, /metrics (Prometheus) and /sources, POST /sources and DELETE /sources/<id> on 127.0.0.1 at this port, and keep running until stopped', parsePositive)
+    .option('--http-port <port>', 'serve the HTTP API on 127.0.0.1 at this port (/health, /metrics, /sources, /query; adding or removing sources needs the API token) and keep running until stopped', parsePositive)
     .action(async (file: string, opts: { dataDir?: string; roles: string; httpPort?: number }) => {
       const config = loadDeployment(file, opts.dataDir ? { dataDir: opts.dataDir } : {});
       await runPipeline(config, parseRoles(opts.roles, config), logger(), opts.httpPort);
@@ -261,8 +272,10 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .option('--url <url>', 'query a ClickHouse server instead of the embedded results, e.g. http://127.0.0.1:8123')
     .option('--database <name>', 'the database on the server', 'default')
-    .option('--max-rows <n>', 'refuse a result longer than this', parsePositive, 100_000)
-    .option('--timeout <s>', 'stop a query running longer than this, seconds', parsePositive, 30)
+    .addOption(limitOptions.maxRows())
+    .addOption(limitOptions.timeout())
+    .addOption(limitOptions.maxResultMb())
+    .addOption(limitOptions.maxMemoryMb())
     .action(async (text: string | undefined, opts: ResultsOptions & { saved?: string; format: OutputFormat }) => {
       const sql = opts.saved ? savedQuery(opts.saved) : text;
       if (!sql || (opts.saved && text)) {
@@ -278,15 +291,17 @@ export function buildProgram(): Command {
 
   program
     .command('serve')
-    .description('answer read-only SQL over HTTP: GET /query?sql=...&format=json|csv|table, or ?saved=<app>.<query>')
+    .description('answer read-only SQL over HTTP: GET /query?sql=...&format=json|csv|table or ?saved=<app>.<query>, or POST /query with a JSON body')
     .addOption(dataDirOption())
     .option('--url <url>', 'serve a ClickHouse server\'s results instead of the embedded ones')
     .option('--database <name>', 'the database on the server', 'default')
     .option('--port <port>', 'HTTP port on 127.0.0.1', parsePositive, 8080)
     .option('--host <address>', 'address to listen on', '127.0.0.1')
     .option('--allowed-host <name...>', 'Host header values to accept besides this host\'s addresses and localhost (a name behind a proxy)', [])
-    .option('--max-rows <n>', 'refuse a result longer than this', parsePositive, 100_000)
-    .option('--timeout <s>', 'stop a query running longer than this, seconds', parsePositive, 30)
+    .addOption(limitOptions.maxRows())
+    .addOption(limitOptions.timeout())
+    .addOption(limitOptions.maxResultMb())
+    .addOption(limitOptions.maxMemoryMb())
     .action(async (opts: ResultsOptions & { port: number; host: string; allowedHost: string[] }) => {
       const sink = openResults(opts, logger());
       const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: logger(), queries: { sink, savedQuery } });
