@@ -5,6 +5,7 @@
 //   npm run bench -- sink
 //   npm run bench -- backend
 //   npm run bench -- ingest
+//   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ import { backendBench } from './backend.js';
 import { busBench } from './bus.js';
 import { ingestBench } from './ingest.js';
 import { sinkBench } from './sink.js';
+import { soakBench } from './soak.js';
 
 const logger = createLogger({ level: 'warn' });
 const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
@@ -71,14 +73,15 @@ async function pipeline(): Promise<void> {
 
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
-const benchmarks: Record<string, () => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench };
+/** Each gets the arguments after its name (only soak reads any). */
+const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, soak: soakBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {
   console.error(`usage: npm run bench -- <${Object.keys(benchmarks).join('|')}>`);
   process.exitCode = 1;
 } else {
-  bench().catch((err: unknown) => {
+  bench(process.argv.slice(3)).catch((err: unknown) => {
     console.error(`bench ${name}: ${err instanceof Error ? err.message : String(err)}`);
     process.exitCode = 1;
   });
