@@ -5,6 +5,7 @@ import {
   createKafkaBus,
   createMemoryBus,
   describeError,
+  ensureDir,
   loadDeployment,
   ErrorCode,
   PanoptesError,
@@ -128,6 +129,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     throw new PanoptesError(ErrorCode.ConfigInvalid, `--roles ${[...roles].join(',')}: the memory bus runs every role in one process; use a deployment with bus.kind: kafka to split them`);
   }
 
+  // Checked first, naming the path: chDB's own recursive mkdir never returns under /proc.
+  if (roles.has('sink') && sinkConfig.kind === 'chdb') ensureDir(join(config.dataDir, 'clickhouse'), 'dataDir');
   const scheduling = roles.has('scheduler') ? schedulerOptions(config, logger) : undefined;
   const apps = Object.values(config.apps).map(createAppLogic);
   const tasks = taskTopics(apps);
@@ -247,7 +250,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       roles: [...roles],
       frames: backend?.status().frames ?? 0,
       rows: sinkWorker?.status().rowsInserted ?? 0,
-      drops: (backend?.status().drops ?? 0) + (sinkWorker?.status().rowsDropped ?? 0),
+      // Frames a truncated recording owed count too: ingest recorded them as drops.
+      drops: (backend?.status().drops ?? 0) + (sinkWorker?.status().rowsDropped ?? 0) + sources.reduce((n, s) => n + (s.missing?.frames ?? 0), 0),
       deadlineDrops: backend?.status().dropsByReason.deadline ?? 0,
       late: backend?.status().late ?? 0,
       detections: backend?.status().rowsByTable.detections ?? 0,
