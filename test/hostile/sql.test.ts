@@ -11,7 +11,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DETECTIONS } from '../../apps/index.js';
 import { ErrorCode, PanoptesError, projectRoot, silentLogger } from '../../core/index.js';
-import { createChdbSink, type ResultSink } from '../../sinks/index.js';
+import { createChdbSink, createClickHouseSink, type ResultSink } from '../../sinks/index.js';
+import { serverAddress, serverSkipReason } from '../servers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'panoptes-hostile-sql-'));
 const written = join(dir, 'written.txt');
@@ -171,5 +172,19 @@ describe('hostile SQL on the embedded results', () => {
     expect(environ.code).toBe(1);
     expect(environ.stderr).not.toContain('PATH=');
     expect(existsSync(written)).toBe(false);
+  });
+});
+
+describe.skipIf(serverSkipReason('clickhouse') !== undefined)('hostile SQL on a ClickHouse server (read-only user settings)', () => {
+  it('refuses writes, output files, file() outside user_files and the table functions', async () => {
+    const server = createClickHouseSink({ url: serverAddress('clickhouse') ?? '', readOnly: true, logger: silentLogger() });
+    try {
+      for (const sql of [`SELECT 'x' INTO OUTFILE '${written}'`, "SELECT file('/etc/passwd')", "SELECT * FROM url('http://127.0.0.1:9/', CSV, 'a String')", "SELECT * FROM file('/etc/passwd', 'CSV', 'a String')", 'DROP TABLE IF EXISTS x', 'SELECT 1 SETTINGS readonly = 0']) {
+        await expect(server.query(sql), sql).rejects.toBeInstanceOf(PanoptesError);
+      }
+      expect(existsSync(written)).toBe(false);
+    } finally {
+      await server.close();
+    }
   });
 });
