@@ -100,7 +100,7 @@ async function checkedStatement(session: Session, sql: string): Promise<string> 
   const statement = (await run(session, `SELECT formatQuery(${literal})`, 'TSVRaw')).text().replace(/\n$/, '');
   const ast = parseAstDump((await run(session, `EXPLAIN AST ${statement}`, 'TSVRaw')).text().split('\n'));
   const why = refusal(ast, RESULTS_DATABASE);
-  if (why) throw new PanoptesError(ErrorCode.QueryReadOnly, `queries only read the results: ${why}`);
+  if (why) throw new PanoptesError(ErrorCode.QueryReadOnly, `queries are read-only: ${why}`);
   return statement;
 }
 
