@@ -187,6 +187,21 @@ describe('hostile HTTP', () => {
     expect(JSON.parse((await send('POST', '/query', json, JSON.stringify({ sql: 'SELECT count() AS n FROM detections' }))).body).rows).toEqual([{ n: 0 }]);
   });
 
+  it('answers queries side by side: a slow one holds no other back, failing ones spoil no others', async () => {
+    const started = Date.now();
+    const slow = send('GET', sql('SELECT sleepEachRow(0.5) AS s FROM numbers(3)'));
+    const answers = await Promise.all(Array.from({ length: 80 }, (_, i) => send('GET', sql(i % 20 < 7 ? ['SELECT * FROM nowhere', 'SELEC 1', "SELECT throwIf(1, 'boom')", 'SELECT 1; SELECT 2'][i % 4]! : `SELECT ${i} AS i`))));
+    const othersMs = Date.now() - started;
+    expect((await slow).status).toBe(200);
+    const slowMs = Date.now() - started;
+    expect(slowMs).toBeGreaterThanOrEqual(1400);
+    expect(othersMs).toBeLessThan(slowMs - 300);
+    answers.forEach((answer, i) => {
+      if (i % 20 < 7) expect(answer.status, `query ${i}`).toBe(400);
+      else expect(JSON.parse(answer.body).rows, `query ${i}`).toEqual([{ i }]);
+    });
+  });
+
   it('never writes the token into a log line or an answer', async () => {
     await postSource({ id: 'x' }, { ...json, authorization: `Bearer ${TOKEN}x` });
     await postSource({ id: 'x', path: `http://user:${TOKEN}@127.0.0.1/x.mp4` });
