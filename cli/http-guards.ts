@@ -5,10 +5,10 @@
  * a page cannot know.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
-import { describeError, ErrorCode, PanoptesError } from '../core/index.js';
+import { describeError, ensureDir, ErrorCode, PanoptesError } from '../core/index.js';
 
 /** `host:port` values a request's Host header may carry: the address bound, loopback names, and `extra` (names behind a proxy). */
 export function allowedHosts(boundHost: string, port: number, extra: readonly string[] = []): Set<string> {
@@ -75,7 +75,7 @@ export function apiToken(dataDir: string, configured?: string): ApiToken {
   const file = join(dataDir, 'api-token');
   try {
     if (!existsSync(file)) {
-      mkdirSync(dataDir, { recursive: true });
+      ensureDir(dataDir, 'dataDir');
       writeFileSync(file, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
     }
     return { token: readFileSync(file, 'utf8').trim(), where: `the file ${file}` };

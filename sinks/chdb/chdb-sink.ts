@@ -1,6 +1,5 @@
-import { mkdirSync } from 'node:fs';
 import { Session, type ChdbResult } from 'chdb';
-import { describeError, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
+import { describeError, ensureDir, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { CURRENT_DIALECT, rawName, toJsonEachRow } from '../schema.js';
 import { checkAnswer, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
@@ -28,7 +27,7 @@ const RESULTS_DATABASE = 'default';
  * output never reaches another, and users read while the sink writes.
  */
 export function createChdbSink(options: ChdbSinkOptions): ResultSink {
-  mkdirSync(options.path, { recursive: true });
+  ensureDir(options.path, 'the results folder');
   const jsonArgs = ['--output_format_json_quote_64bit_integers=0'];
   // The limits go first: once readonly=1 is set, no setting can change.
   const readerArgs = [...jsonArgs, ...Object.entries(limitSettings(options.limits)).map(([name, value]) => `--${name}=${value}`), '--readonly=1'];
