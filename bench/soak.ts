@@ -165,7 +165,20 @@ export async function soakBench(args: readonly string[]): Promise<void> {
     sample();
     let summary;
     try {
-      summary = await runDeployment(config, { logger, signal: stop.signal, onStats });
+      summary = await runDeployment(config, {
+        logger,
+        signal: stop.signal,
+        onStats,
+        // Per source, so that a slow or late source stands out from a loaded machine.
+        beforeClose: async (sink) => {
+          const { rows } = await sink.query(`
+            SELECT source, sum(analyzed) AS analyzed, sum(dropped) AS dropped FROM (
+              SELECT source, count() AS analyzed, 0 AS dropped FROM frames GROUP BY source
+              UNION ALL SELECT source, 0, count() FROM drops GROUP BY source)
+            GROUP BY source ORDER BY source`);
+          for (const r of rows) console.log(`  ${String(r.source)}: ${String(r.analyzed)} frames analyzed, ${String(r.dropped)} drops`);
+        },
+      });
     } finally {
       for (const timer of timers) clearTimeout(timer);
     }
