@@ -200,7 +200,7 @@ function printSummary(summary: RunSummary, config: CompiledConfig): void {
     ...(roles.has('ingest')
       ? [
           `\nreplayed ${summary.sources.length} source${summary.sources.length === 1 ? '' : 's'} in ${(summary.wallMs / 1000).toFixed(1)} s`,
-          ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.error ? `, FAILED: ${firstLine(s.error)}` : ''}`),
+          ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.missing ? `, ${s.missing.frames} MISSING: the recording ends early (drops rows with reason truncated)` : ''}${s.error ? `, FAILED: ${firstLine(s.error)}` : ''}`),
           ...config.skipped.map((s) => `  ${s.id}: skipped (${s.reason})`),
         ]
       : [`\nstopped ${summary.roles.join(', ')} after ${(summary.wallMs / 1000).toFixed(1)} s`]),
