@@ -4,6 +4,7 @@ import { createAppLogic } from '../apps/index.js';
 import {
   createKafkaBus,
   createMemoryBus,
+  dropsOnLoss,
   describeError,
   ensureDir,
   loadDeployment,
@@ -84,14 +85,24 @@ export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: 
   const bus = config.deployment.bus;
   if (bus.kind === 'memory') return createMemoryBus({ maxBytes: bus.maxBytes });
   const brokers = process.env.PANOPTES_KAFKA_BROKERS?.split(',').filter(Boolean) ?? bus.brokers;
-  return createKafkaBus({
+  const kafka: Bus = await createKafkaBus({
     brokers,
     clientId: bus.clientId,
     logger,
     compression: (topic) => (bus.compression === 'gzip' && !carriesJpeg(topic) ? 'gzip' : 'none'),
     ...(onFatal ? { onFatal } : {}),
+    // Records a broker lost before their consumers had them become drops (docs/faults.md).
+    watch: dropsOnLoss({ bus: () => kafka, consumerOf: consumerGroupOf, where: 'bus', logger }),
   });
+  return kafka;
 }
+
+/** The group whose commits say a topic's records were handled (frames and crops: backends; rows and drops: the sink). */
+const consumerGroupOf = (topic: string): string | undefined =>
+  topic === Topics.frames || topic.startsWith(Topics.tasks('')) ? Groups.backend : topic === Topics.results || topic === Topics.drops ? Groups.sink : undefined;
+
+/** How long a stopped run may finish its work before the bus gives up what it waits for (a broker away): the process ends within 10 s. */
+const STOP_GRACE_MS = 2_000;
 
 /** The result store the deployment names; PANOPTES_CLICKHOUSE_URL overrides a server's URL. */
 export function openSink(config: CompiledConfig, options: { logger: Logger; readOnly?: boolean }): ResultSink {
@@ -146,6 +157,19 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     fatal ??= err;
     stopping.abort();
   });
+  // On Kafka, past the grace what waits on the bus fails at once (the broker keeps what was not
+  // committed); the errors that follow are the stop's, not failures.
+  let forced = false;
+  const stopDeadline = (): void => {
+    setTimeout(() => {
+      forced = true;
+      void bus.close({ graceMs: 0 });
+    }, STOP_GRACE_MS).unref();
+  };
+  if (bus.kind === 'kafka') stopping.signal.addEventListener('abort', stopDeadline, { once: true });
+  const unlessForced = (err: unknown): void => {
+    if (!forced) throw err;
+  };
   const retentionMs = busConfig.kind === 'kafka' ? busConfig.retentionMs : undefined;
   await bus
     .createTopics([Topics.frames, ...tasks, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })))
@@ -233,9 +257,10 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
         await aborted(stopping.signal);
       }
       // The rows of every frame published here: the backends' (here or elsewhere), then the sink's.
-      if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks], failed);
-      await backend?.drain();
-      if (roles.has('ingest') && sinkWorker) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], failed);
+      const stopNow = (): boolean => failed() || forced;
+      if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks], stopNow).catch(unlessForced);
+      await backend?.drain().catch(unlessForced);
+      if (roles.has('ingest') && sinkWorker) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], stopNow).catch(unlessForced);
       await sinkWorker?.drain();
       if (fatal) throw fatal;
     } finally {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { cpus, hostname, totalmem } from 'node:os';
 import {
+  createLogThrottle,
   deadLetter,
   describeError,
   dropContract,
@@ -203,13 +204,15 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   let consumer: Consumer | undefined;
   let statsTimer: NodeJS.Timeout | undefined;
 
+  /** A broker away fails every second's stats: said once, then counted every 30 s. */
+  const statsFailures = createLogThrottle(30_000);
   /** The last interval's stats to `panoptes.stats`; a failed send is logged, the next second brings another. */
   const publishStats = (): void => {
     const snapshot = { ...stats.take(Date.now(), executor.queued()), device };
     options.onStats?.(snapshot);
     producer
       .send(Topics.stats, [{ key: options.id, value: statsContract.encode(snapshot), headers: statsContract.headers }])
-      .catch((err: unknown) => logger.warn({ err }, 'stats not published'));
+      .catch((err: unknown) => statsFailures.log('stats', (repeats) => logger.warn({ err, repeats }, repeats === 0 ? 'stats not published' : `stats not published ${repeats} more times in the last 30 s`)));
   };
 
   const dropRecord = (what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): ProducerRecord => {
@@ -479,6 +482,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     async close() {
       status.state = 'closed';
       clearInterval(statsTimer);
+      statsFailures.close();
       await planReader?.close();
       await following;
       await consumer?.close();

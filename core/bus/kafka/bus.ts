@@ -111,6 +111,8 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
   const checkForLoss = async (): Promise<void> => {
     const loss = await ledger?.check(topics.known());
     if (!loss || !watch) return;
+    // Producer ids of the old cluster mean nothing to the new one (see producer.ts).
+    if (loss.reason === 'broker-replaced') for (const p of producers) p.renew();
     const recreated = await topics.recreate();
     logger.error(
       { reason: loss.reason, lost: loss.records.length + loss.unrecorded, topics: loss.topics, recreated },
@@ -131,13 +133,14 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
     const created = createCoalescingProducer({
       // Idempotent: a retried request is written once. Retried as long as connections are, so a
       // broker restart is ridden out and a broker gone for good fails the send in the end.
-      producer: kafka.producer({
-        idempotent: true,
-        maxInFlightRequests: 1,
-        allowAutoTopicCreation: false,
-        createPartitioner: Partitioners.DefaultPartitioner,
-        retry: connectionRetry,
-      }),
+      createProducer: () =>
+        kafka.producer({
+          idempotent: true,
+          maxInFlightRequests: 1,
+          allowAutoTopicCreation: false,
+          createPartitioner: Partitioners.DefaultPartitioner,
+          retry: connectionRetry,
+        }),
       partitionCount: (topic) => whileOpen(topics.partitionCount(topic)),
       compressionFor,
       checkOpen,
@@ -170,15 +173,18 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
   async function close(graceMs: number): Promise<void> {
     clearInterval(watchTimer);
     failAdminCalls(closedError());
+    // Taken now: closing takes each out of its set, and those still closing may need abandoning.
+    const closingConsumers = [...consumers];
+    const closingProducers = [...producers];
     const graceful = (async () => {
-      await Promise.allSettled([...consumers].map((c) => c.close()));
-      await Promise.allSettled([...producers].map((p) => p.close()));
+      await Promise.allSettled(closingConsumers.map((c) => c.close()));
+      await Promise.allSettled(closingProducers.map((p) => p.close()));
     })();
     const inTime = await Promise.race([graceful.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), graceMs).unref())]);
     if (!inTime) {
       logger.warn(`Kafka did not let this process close within ${graceMs} ms (is the broker reachable?); leaving: what was not committed is delivered again`);
-      for (const c of consumers) c.abandon();
-      for (const p of producers) p.abandon();
+      for (const c of closingConsumers) c.abandon();
+      for (const p of closingProducers) p.abandon();
     }
     await Promise.race([checking, new Promise((resolve) => setTimeout(resolve, 500).unref())]);
     await Promise.race([admin.disconnect(), new Promise((resolve) => setTimeout(resolve, 500).unref())]);

@@ -200,8 +200,11 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
           }
         },
       };
-      await start();
-      await joined;
+      // Joining retries for a minute while the broker is away; an abandoned consumer stops waiting.
+      const gaveUp = forced.then(() => {
+        throw new PanoptesError(ErrorCode.BusClosed, `consumer of group "${options.groupId}" abandoned before it joined (the bus closed)`);
+      });
+      await Promise.race([start().then(() => joined), gaveUp]);
     },
 
     pause(topics) {

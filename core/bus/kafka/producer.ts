@@ -10,6 +10,13 @@
  *
  * Each record's partition is set here with Kafka's key hash (`../partitioner.ts`), so the offset
  * of every record can be reported from the first offset Kafka gives per partition.
+ *
+ * A broker replaced by an empty one hands out producer ids from the start again, while it also
+ * accepted records under the ids the old cluster gave. A new producer given such an id is refused
+ * ("out of order sequence number") for as long as the broker remembers the old one (a day). So a
+ * request refused that way is sent again through a new kafkajs producer, which gets the next id;
+ * and `renew()` (called when the loss watch sees a new cluster) makes this producer take a new id
+ * before its next request.
  */
 import type { CompressionTypes, Producer as KafkaProducer } from 'kafkajs';
 import { ErrorCode, PanoptesError } from '../../errors.js';
@@ -25,7 +32,8 @@ interface PendingSend {
 }
 
 export interface CoalescingProducerOptions {
-  producer: KafkaProducer;
+  /** Makes a kafkajs producer; called again for a new producer id. */
+  createProducer: () => KafkaProducer;
   partitionCount: (topic: string) => Promise<number>;
   compressionFor: (topic: string) => CompressionTypes;
   checkOpen: () => void;
@@ -43,10 +51,24 @@ export interface CoalescingProducer extends Producer {
    * wait for an unreachable broker.
    */
   abandon(): void;
+  /** Takes a new producer id before the next request (the broker is a new cluster). */
+  renew(): void;
+}
+
+/** Refusals that mean the broker does not know this producer id as this producer: a new id mends them. */
+const PRODUCER_ID_REFUSED = /OUT_OF_ORDER_SEQUENCE_NUMBER|UNKNOWN_PRODUCER_ID|INVALID_PRODUCER_EPOCH/;
+const ID_ATTEMPTS = 5;
+
+/** kafkajs wraps the broker's error (`type`) in retry errors (`cause`). */
+function producerIdRefused(err: unknown): boolean {
+  for (let e = err as { type?: string; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (PRODUCER_ID_REFUSED.test(e.type ?? '')) return true;
+  }
+  return false;
 }
 
 export function createCoalescingProducer(options: CoalescingProducerOptions): CoalescingProducer {
-  const { producer } = options;
+  let producer = options.createProducer();
   const maxPartitionBytes = options.maxPartitionBytes ?? 900 * 1024;
   let connected: Promise<void> | undefined;
   let queue: PendingSend[] = [];
@@ -54,6 +76,8 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Co
   /** The sends of the request in flight, failed by `abandon()`. */
   let inFlight: PendingSend[] = [];
   let closing = false;
+  let abandoned = (): void => {};
+  const gaveUp = new Promise<void>((resolve) => (abandoned = resolve));
   const closedError = (): PanoptesError => new PanoptesError(ErrorCode.BusClosed, 'the producer is closed');
 
   /** Writes queued sends, a request at a time, until the queue is empty; one writer at a time. */
@@ -105,7 +129,27 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Co
     return taken;
   }
 
+  /** The next request goes through a new kafkajs producer (a new producer id); the old one disconnects. */
+  function replaceProducer(): void {
+    const old = producer;
+    const wasConnected = connected;
+    producer = options.createProducer();
+    connected = undefined;
+    if (wasConnected) void wasConnected.then(() => old.disconnect()).catch(() => undefined);
+  }
+
   async function write(request: PendingSend[]): Promise<RecordMetadata[][]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await writeOnce(request);
+      } catch (err) {
+        if (attempt >= ID_ATTEMPTS || !producerIdRefused(err)) throw err;
+        replaceProducer();
+      }
+    }
+  }
+
+  async function writeOnce(request: PendingSend[]): Promise<RecordMetadata[][]> {
     // A failed connect is forgotten, so the next request tries again once the broker is back.
     connected ??= producer.connect().catch((err: unknown) => {
       connected = undefined;
@@ -156,12 +200,21 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Co
     /** Waits for the sends already made (they succeed or fail within the retry time), then leaves. */
     async close() {
       closing = true;
+      const waitForWrites = async (): Promise<void> => {
+        while (writing) await writing;
+        if (connected) await connected.then(() => producer.disconnect(), () => undefined);
+      };
+      await Promise.race([waitForWrites(), gaveUp]);
+      // Only now: until its writes end, the bus's close may still have to abandon it.
       options.onClose(self);
-      while (writing) await writing;
-      if (connected) await connected.then(() => producer.disconnect(), () => undefined);
+    },
+    renew() {
+      if (!writing) replaceProducer();
+      else void writing.then(replaceProducer);
     },
     abandon() {
       closing = true;
+      abandoned();
       options.onClose(self);
       // A promise settles once: sends resolved already stay resolved.
       for (const send of [...inFlight, ...queue]) send.reject(closedError());
