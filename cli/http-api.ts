@@ -13,7 +13,7 @@
  */
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import Fastify, { type FastifyError, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
 import { compileSource, ErrorCode, PanoptesError, redact, serializeError, type CompiledConfig, type Logger } from '../core/index.js';
 import type { Ingest } from '../ingest/index.js';
 import type { ResultSink } from '../sinks/index.js';
@@ -77,10 +77,10 @@ export function sourcePolicy(config: CompiledConfig): SourcePolicy {
 export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   const { logger, metrics, queries, sources } = options;
   const host = options.host ?? '127.0.0.1';
-  // Unknown keys are errors, not silently removed (fastify's default).
   const app = Fastify({
     logger: false,
     bodyLimit: MAX_BODY_BYTES,
+    // Unknown keys and wrong types are errors, not silently removed or converted (fastify's default).
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
     // A malformed URL (a bad percent-escape) is the client's error, answered in the API's shape.
     frameworkErrors: (err, _request, reply) => void (reply as FastifyReply).code(400).send({ error: { code: ErrorCode.HttpBadRequest, message: err.message } }),
@@ -94,11 +94,6 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     const refusal = checkSite(request.headers, hosts);
     if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal.message);
   });
-  const needsToken = async (request: { headers: { authorization?: string | undefined } }): Promise<void> => {
-    if (!sources) return;
-    const refusal = checkToken(request.headers.authorization, sources.token.token, sources.token.where);
-    if (refusal) throw new PanoptesError(ErrorCode.HttpUnauthorized, refusal.message);
-  };
 
   app.setErrorHandler((err: FastifyError | PanoptesError, _request, reply) => {
     const fastifyStatus = 'statusCode' in err && typeof err.statusCode === 'number' && err.statusCode < 500 ? err.statusCode : undefined;
@@ -119,6 +114,10 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   if (metrics) app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
 
   if (sources) {
+    const needsToken = async (request: FastifyRequest): Promise<void> => {
+      const refusal = checkToken(request.headers.authorization, sources.token.token, sources.token.where);
+      if (refusal) throw new PanoptesError(ErrorCode.HttpUnauthorized, refusal.message);
+    };
     const running = (): Ingest => {
       if (!ingest) throw new PanoptesError(ErrorCode.Closed, 'this process runs no ingest worker (see --roles), or it has not started yet');
       return ingest;
