@@ -92,7 +92,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
 
   app.addHook('onRequest', async (request) => {
     const refusal = checkSite(request.headers, hosts);
-    if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal.message);
+    if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal);
   });
 
   app.setErrorHandler((err: FastifyError | PanoptesError, _request, reply) => {
@@ -116,7 +116,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   if (sources) {
     const needsToken = async (request: FastifyRequest): Promise<void> => {
       const refusal = checkToken(request.headers.authorization, sources.token.token, sources.token.where);
-      if (refusal) throw new PanoptesError(ErrorCode.HttpUnauthorized, refusal.message);
+      if (refusal) throw new PanoptesError(ErrorCode.HttpUnauthorized, refusal);
     };
     const running = (): Ingest => {
       if (!ingest) throw new PanoptesError(ErrorCode.Closed, 'this process runs no ingest worker (see --roles), or it has not started yet');

@@ -25,37 +25,35 @@ function hostHeader(name: string, port: number): string {
   return /:\d+$/.test(host) && !host.endsWith(']') ? host : `${host}:${port}`;
 }
 
-export type Refusal = { status: 401 | 403; message: string } | undefined;
-
 export interface RequestHeaders {
   host?: string | undefined;
   origin?: string | undefined;
   'sec-fetch-site'?: string | undefined;
 }
 
-/** Whether a request may reach this server at all, whatever it asks. */
-export function checkSite(headers: RequestHeaders, hosts: ReadonlySet<string>): Refusal {
+/** Why a request may not reach this server at all, whatever it asks; undefined when it may. */
+export function checkSite(headers: RequestHeaders, hosts: ReadonlySet<string>): string | undefined {
   const host = headers.host?.toLowerCase();
   if (!host || !hosts.has(host)) {
-    return { status: 403, message: `Host "${headers.host ?? ''}" is not this server; use one of ${[...hosts].join(', ')} (or list it in http.allowedHosts)` };
+    return `Host "${headers.host ?? ''}" is not this server; use one of ${[...hosts].join(', ')} (or list it in http.allowedHosts)`;
   }
   const origin = headers.origin;
   if (origin !== undefined && !(/^https?:\/\//.test(origin) && hosts.has(origin.replace(/^https?:\/\//, '').toLowerCase()))) {
-    return { status: 403, message: `cross-origin requests are refused (Origin ${origin})` };
+    return `cross-origin requests are refused (Origin ${origin})`;
   }
   const site = headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin' && site !== 'none') {
-    return { status: 403, message: `requests from another site are refused (Sec-Fetch-Site: ${site})` };
+    return `requests from another site are refused (Sec-Fetch-Site: ${site})`;
   }
   return undefined;
 }
 
-/** Whether `Authorization: Bearer <token>` carries the token, compared in constant time. */
-export function checkToken(authorization: string | undefined, token: string, where: string): Refusal {
+/** Why `Authorization` does not carry `Bearer <token>` (compared in constant time); undefined when it does. */
+export function checkToken(authorization: string | undefined, token: string, where: string): string | undefined {
   const given = /^Bearer (\S+)$/i.exec(authorization ?? '')?.[1] ?? '';
   const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
   if (given && timingSafeEqual(digest(given), digest(token))) return undefined;
-  return { status: 401, message: `this request changes state: send "Authorization: Bearer <token>" with the API token (${where})` };
+  return `this request changes state: send "Authorization: Bearer <token>" with the API token (${where})`;
 }
 
 export interface ApiToken {
