@@ -95,12 +95,11 @@ export function dropsOnLoss(options: { bus: () => Bus; consumerOf: (topic: strin
     async onLost(loss) {
       const { drops, resent } = lossDrops(loss, options.where);
       if (drops.length + resent.length === 0) return;
+      // A failure reaches the bus, which keeps the loss and tries again next round.
       const producer = options.bus().producer();
       try {
         await producer.send(Topics.drops, [...drops, ...resent]);
         options.logger.warn({ drops: drops.length, resent: resent.length, reason: loss.reason }, 'drops recorded for the records Kafka lost');
-      } catch (err) {
-        options.logger.error({ err, drops: drops.length, reason: loss.reason }, 'the drops of records Kafka lost could not be published; the loss is in this log only');
       } finally {
         await producer.close();
       }

@@ -11,8 +11,21 @@ import { basename, join } from 'node:path';
 import { expect } from 'vitest';
 import { Groups, waitUntilConsumed } from '../../cli/deployment.js';
 import { createKafkaBus, projectRoot, silentLogger, Topics } from '../../core/index.js';
+import { clickhouseUnavailableReason } from '../../tools/clickhouse/index.js';
+import { kafkaUnavailableReason } from '../../tools/kafka/index.js';
 
 const root = projectRoot();
+
+/**
+ * Why the fault suite cannot run here (no java/mvn, no clickhouse-server), or undefined. Where CI
+ * requires the servers (PANOPTES_KAFKA_REQUIRED=1 / PANOPTES_CLICKHOUSE_REQUIRED=1), it fails instead.
+ */
+export function faultSkipReason(): string | undefined {
+  const reason = kafkaUnavailableReason() ?? clickhouseUnavailableReason();
+  const required = process.env.PANOPTES_KAFKA_REQUIRED === '1' || process.env.PANOPTES_CLICKHOUSE_REQUIRED === '1';
+  if (reason && required) throw new Error(`the fault suite is required here but cannot run: ${reason}`);
+  return reason;
+}
 
 /** The clip: 16 s of ffmpeg's test card at 2 fps (32 frames), paced like a live camera. */
 export const SOURCE = 'cam';

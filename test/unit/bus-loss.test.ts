@@ -16,7 +16,11 @@ import {
   type LossNote,
   type ProducerRecord,
 } from '../../core/index.js';
-import { createLossLedger, type LossProbe } from '../../core/bus/kafka/loss-watch.js';
+import { startLossReporter } from '../../core/bus/kafka/loss-reporter.js';
+import { createLossLedger, type LossLedger, type LossProbe } from '../../core/bus/kafka/loss-watch.js';
+import type { TopicAdmin } from '../../core/bus/kafka/topics.js';
+import { silentLogger } from '../../core/index.js';
+import { waitFor } from '../conformance/wait-for.js';
 
 /** A broker as the ledger sees it, changed by each test. */
 function fakeBroker() {
@@ -94,6 +98,23 @@ describe('loss ledger', () => {
     expect(loss?.records).toHaveLength(3);
   });
 
+  it('a record acknowledged while the end offsets are being read is not taken for lost', async () => {
+    const broker = fakeBroker();
+    const ledger = ledgerWith(broker);
+    produceFrames(ledger, broker, 3);
+    const answer = broker.probe.highWatermarks;
+    broker.probe.highWatermarks = async (topic) => {
+      const highs = await answer(topic); // the broker answers 3 ...
+      const record = frame(3); // ... and acknowledges offset 3 before the answer arrives
+      ledger.produced(Topics.frames, [record], [{ topic: Topics.frames, partition: 0, offset: 3 }]);
+      return highs;
+    };
+    expect(await ledger.check([Topics.frames])).toBeUndefined();
+    broker.probe.highWatermarks = answer;
+    broker.state.topics.set(Topics.frames, new Map([[0, 4]]));
+    expect(await ledger.check([Topics.frames])).toBeUndefined();
+  });
+
   it('a topic this process made that vanished is a loss even with nothing of ours on it', async () => {
     const broker = fakeBroker();
     const ledger = ledgerWith(broker);
@@ -125,6 +146,31 @@ describe('loss ledger', () => {
     const loss = await ledger.check();
     expect(loss?.records).toHaveLength(4);
     expect(loss?.unrecorded).toBe(6);
+  });
+});
+
+describe('loss reporter', () => {
+  it('keeps a loss whose topics or drops cannot be had yet, and reports it once they can', async () => {
+    const loss: BusLoss<LossNote> = { reason: 'broker-replaced', detail: 'cluster A → B', topics: [Topics.results], records: [], unrecorded: 0 };
+    let found: BusLoss<LossNote> | undefined = loss;
+    const check = async (): Promise<BusLoss<LossNote> | undefined> => {
+      const next = found; // found once, as the ledger does: its notes leave it with the loss
+      found = undefined;
+      return next;
+    };
+    const ledger: LossLedger<LossNote> = { check, produced: () => {}, held: () => ({}) };
+    let recreateFailures = 2;
+    const topics = { recreate: async () => (recreateFailures-- > 0 ? Promise.reject(new Error('UNKNOWN_TOPIC_OR_PARTITION')) : [Topics.results]), known: () => [Topics.results] } as unknown as TopicAdmin;
+    const reported: BusLoss<LossNote>[] = [];
+    let reportFailures = 1;
+    const onLost = async (l: BusLoss<LossNote>): Promise<void> => {
+      if (reportFailures-- > 0) throw new Error('the drops topic has no leader yet');
+      reported.push(l);
+    };
+    const reporter = startLossReporter({ ledger, topics, producers: () => [], logger: silentLogger(), watch: { note: lossNote, consumerOf: () => undefined, onLost, intervalMs: 5 } });
+    await waitFor(() => reported.length > 0, 'the loss to be reported');
+    await reporter.stop();
+    expect(reported).toEqual([loss]);
   });
 });
 

@@ -20,6 +20,7 @@ import type { Bus, BusCloseOptions, ConsumerOptions, TopicPartitionOffset, Topic
 import { createKafkaConsumer, type KafkaGroupConsumer } from './consumer.js';
 import { createKafkaLog } from './kafka-log.js';
 import { createLossLedger, type LossProbe, type LossWatchOptions } from './loss-watch.js';
+import { startLossReporter } from './loss-reporter.js';
 import { createCoalescingProducer, type CoalescingProducer } from './producer.js';
 import { createTopicAdmin } from './topics.js';
 
@@ -104,29 +105,8 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
   };
   const whileOpen = <T>(call: Promise<T>): Promise<T> => Promise.race([call, busClosed]);
 
-  const watch = options.watch;
-  const ledger = watch && createLossLedger(watch, lossProbe(admin));
-  let checking: Promise<void> | undefined;
-  /** One round of loss checks; on a loss: topics back first, then one error line, then the report. */
-  const checkForLoss = async (): Promise<void> => {
-    const loss = await ledger?.check(topics.known());
-    if (!loss || !watch) return;
-    // Producer ids of the old cluster mean nothing to the new one (see producer.ts).
-    if (loss.reason === 'broker-replaced') for (const p of producers) p.renew();
-    const recreated = await topics.recreate();
-    logger.error(
-      { reason: loss.reason, lost: loss.records.length + loss.unrecorded, topics: loss.topics, recreated },
-      `Kafka lost records: ${loss.detail}; re-created ${recreated.join(', ') || 'no topic'}; ${loss.records.length + loss.unrecorded} records this process produced and nobody had consumed are recorded as drops (reason ${loss.reason})`,
-    );
-    await watch.onLost(loss);
-  };
-  const watchTimer =
-    ledger &&
-    setInterval(() => {
-      checking ??= checkForLoss()
-        .catch((err: unknown) => logger.warn({ err }, 'Kafka loss check failed; trying again'))
-        .finally(() => (checking = undefined));
-    }, watch.intervalMs ?? 1_000).unref();
+  const ledger = options.watch && createLossLedger(options.watch, lossProbe(admin));
+  const reporter = ledger && options.watch && startLossReporter({ ledger, watch: options.watch, topics, producers: () => producers, logger });
 
   function producer(): CoalescingProducer {
     checkOpen();
@@ -171,7 +151,7 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
 
   /** Consumers commit and leave, then producers finish their sends: within `graceMs`, else abandoned. */
   async function close(graceMs: number): Promise<void> {
-    clearInterval(watchTimer);
+    const reporting = reporter?.stop();
     failAdminCalls(closedError());
     // Taken now: closing takes each out of its set, and those still closing may need abandoning.
     const closingConsumers = [...consumers];
@@ -186,7 +166,7 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
       for (const c of closingConsumers) c.abandon();
       for (const p of closingProducers) p.abandon();
     }
-    await Promise.race([checking, new Promise((resolve) => setTimeout(resolve, 500).unref())]);
+    await reporting;
     await Promise.race([admin.disconnect(), new Promise((resolve) => setTimeout(resolve, 500).unref())]);
     kafkaLog.close();
   }

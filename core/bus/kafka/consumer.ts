@@ -89,7 +89,7 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
     allowAutoTopicCreation: false,
     // An idle fetch holds close() and rebalances up to this long.
     maxWaitTimeInMs: 500,
-    // Without this, a close() during kafkajs's restart delay would be undone by the restart.
+    // Waits out the back-off, then restarts unless close() began meanwhile (kafkajs would undo it).
     retry: { restartOnFailure: backOff },
   });
   let runConfig: ConsumerRunConfig | undefined;

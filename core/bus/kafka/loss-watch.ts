@@ -15,7 +15,7 @@
  *   (`log-truncated`): the log went backwards.
  *
  * The notes still held when one of these is seen are the records that may be lost: produced and
- * not seen committed by their consumers. They are handed to `onLost` (a record committed in the
+ * not seen committed by their consumers. They are handed to `onLost` by `loss-reporter.ts` (a record committed in the
  * last interval before the loss is reported too: "possibly lost" errs on the side of saying).
  * Checks that fail because the broker is unreachable are skipped: a restart loses nothing.
  */
@@ -127,13 +127,15 @@ export function createLossLedger<N>(options: LossWatchOptions<N>, probe: LossPro
     if (!existing) return undefined;
     const gone = [...new Set([...topics.keys(), ...expected])].filter((topic) => !existing.has(topic));
     if (gone.length > 0) return take('topic-deleted', `topic${gone.length === 1 ? '' : 's'} ${gone.join(', ')} no longer exist${gone.length === 1 ? 's' : ''} on the broker`, gone);
-    for (const topic of topics.keys()) {
+    for (const [topic, ledger] of topics) {
+      // Only what was acknowledged before the question is asked: a record acknowledged while
+      // the answer travels is past the end the broker reports, and is not lost.
+      const written = new Map([...ledger.partitions].map(([partition, notes]) => [partition, notes.at(-1)?.offset ?? -1]));
       const highs = await quietly(probe.highWatermarks(topic));
       if (!highs) return undefined; // unreachable: try again next round
-      for (const [partition, notes] of topics.get(topic)?.partitions ?? []) {
-        const last = notes.at(-1)?.offset;
+      for (const [partition, last] of written) {
         const high = highs.get(partition) ?? 0;
-        if (last !== undefined && high <= last) {
+        if (last >= 0 && high <= last) {
           return take('log-truncated', `partition ${partition} of ${topic} ends at offset ${high}, but offset ${last} was written to it`, [topic]);
         }
       }
