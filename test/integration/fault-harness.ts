@@ -80,6 +80,10 @@ export class RoleProcess {
       env: { ...process.env, PANOPTES_KAFKA_BROKERS: env.brokers, PANOPTES_CLICKHOUSE_URL: env.clickhouse, PANOPTES_LOG_LEVEL: 'warn' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // A role must not outlive the test run, even one that ends without its teardown.
+    const killOnExit = (): void => void this.child.kill('SIGKILL');
+    process.on('exit', killOnExit);
+    this.child.once('exit', () => process.off('exit', killOnExit));
     const keep = (chunk: Buffer): void => {
       this.output = (this.output + chunk.toString()).slice(-200_000);
     };
