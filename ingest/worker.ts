@@ -176,6 +176,11 @@ export function createIngest(options: IngestOptions): Ingest {
       }
       return { id: config.id, frames: entry.published };
     } catch (err) {
+      if (closed || entry.stopped) {
+        // Stopped while a frame waited on the bus (a broker away past the stop's grace): a stop, not a failure.
+        sourceLogger.warn(`stopped after ${entry.published} frames; the next one was not sent: ${describeError(err).split('\n')[0]}`);
+        return { id: config.id, frames: entry.published };
+      }
       // One line for operators; the whole error (ffmpeg's stderr, stack) at debug level.
       sourceLogger.error({ code: (err as { code?: string }).code }, `source failed: ${describeError(err).split('\n')[0]}`);
       sourceLogger.debug({ err }, 'source failure details');
