@@ -174,8 +174,7 @@ describe.skipIf(skipReason !== undefined)(`pipeline across processes on Kafka${s
   it('reconnects and loses no published frame when the broker restarts mid-run', async () => {
     const kafka = await broker();
     const dataDir = join(dir, 'restarted');
-    // 30 s of footage published in real time: on 2 busy cores the backend's first 10 commits took longer than 15 s.
-    const file = deployment(dir, 'kafka', 1);
+    const file = deployment(dir, 'kafka', 2); // 30 s of footage published over ~15 s
     const sink = new RoleProcess('sink', file, dataDir, kafka.brokers);
     const backend = new RoleProcess('backend', file, dataDir, kafka.brokers);
     const ingest = new RoleProcess('ingest', file, dataDir, kafka.brokers);
