@@ -2,16 +2,8 @@ import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { projectRoot, resolveConfigPath } from '../paths.js';
 import { configError, deepFreeze, loadConfigFile, parseConfig, type ConfigIssue } from './load.js';
-import {
-  appSpecSchema,
-  deploymentSchema,
-  modelZooSchema,
-  sourceSchema,
-  type AppSpec,
-  type Deployment,
-  type ModelSpec,
-  type SourceConfig,
-} from './schema.js';
+import { deploymentSchema, sourceSchema, type Deployment, type SourceConfig } from './deployment-schema.js';
+import { appSpecSchema, modelZooSchema, type AppSpec, type ModelSpec } from './schema.js';
 
 /** A model spec whose files are absolute paths that exist. */
 export type ResolvedModel = ModelSpec & { file: string; charset?: string };

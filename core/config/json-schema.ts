@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { appSpecSchema, deploymentSchema, modelZooSchema } from './schema.js';
+import { deploymentSchema } from './deployment-schema.js';
+import { appSpecSchema, modelZooSchema } from './schema.js';
 
 export const CONFIG_KINDS = { deployment: deploymentSchema, app: appSpecSchema, models: modelZooSchema } as const;
 export type ConfigKind = keyof typeof CONFIG_KINDS;
