@@ -34,8 +34,10 @@ import {
   type SamplePolicy,
 } from '../core/index.js';
 import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from './accounting.js';
-import { parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegExit, type FfmpegRun } from './ffmpeg.js';
+import { parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
+import { classifyExit, type SourceErrorFactory } from './ffmpeg-exit.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
+import { ShowinfoTimestamps } from './showinfo.js';
 
 /** `1` = real time, `N` = N times faster, `'max'` = as fast as ffmpeg decodes. */
 export type ReplaySpeed = number | 'max';
@@ -373,13 +375,6 @@ function validate(options: FileSourceOptions): void {
   }
 }
 
-type SourceErrorFactory = (
-  code: ErrorCode,
-  what: string,
-  details?: Record<string, unknown>,
-  cause?: unknown,
-) => PanoptesError;
-
 async function assertFileExists(path: string, sourceError: SourceErrorFactory): Promise<void> {
   try {
     await stat(path);
@@ -387,136 +382,5 @@ async function assertFileExists(path: string, sourceError: SourceErrorFactory): 
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') throw sourceError(ErrorCode.SourceNotFound, 'file not found', {}, err);
     throw sourceError(ErrorCode.SourceDecode, `file unreadable (${code ?? 'unknown error'})`, {}, err);
-  }
-}
-
-/** ffmpeg 4..6 and ffmpeg 7+ wordings of "this build has no decoder for that stream". */
-const DECODER_MISSING = [
-  /Decoder \(codec ([^)]*)\) not found/,
-  /Decoding requested, but no decoder found for: (\S+)/,
-];
-
-/**
- * ffmpeg's words for a network input whose server is not there or will not serve it. Such a
- * source is unavailable (worth trying again later), not a file ffmpeg failed to decode.
- */
-const UNAVAILABLE = [
-  /Connection refused/i,
-  /Connection timed out|Operation timed out/i,
-  /No route to host|Network is unreachable/i,
-  /Failed to resolve hostname|Name or service not known|Temporary failure in name resolution/i,
-  /Server returned 5\d\d/i,
-  /Connection reset by peer/i,
-];
-
-/** The error an ended ffmpeg run means, or undefined for a clean end. */
-function classifyExit(
-  exit: FfmpegExit,
-  stderr: string,
-  framesEmitted: number,
-  sourceError: SourceErrorFactory,
-): PanoptesError | undefined {
-  const details = { code: exit.code, signal: exit.signal, stderr };
-  const lastLines = stderr.split('\n').slice(-5).join('\n');
-  // ffmpeg's last line usually says why ("Invalid data found when processing input").
-  const why = stderr.trim().split('\n').at(-1)?.replace(/^.*?: /, '') ?? '';
-  if (exit.spawnError) {
-    return sourceError(ErrorCode.FfmpegExited, `ffmpeg could not start: ${exit.spawnError.message}`, details, exit.spawnError);
-  }
-  if (exit.inputError) {
-    return sourceError(ErrorCode.FfmpegExited, `the input stream failed after ${framesEmitted} frames: ${exit.inputError.message}`, details, exit.inputError);
-  }
-  if (exit.code === 0) return undefined;
-  if (exit.signal) {
-    return sourceError(ErrorCode.FfmpegExited, `ffmpeg was killed by ${exit.signal} after ${framesEmitted} frames\n${lastLines}`, details);
-  }
-  for (const pattern of DECODER_MISSING) {
-    const codec = pattern.exec(stderr)?.[1];
-    if (codec !== undefined) {
-      return sourceError(ErrorCode.SourceUnsupportedCodec, `no decoder for codec ${codec}\n${lastLines}`, { ...details, codec });
-    }
-  }
-  // Checked before decoding: ffmpeg ends a refused connection with "Invalid data found" too.
-  const unavailable = UNAVAILABLE.find((pattern) => pattern.test(stderr));
-  if (unavailable) {
-    const reason = unavailable.exec(stderr)?.[0] ?? 'unavailable';
-    return sourceError(ErrorCode.SourceUnavailable, `unavailable after ${framesEmitted} frames: ${reason} (exit code ${exit.code})\n${lastLines}`, { ...details, reason });
-  }
-  if (/Server returned 40[34]|HTTP error 40[34]/i.test(stderr)) {
-    return sourceError(ErrorCode.SourceNotFound, `the server has no such file (${/(?:Server returned|HTTP error) 40[34][^\n]*/i.exec(stderr)?.[0] ?? '404'})\n${lastLines}`, details);
-  }
-  if (framesEmitted === 0) {
-    return sourceError(ErrorCode.SourceDecode, `ffmpeg could not decode the file (exit code ${exit.code}${why ? `: ${why}` : ''})\n${lastLines}`, details);
-  }
-  return sourceError(ErrorCode.FfmpegExited, `ffmpeg exited with code ${exit.code} after ${framesEmitted} frames${why ? `: ${why}` : ''}\n${lastLines}`, details);
-}
-
-const SHOWINFO = /^\[Parsed_showinfo_(\d+) @ [^\]]+\] /;
-const SHOWINFO_TIME_BASE = /config in time_base: (\d+)\/(\d+)/;
-const SHOWINFO_FRAME = /\bn:\s*\d+\s+pts:\s*(\S+)/;
-
-/**
- * The pts of each frame leaving the filter graph, in order, from the last showinfo's stderr
- * lines (the filter at `outputIndex`); frame lines of the first one count decoded frames.
- * ffmpeg writes a frame's line before the frame's JPEG, so `next()` waits at most for the
- * stderr pipe to catch up with stdout.
- */
-class ShowinfoTimestamps {
-  #timeBase: { num: number; den: number } = { num: 1, den: 1000 };
-  #queue: number[] = [];
-  #lastPtsMs = 0;
-  #closed = false;
-  #wake: (() => void) | undefined;
-
-  constructor(
-    private readonly outputIndex: number,
-    private readonly onDecoded: () => void,
-  ) {}
-
-  /** Returns true for showinfo lines (they are data, not messages). */
-  onLine(line: string): boolean {
-    const showinfo = SHOWINFO.exec(line);
-    if (!showinfo) return false;
-    if (Number(showinfo[1]) !== this.outputIndex) {
-      if (SHOWINFO_FRAME.test(line)) this.onDecoded();
-      return true;
-    }
-    const timeBase = SHOWINFO_TIME_BASE.exec(line);
-    if (timeBase) {
-      this.#timeBase = { num: Number(timeBase[1]), den: Number(timeBase[2]) };
-      return true;
-    }
-    const frame = SHOWINFO_FRAME.exec(line);
-    if (frame) {
-      const pts = Number(frame[1]);
-      // A frame without pts (NOPTS) keeps the previous time.
-      const ptsMs = Number.isFinite(pts) ? Math.round((pts * this.#timeBase.num * 1000) / this.#timeBase.den) : this.#lastPtsMs;
-      this.#lastPtsMs = ptsMs;
-      this.#queue.push(ptsMs);
-      this.#notify();
-    }
-    return true;
-  }
-
-  /** No more lines will come (ffmpeg exited and its stderr was read). */
-  close(): void {
-    this.#closed = true;
-    this.#notify();
-  }
-
-  /** The next frame's pts in ms, or undefined when ffmpeg ended without one. */
-  async next(): Promise<number | undefined> {
-    while (this.#queue.length === 0 && !this.#closed) {
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-      });
-    }
-    return this.#queue.shift();
-  }
-
-  #notify(): void {
-    const wake = this.#wake;
-    this.#wake = undefined;
-    wake?.();
   }
 }

@@ -1,0 +1,71 @@
+/** Frame timestamps from ffmpeg's showinfo filter, read off its stderr. */
+
+const SHOWINFO = /^\[Parsed_showinfo_(\d+) @ [^\]]+\] /;
+const SHOWINFO_TIME_BASE = /config in time_base: (\d+)\/(\d+)/;
+const SHOWINFO_FRAME = /\bn:\s*\d+\s+pts:\s*(\S+)/;
+
+/**
+ * The pts of each frame leaving the filter graph, in order, from the last showinfo's stderr
+ * lines (the filter at `outputIndex`); frame lines of the first one count decoded frames.
+ * ffmpeg writes a frame's line before the frame's JPEG, so `next()` waits at most for the
+ * stderr pipe to catch up with stdout.
+ */
+export class ShowinfoTimestamps {
+  #timeBase: { num: number; den: number } = { num: 1, den: 1000 };
+  #queue: number[] = [];
+  #lastPtsMs = 0;
+  #closed = false;
+  #wake: (() => void) | undefined;
+
+  constructor(
+    private readonly outputIndex: number,
+    private readonly onDecoded: () => void,
+  ) {}
+
+  /** Returns true for showinfo lines (they are data, not messages). */
+  onLine(line: string): boolean {
+    const showinfo = SHOWINFO.exec(line);
+    if (!showinfo) return false;
+    if (Number(showinfo[1]) !== this.outputIndex) {
+      if (SHOWINFO_FRAME.test(line)) this.onDecoded();
+      return true;
+    }
+    const timeBase = SHOWINFO_TIME_BASE.exec(line);
+    if (timeBase) {
+      this.#timeBase = { num: Number(timeBase[1]), den: Number(timeBase[2]) };
+      return true;
+    }
+    const frame = SHOWINFO_FRAME.exec(line);
+    if (frame) {
+      const pts = Number(frame[1]);
+      // A frame without pts (NOPTS) keeps the previous time.
+      const ptsMs = Number.isFinite(pts) ? Math.round((pts * this.#timeBase.num * 1000) / this.#timeBase.den) : this.#lastPtsMs;
+      this.#lastPtsMs = ptsMs;
+      this.#queue.push(ptsMs);
+      this.#notify();
+    }
+    return true;
+  }
+
+  /** No more lines will come (ffmpeg exited and its stderr was read). */
+  close(): void {
+    this.#closed = true;
+    this.#notify();
+  }
+
+  /** The next frame's pts in ms, or undefined when ffmpeg ended without one. */
+  async next(): Promise<number | undefined> {
+    while (this.#queue.length === 0 && !this.#closed) {
+      await new Promise<void>((resolve) => {
+        this.#wake = resolve;
+      });
+    }
+    return this.#queue.shift();
+  }
+
+  #notify(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+}
