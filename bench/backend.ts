@@ -63,7 +63,7 @@ async function clipFrames(): Promise<RgbImage[]> {
 }
 
 /** The detector alone on those frames at the backend's batch: pre-processing, the run, decoding, back to back. */
-async function rawFps(images: readonly RgbImage[], probe: CompiledConfig): Promise<number> {
+export async function rawFps(images: readonly RgbImage[], probe: CompiledConfig): Promise<number> {
   const batch = probe.deployment.backend.batch;
   const runtime = createOnnxRuntime({ logger });
   const runner = await loadModelRunner(probe.models.centernet!, runtime);

@@ -11,8 +11,9 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
+import { decodeJpeg, type RgbImage } from '../analyzers/index.js';
 import { runDeployment } from '../cli/index.js';
+import { rawFps } from './backend.js';
 import { compileDeployment, createLogger, deploymentSchema, MIN_FPS, projectRoot, type CompiledConfig, type Logger, type Stats } from '../core/index.js';
 import { createFileSource, ensureSyntheticClip } from '../ingest/index.js';
 
@@ -89,22 +90,7 @@ async function detectorFps(clip: string, config: CompiledConfig, logger: Logger)
     images.push(await decodeJpeg(frame.jpeg));
     if (images.length === 40) break;
   }
-  const batch = config.deployment.backend.batch;
-  const runtime = createOnnxRuntime({ logger });
-  const runner = await loadModelRunner(config.models.centernet!, runtime);
-  try {
-    const params = runner.parseParams(config.apps.traffic!.nodes[0]!.params);
-    await runner.run(images.slice(0, batch), images.slice(0, batch).map(() => params)); // warm-up
-    const started = performance.now();
-    for (let i = 0; i < images.length; i += batch) {
-      const slice = images.slice(i, i + batch);
-      await runner.run(slice, slice.map(() => params));
-    }
-    return images.length / ((performance.now() - started) / 1000);
-  } finally {
-    await runner.dispose();
-    await runtime.close();
-  }
+  return rawFps(images, config);
 }
 
 export async function soakBench(args: readonly string[]): Promise<void> {

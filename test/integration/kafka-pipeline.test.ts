@@ -12,10 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Groups, waitUntilConsumed } from '../../cli/deployment.js';
+import { Groups } from '../../cli/deployment.js';
 import { createKafkaBus, projectRoot, silentLogger, Topics } from '../../core/index.js';
 import { kafkaUnavailableReason, startKafkaBroker, type KafkaBroker } from '../../tools/kafka/broker.js';
 import { waitFor } from '../conformance/wait-for.js';
+import { drained } from './fault-harness.js';
 
 const root = projectRoot();
 const clip = join(root, '../shared/footage/car-detection.mp4');
@@ -90,16 +91,6 @@ class RoleProcess {
   }
 }
 
-/** Waits until the backends have committed every frame and the sink every row and drop. */
-async function drained(brokers: string): Promise<void> {
-  const bus = await createKafkaBus({ brokers: [brokers], logger: silentLogger() });
-  try {
-    await waitUntilConsumed(bus, Groups.backend, [Topics.frames]);
-    await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops]);
-  } finally {
-    await bus.close();
-  }
-}
 
 /** Frames the backends have committed so far. */
 async function framesCommitted(brokers: string): Promise<number> {
