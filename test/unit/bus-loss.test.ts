@@ -77,9 +77,11 @@ describe('loss ledger', () => {
     broker.state.committed.set(`backend/${Topics.frames}`, new Map([[0, 6]]));
     await ledger.check();
     Object.assign(broker.state, { clusterId: 'B', topics: new Map(), committed: new Map() });
-    const loss = await ledger.check([Topics.frames]);
+    const loss = await ledger.check([Topics.frames, Topics.results]);
     expect(loss?.reason).toBe('broker-replaced');
     expect(loss?.detail).toContain('A → B');
+    // Every topic is new, the ones nothing of ours was on too: their consumers start them over.
+    expect(loss?.topics).toEqual([Topics.frames, Topics.results]);
     expect(loss?.records.map((r) => r.note.frameSeq)).toEqual([6, 7, 8, 9]);
     expect(ledger.held()).toEqual({});
   });
@@ -167,10 +169,17 @@ describe('loss reporter', () => {
       if (reportFailures-- > 0) throw new Error('the drops topic has no leader yet');
       reported.push(l);
     };
-    const reporter = startLossReporter({ ledger, topics, producers: () => [], logger: silentLogger(), watch: { note: lossNote, consumerOf: () => undefined, onLost, intervalMs: 5 } });
+    const rewound: string[][] = [];
+    const rewind = async (lost: readonly string[]): Promise<void> => {
+      expect(recreateFailures, 'consumers rewound only once the topics exist again').toBeLessThan(0);
+      rewound.push([...lost]);
+    };
+    const reporter = startLossReporter({ ledger, topics, producers: () => [], rewind, logger: silentLogger(), watch: { note: lossNote, consumerOf: () => undefined, onLost, intervalMs: 5 } });
     await waitFor(() => reported.length > 0, 'the loss to be reported');
     await reporter.stop();
     expect(reported).toEqual([loss]);
+    // Once, though the report was tried twice: the topic made anew, read from its start.
+    expect(rewound).toEqual([[Topics.results]]);
   });
 });
 

@@ -106,7 +106,16 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
   const whileOpen = <T>(call: Promise<T>): Promise<T> => Promise.race([call, busClosed]);
 
   const ledger = options.watch && createLossLedger(options.watch, lossProbe(admin));
-  const reporter = ledger && options.watch && startLossReporter({ ledger, watch: options.watch, topics, producers: () => producers, logger });
+  const reporter = ledger && options.watch && startLossReporter({ ledger, watch: options.watch, topics, producers: () => producers, rewind, logger });
+
+  /** Each consumer reading one of `lost` goes back to the start of its partitions of it. */
+  async function rewind(lost: readonly string[]): Promise<void> {
+    const read = new Set([...consumers].flatMap((c) => c.topics));
+    for (const topic of lost.filter((t) => read.has(t))) {
+      const starts = (await whileOpen(admin.fetchTopicOffsets(topic))).map(({ partition, low }) => ({ topic, partition, offset: Number(low) }));
+      for (const c of consumers) if (c.topics.includes(topic)) c.rewind(starts);
+    }
+  }
 
   function producer(): CoalescingProducer {
     checkOpen();

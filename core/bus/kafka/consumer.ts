@@ -52,6 +52,15 @@ type State = 'created' | 'running' | 'closing' | 'closed';
 export interface KafkaGroupConsumer extends Consumer {
   /** Stops waiting for anything: `close()` (running or to come) returns at once. */
   abandon(): void;
+  /** Topics this member reads. */
+  readonly topics: readonly string[];
+  /**
+   * Reads the given partitions again from the given offsets, where this member holds them. A
+   * topic made anew (an empty broker, a deleted topic) starts at offset 0 again, while this
+   * member's position is still the old topic's: without this it would skip the new topic's
+   * first records, or all of them up to its old position.
+   */
+  rewind(starts: readonly TopicPartitionOffset[]): void;
 }
 
 export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, settings: KafkaConsumerSettings): KafkaGroupConsumer {
@@ -222,6 +231,12 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
     },
 
     abandon,
+
+    topics: options.topics,
+
+    rewind(starts) {
+      for (const { topic, partition, offset } of starts) whileInGroup(() => consumer.seek({ topic, partition, offset: String(offset) }));
+    },
 
     async commit(offsets: readonly TopicPartitionOffset[]) {
       await consumer.commitOffsets(offsets.map(({ topic, partition, offset }) => ({ topic, partition, offset: String(offset) })));

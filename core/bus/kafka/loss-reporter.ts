@@ -1,9 +1,10 @@
 /**
  * Runs the loss ledger (`loss-watch.ts`) once a second and acts on what it finds: a new
- * cluster's producer ids for the producers, the lost topics created again, one error line, and
- * the loss handed to the process's `onLost` (which records drops). A loss whose topics cannot be
- * created yet, or whose drops cannot be published yet (the broker still starting), is kept and
- * tried again each round, never forgotten; one still unreported when the bus closes is said in
+ * cluster's producer ids for the producers, the lost topics created again, one error line, this
+ * process's consumers sent back to the start of the topics made anew (records produced there
+ * before they noticed would otherwise be skipped), and the loss handed to the process's `onLost`
+ * (which records drops). A loss whose topics cannot be created yet, or whose drops cannot be
+ * published yet (the broker still starting), is kept and tried again each round, never forgotten; one still unreported when the bus closes is said in
  * an error line, the last record left.
  */
 import type { Logger } from '../../logger.js';
@@ -17,6 +18,8 @@ export interface LossReporterOptions<N> {
   watch: LossWatchOptions<N>;
   topics: TopicAdmin;
   producers: () => Iterable<CoalescingProducer>;
+  /** Makes this process's consumers read the given topics, made anew, from their start. */
+  rewind: (topics: readonly string[]) => Promise<void>;
   logger: Logger;
 }
 
@@ -31,6 +34,8 @@ export function startLossReporter<N>(options: LossReporterOptions<N>): LossRepor
   const { ledger, watch, topics, logger } = options;
   const failures = createLogThrottle(FAILURE_LOG_MS);
   const unreported: BusLoss<N>[] = [];
+  /** Losses whose topics the consumers read again from the start: once, even if the report is retried. */
+  const rewound = new WeakSet<BusLoss<N>>();
   let running: Promise<void> | undefined;
 
   const count = (loss: BusLoss<N>): number => loss.records.length + loss.unrecorded;
@@ -49,7 +54,13 @@ export function startLossReporter<N>(options: LossReporterOptions<N>): LossRepor
     while (unreported.length > 0) {
       const recreated = await topics.recreate();
       if (recreated.length > 0) logger.warn({ recreated }, `re-created ${recreated.join(', ')}`);
-      await watch.onLost(unreported[0]!);
+      const loss = unreported[0]!;
+      // A truncated log keeps its offsets below the cut: consumers read on from where they were.
+      if (loss.reason !== 'log-truncated' && !rewound.has(loss)) {
+        await options.rewind(loss.topics);
+        rewound.add(loss);
+      }
+      await watch.onLost(loss);
       unreported.shift();
     }
   }

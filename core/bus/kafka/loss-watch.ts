@@ -120,7 +120,7 @@ export function createLossLedger<N>(options: LossWatchOptions<N>, probe: LossPro
     if (clusterId !== undefined && id !== clusterId) {
       const before = clusterId;
       clusterId = id;
-      return take('broker-replaced', `the broker is a new Kafka cluster (id ${before} → ${id}): its topics and offsets are gone`, [...topics.keys()]);
+      return take('broker-replaced', `the broker is a new Kafka cluster (id ${before} → ${id}): its topics and offsets are gone`, [...new Set([...topics.keys(), ...expected])]);
     }
     clusterId = id;
     const existing = await quietly(probe.topics());
