@@ -5,6 +5,7 @@
 //   npm run bench -- sink
 //   npm run bench -- backend
 //   npm run bench -- ingest
+//   npm run bench -- peer
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,7 @@ import { createFileSource } from '../ingest/index.js';
 import { backendBench } from './backend.js';
 import { busBench } from './bus.js';
 import { ingestBench } from './ingest.js';
+import { peerBench } from './peer.js';
 import { sinkBench } from './sink.js';
 import { soakBench } from './soak.js';
 
@@ -74,7 +76,7 @@ async function pipeline(): Promise<void> {
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
 /** Each gets the arguments after its name (only soak reads any). */
-const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, soak: soakBench };
+const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {

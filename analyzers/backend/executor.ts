@@ -12,7 +12,7 @@ export interface ExecutableSession<T, P, R> {
   targetBatch: number;
   /** ℓ(b), ms: the profile's worst case, used to judge whether a batch can meet its deadlines. */
   latency: BatchLatency;
-  prepare(batch: readonly Queued<T>[]): P;
+  prepare(batch: readonly Queued<T>[]): P | Promise<P>;
   execute(prepared: P): Promise<R>;
   finish(batch: readonly Queued<T>[], result: R | undefined, error: unknown): Promise<void>;
 }
@@ -64,7 +64,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   };
 
   /** The next session in turn with a batch to run at `atMs`, and that batch prepared. */
-  const nextBatch = (atMs: number): { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; prepared: P } | undefined => {
+  const nextBatch = (atMs: number): { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; prepared: Promise<P> } | undefined => {
     for (let tried = 0, n = sessions.length; tried < n && sessions.length > 0; tried++) {
       const index = turn % sessions.length;
       const session = sessions[index]!;
@@ -81,11 +81,10 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       }
       if (batch.length === 0) continue;
       unfinished.set(session.id, (unfinished.get(session.id) ?? 0) + 1);
-      try {
-        return { session, batch, prepared: session.prepare(batch) };
-      } catch (err) {
-        track(session, batch, undefined, err);
-      }
+      // Native pre-processing runs on libuv's threads while the batch before executes.
+      const prepared = (async () => session.prepare(batch))();
+      prepared.catch(() => undefined); // its failure is the batch's, handled where it is awaited
+      return { session, batch, prepared };
     }
     return undefined;
   };
@@ -110,7 +109,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       const { session, batch, prepared } = next;
       const startedMs = options.now();
       options.onExecute?.(session.id, batch.length, startedMs);
-      const executing = session.execute(prepared);
+      const executing = prepared.then((p) => session.execute(p));
       // Prepared now, run when this batch ends: judged against that end, not against now.
       next = nextBatch(startedMs + session.latency(batch.length));
       try {

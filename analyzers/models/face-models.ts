@@ -7,13 +7,13 @@ import {
   BLAZEFACE_DEFAULT_MIN_SCORE,
   FACEMESH,
   FACEMESH_DEFAULT_MIN_SCORE,
+  FACERES,
   FACERES_DEFAULT_MALE_THRESHOLD,
   decodeFacemesh,
   decodeFaceres,
   decodeFaces,
-  preprocessFaceres,
 } from './face/index.js';
-import { letterboxBatch } from './detector/index.js';
+import { letterboxBatchNative } from './detector/index.js';
 import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const faceDetectorParams = z.strictObject({
@@ -35,8 +35,8 @@ export async function loadFaceDetector(spec: ResolvedModel, runtime: ModelRuntim
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(faceDetectorParams, spec, params),
-    prepare(images, params) {
-      const { input, letterboxes } = letterboxBatch(images, inputSize, spec.name);
+    async prepare(images, params) {
+      const { input, letterboxes } = await letterboxBatchNative(images, inputSize, spec.name);
       return { size: images.length, input, letterboxes, params };
     },
     async execute(prepared) {
@@ -61,7 +61,7 @@ export async function loadFaceAttributes(spec: ResolvedModel, runtime: ModelRunt
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(faceAttributeParams, spec, params),
-    prepare: (images, params) => ({ size: images.length, input: preprocessFaceres([...images]).input, params }),
+    prepare: async (images, params) => ({ size: images.length, input: (await letterboxBatchNative(images, FACERES.inputSize, spec.name)).input, params }),
     async execute({ size, input, params }) {
       const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
       return { size, outputs, params };
@@ -92,8 +92,8 @@ export async function loadFaceVerifier(spec: ResolvedModel, runtime: ModelRuntim
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(faceVerifierParams, spec, params),
-    prepare(images, params) {
-      const { input, letterboxes } = letterboxBatch(images, inputSize, spec.name);
+    async prepare(images, params) {
+      const { input, letterboxes } = await letterboxBatchNative(images, inputSize, spec.name);
       return { size: images.length, input, letterboxes, params };
     },
     async execute(prepared) {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import { cocoLabels, decodeCenternet, nms, preprocessCenternet } from './detector/index.js';
+import { cocoLabels, decodeCenternet, letterboxBatchNative, nms } from './detector/index.js';
 import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const detectorParams = z.strictObject({
@@ -40,8 +40,8 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       }
       return parsed;
     },
-    prepare(images, params) {
-      const { input, letterboxes } = preprocessCenternet([...images], inputSize);
+    async prepare(images, params) {
+      const { input, letterboxes } = await letterboxBatchNative(images, inputSize, spec.name);
       return { size: images.length, input, letterboxes, params };
     },
     async execute(prepared) {

@@ -75,7 +75,7 @@ export async function profileModel(spec: ResolvedModel, runtime: ModelRuntime, i
       let peak = memoryBytes();
       for (let run = 0; run < options.warmup + options.runs; run++) {
         const t0 = performance.now();
-        const prepared = runner.prepare(inputs, inputs.map(() => params));
+        const prepared = await runner.prepare(inputs, inputs.map(() => params));
         const t1 = performance.now();
         const executed = await runner.execute(prepared);
         const t2 = performance.now();

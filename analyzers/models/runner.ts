@@ -12,9 +12,10 @@ export interface ModelRunner<Params = unknown> {
   parseParams(params: Record<string, unknown>): Params;
   /**
    * One batch in three phases, so a backend holds the device for `execute` only (Nexus §6.3):
-   * `prepare` (CPU: resize, letterbox, stack), `execute` (the runtime), `finish` (CPU: decode).
+   * `prepare` (CPU: resize, letterbox, stack; native where it resamples), `execute` (the
+   * runtime), `finish` (CPU: decode).
    */
-  prepare(images: readonly RgbImage[], params: readonly Params[]): Prepared;
+  prepare(images: readonly RgbImage[], params: readonly Params[]): Promise<Prepared>;
   execute(prepared: Prepared): Promise<Executed>;
   finish(executed: Executed): NodeOutput[];
   /** The three phases back to back. */
@@ -38,7 +39,7 @@ export interface Executed {
 export function phasedRunner<Params, P extends Prepared, E extends Executed>(runner: {
   spec: ResolvedModel;
   parseParams(params: Record<string, unknown>): Params;
-  prepare(images: readonly RgbImage[], params: readonly Params[]): P;
+  prepare(images: readonly RgbImage[], params: readonly Params[]): P | Promise<P>;
   execute(prepared: P): Promise<E>;
   finish(executed: E): NodeOutput[];
   dispose(): Promise<void>;
@@ -48,10 +49,10 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
   return {
     spec: runner.spec,
     parseParams: (params) => runner.parseParams(params),
-    prepare: (images, params) => runner.prepare(images, params),
+    prepare: async (images, params) => runner.prepare(images, params),
     execute,
     finish,
-    run: async (images, params) => finish(await execute(runner.prepare(images, params))),
+    run: async (images, params) => finish(await execute(await runner.prepare(images, params))),
     dispose: () => runner.dispose(),
   };
 }

@@ -8,4 +8,4 @@ export {
   type Preprocessed,
 } from './centernet.js';
 export { nms, iou, boxArea, type NmsOptions } from './nms.js';
-export { letterboxBatch, letterboxFor, letterboxInto, sourceSize, boxToInput, boxToSource, clipBox } from './letterbox.js';
+export { letterboxBatch, letterboxBatchNative, letterboxFor, placement, letterboxInto, sourceSize, boxToInput, boxToSource, clipBox } from './letterbox.js';

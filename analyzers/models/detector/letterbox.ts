@@ -1,4 +1,5 @@
 import { ErrorCode, PanoptesError } from '../../../core/index.js';
+import { placeImage, type Placement } from '../../image/index.js';
 import type { Box, Letterbox, RgbImage, TensorData } from '../types.js';
 
 /**
@@ -172,19 +173,54 @@ export function letterboxInto(image: RgbImage, lb: Letterbox, out: Float32Array,
 /**
  * Letterboxes a batch of RGB images into one float32 NHWC tensor of `inputSize` squares, pixel
  * values 0..255, as the square-input models of the zoo take them; `model` names it in errors.
+ * Resampled in TypeScript on the calling thread: the reference `letterboxBatchNative` is checked
+ * against (test/integration/native-letterbox.test.ts).
  */
 export function letterboxBatch(images: readonly RgbImage[], inputSize: number, model: string): { input: TensorData; letterboxes: Letterbox[] } {
   const block = inputSize * inputSize * 3;
   const data = new Float32Array(images.length * block);
   const letterboxes = images.map((image, i) => {
-    if (!(image.width > 0 && image.height > 0) || image.data.length !== image.width * image.height * 3) {
-      throw new PanoptesError(ErrorCode.ImageDecode, `${model}: image ${i} is not ${image.width}x${image.height} RGB (${image.data.length} bytes)`, {
-        details: { index: i, width: image.width, height: image.height, bytes: image.data.length },
-      });
-    }
+    checkImage(image, i, model);
     const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
     letterboxInto(image, lb, data, i * block);
     return lb;
   });
   return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
+}
+
+/**
+ * `letterboxBatch` in libvips (sharp), off the event loop: each image resized and padded in one
+ * pass, its bytes widened to float32 by the typed-array copy. The image lands on whole pixels
+ * (`placement`), at most half a model pixel from where the exact letterbox puts it; the
+ * letterbox returned stays the exact one, so `sourceSize` still recovers the image's size.
+ */
+export async function letterboxBatchNative(images: readonly RgbImage[], inputSize: number, model: string): Promise<{ input: TensorData; letterboxes: Letterbox[] }> {
+  const block = inputSize * inputSize * 3;
+  const data = new Float32Array(images.length * block);
+  const letterboxes = await Promise.all(
+    images.map(async (image, i) => {
+      checkImage(image, i, model);
+      const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
+      data.set(await placeImage(image, placement(image, lb), inputSize, inputSize), i * block);
+      return lb;
+    }),
+  );
+  return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
+}
+
+/** The letterbox's content rectangle rounded to whole model pixels, inside the input. */
+export function placement(image: { width: number; height: number }, lb: Letterbox): Placement {
+  const width = Math.min(lb.inputWidth, Math.max(1, Math.round(image.width * lb.scale)));
+  const height = Math.min(lb.inputHeight, Math.max(1, Math.round(image.height * lb.scale)));
+  const left = Math.min(lb.inputWidth - width, Math.max(0, Math.round(lb.padX)));
+  const top = Math.min(lb.inputHeight - height, Math.max(0, Math.round(lb.padY)));
+  return { width, height, left, top };
+}
+
+function checkImage(image: RgbImage, index: number, model: string): void {
+  if (!(image.width > 0 && image.height > 0) || image.data.length !== image.width * image.height * 3) {
+    throw new PanoptesError(ErrorCode.ImageDecode, `${model}: image ${index} is not ${image.width}x${image.height} RGB (${image.data.length} bytes)`, {
+      details: { index, width: image.width, height: image.height, bytes: image.data.length },
+    });
+  }
 }
