@@ -2,7 +2,8 @@
 // the same clip and model: `bench/peers/detect.py` (OpenCV decodes and letterboxes, onnxruntime
 // runs CenterNet, rows go to a CSV, one frame at a time). Its virtual environment is created
 // from PyPI on first use under `.cache/peer-venv`. Also measured: the model alone at its best
-// batch size (batch 1 or 4) on letterboxed frames, the ceiling of both.
+// batch size (batch 1 or 4) on letterboxed frames, the ceiling of both. `--batch N` sets the
+// pipeline's batch (default: the deployment's, 4).
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -75,10 +76,11 @@ async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batc
 }
 
 /** The bench deployment: every frame of the clip through the traffic app, as fast as it goes. */
-function benchConfig(dataDir: string): CompiledConfig {
+function benchConfig(dataDir: string, batch: number | undefined): CompiledConfig {
   const deployment = deploymentSchema.parse({
     apps: ['apps/traffic.yaml'],
     sources: [{ id: 'road', path: clip, apps: ['traffic'], speed: 'max' }],
+    ...(batch ? { backend: { batch } } : {}),
   });
   return compileDeployment(deployment, join(root, 'configs/bench.yaml'), { dataDir });
 }
@@ -88,7 +90,10 @@ async function pipelineFps(config: CompiledConfig): Promise<{ fps: number; frame
   return { fps: summary.frames / (summary.processingMs / 1000), frames: summary.frames, detections: summary.detections };
 }
 
-export async function peerBench(): Promise<void> {
+export async function peerBench(args: readonly string[]): Promise<void> {
+  const batchArg = args.indexOf('--batch');
+  const batch = batchArg >= 0 ? Number(args[batchArg + 1]) : undefined;
+  if (batch !== undefined && !(Number.isInteger(batch) && batch > 0)) throw new Error(`--batch takes a positive integer, got ${args[batchArg + 1]}`);
   if (!existsSync(clip)) throw new Error(`the peer benchmark needs ${clip} (../shared/footage beside the project)`);
   const interpreter = await peerPython();
   if (typeof interpreter !== 'string') {
@@ -99,7 +104,7 @@ export async function peerBench(): Promise<void> {
   try {
     // Peer, pipeline, peer again: a change in machine load shows in both peer runs.
     const peerBefore = await peerFps(interpreter, dir);
-    const config = benchConfig(join(dir, 'data'));
+    const config = benchConfig(join(dir, 'data'), batch);
     const pipeline = await pipelineFps(config);
     const peerAfter = await peerFps(interpreter, dir);
     const model = await modelOnlyFps(config);
