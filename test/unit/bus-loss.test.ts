@@ -176,10 +176,35 @@ describe('loss reporter', () => {
     };
     const reporter = startLossReporter({ ledger, topics, producers: () => [], rewind, logger: silentLogger(), watch: { note: lossNote, consumerOf: () => undefined, onLost, intervalMs: 5 } });
     await waitFor(() => reported.length > 0, 'the loss to be reported');
-    await reporter.stop();
+    await reporter.stop(1_000);
     expect(reported).toEqual([loss]);
     // Once, though the report was tried twice: the topic made anew, read from its start.
     expect(rewound).toEqual([[Topics.results]]);
+  });
+
+  it('checks once more when stopped, so a process that ends right after a loss still reports it', async () => {
+    const loss: BusLoss<LossNote> = { reason: 'broker-replaced', detail: 'cluster A → B', topics: [Topics.frames], records: [], unrecorded: 0 };
+    let checks = 0;
+    // The first rounds see the old broker; the loss shows only in the round run by stop().
+    let stopped = false;
+    const ledger: LossLedger<LossNote> = { check: async () => (checks++, stopped ? loss : undefined), produced: () => {}, held: () => ({}) };
+    const topics = { recreate: async () => [Topics.frames], known: () => [Topics.frames] } as unknown as TopicAdmin;
+    const reported: BusLoss<LossNote>[] = [];
+    const onLost = async (l: BusLoss<LossNote>): Promise<void> => void reported.push(l);
+    const reporter = startLossReporter({ ledger, topics, producers: () => [], rewind: async () => {}, logger: silentLogger(), watch: { note: lossNote, consumerOf: () => undefined, onLost, intervalMs: 60_000 } });
+    stopped = true;
+    await reporter.stop(1_000);
+    expect(checks).toBe(1);
+    expect(reported).toEqual([loss]);
+  });
+
+  it('gives up the last check when told to', async () => {
+    const ledger: LossLedger<LossNote> = { check: () => new Promise(() => {}), produced: () => {}, held: () => ({}) }; // the broker never answers
+    const topics = { recreate: async () => [], known: () => [] } as unknown as TopicAdmin;
+    const reporter = startLossReporter({ ledger, topics, producers: () => [], rewind: async () => {}, logger: silentLogger(), watch: { note: lossNote, consumerOf: () => undefined, onLost: async () => {}, intervalMs: 60_000 } });
+    const started = Date.now();
+    await reporter.stop(60_000, new Promise((resolve) => setTimeout(resolve, 50)));
+    expect(Date.now() - started).toBeLessThan(5_000);
   });
 });
 

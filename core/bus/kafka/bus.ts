@@ -50,7 +50,10 @@ export interface KafkaBusOptions<N = unknown> {
   onFatal?: (err: unknown, groupId: string) => void;
   /** Notice and report records the broker lost (see `loss-watch.ts`). @defaultValue not watched */
   watch?: LossWatchOptions<N>;
-  /** Longest `close()` waits for consumers to commit and leave, and for sends to finish. @defaultValue 3000 */
+  /**
+   * Longest `close()` waits for a last loss check, and then for consumers to commit and leave
+   * and sends to finish. @defaultValue 3000
+   */
   closeTimeoutMs?: number;
   /** How often a repeating kafkajs log line is summarized, ms. @defaultValue 30000 */
   logIntervalMs?: number;
@@ -95,13 +98,18 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
   const producers = new Set<CoalescingProducer>();
   const consumers = new Set<KafkaGroupConsumer>();
   let closing: Promise<void> | undefined;
+  /** Set once the loss reporter's last round is over: from then on nothing new is sent. */
+  let shut = false;
+  /** A close with no grace, called while an earlier one waits: it gives up waiting at once. */
+  let force = (): void => {};
+  const forced = new Promise<void>((resolve) => (force = resolve));
   /** Admin calls in flight fail with this once the bus closes, instead of retrying for a minute. */
   let failAdminCalls = (_err: PanoptesError): void => {};
   const busClosed = new Promise<never>((_, reject) => (failAdminCalls = reject));
   busClosed.catch(() => undefined);
   const closedError = (): PanoptesError => new PanoptesError(ErrorCode.BusClosed, 'the Kafka bus is closed');
   const checkOpen = (): void => {
-    if (closing) throw closedError();
+    if (shut) throw closedError();
   };
   const whileOpen = <T>(call: Promise<T>): Promise<T> => Promise.race([call, busClosed]);
 
@@ -158,9 +166,11 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
     return created;
   }
 
-  /** Consumers commit and leave, then producers finish their sends: within `graceMs`, else abandoned. */
+  /** A last loss check, then consumers commit and leave and producers finish their sends: each within `graceMs`, else abandoned. */
   async function close(graceMs: number): Promise<void> {
-    const reporting = reporter?.stop();
+    // The last loss check may still have drops to send.
+    await reporter?.stop(graceMs, forced);
+    shut = true;
     failAdminCalls(closedError());
     // Taken now: closing takes each out of its set, and those still closing may need abandoning.
     const closingConsumers = [...consumers];
@@ -169,13 +179,16 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
       await Promise.allSettled(closingConsumers.map((c) => c.close()));
       await Promise.allSettled(closingProducers.map((p) => p.close()));
     })();
-    const inTime = await Promise.race([graceful.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), graceMs).unref())]);
+    const inTime = await Promise.race([
+      graceful.then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), graceMs).unref()),
+      forced.then(() => false),
+    ]);
     if (!inTime) {
       logger.warn(`Kafka did not let this process close within ${graceMs} ms (is the broker reachable?); leaving: what was not committed is delivered again`);
       for (const c of closingConsumers) c.abandon();
       for (const p of closingProducers) p.abandon();
     }
-    await reporting;
     await Promise.race([admin.disconnect(), new Promise((resolve) => setTimeout(resolve, 500).unref())]);
     kafkaLog.close();
   }
@@ -204,7 +217,9 @@ export async function createKafkaBus<N = unknown>(options: KafkaBusOptions<N>): 
     },
 
     close(closeOptions: BusCloseOptions = {}) {
-      closing ??= close(closeOptions.graceMs ?? closeTimeoutMs);
+      const graceMs = closeOptions.graceMs ?? closeTimeoutMs;
+      if (graceMs === 0) force();
+      closing ??= close(graceMs);
       return closing;
     },
   };

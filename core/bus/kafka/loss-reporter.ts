@@ -4,8 +4,10 @@
  * process's consumers sent back to the start of the topics made anew (records produced there
  * before they noticed would otherwise be skipped), and the loss handed to the process's `onLost`
  * (which records drops). A loss whose topics cannot be created yet, or whose drops cannot be
- * published yet (the broker still starting), is kept and tried again each round, never forgotten; one still unreported when the bus closes is said in
- * an error line, the last record left.
+ * published yet (the broker still starting), is kept and tried again each round, never forgotten.
+ * Stopping runs one last round, so a process that finishes right after the broker came back
+ * empty (an ingest worker at the end of its file) still reports what it had produced there; a
+ * loss still unreported when the bus closes is said in an error line, the last record left.
  */
 import type { Logger } from '../../logger.js';
 import { createLogThrottle, repeatedSuffix } from '../log-throttle.js';
@@ -24,8 +26,8 @@ export interface LossReporterOptions<N> {
 }
 
 export interface LossReporter {
-  /** Stops the rounds; waits a moment for the one running. */
-  stop(): Promise<void>;
+  /** Stops the rounds after a last one: within `withinMs`, or as soon as `giveUp` resolves. */
+  stop(withinMs: number, giveUp?: Promise<void>): Promise<void>;
 }
 
 const FAILURE_LOG_MS = 30_000;
@@ -65,18 +67,25 @@ export function startLossReporter<N>(options: LossReporterOptions<N>): LossRepor
     }
   }
 
+  const roundLogged = (): Promise<void> =>
+    round().catch((err: unknown) =>
+      failures.log('round', (repeats) => logger.warn({ err, unreported: unreported.length }, `Kafka loss check or report failed; trying again each second${repeatedSuffix(repeats, FAILURE_LOG_MS)}`)),
+    );
+
   const timer = setInterval(() => {
-    running ??= round()
-      .catch((err: unknown) =>
-        failures.log('round', (repeats) => logger.warn({ err, unreported: unreported.length }, `Kafka loss check or report failed; trying again each second${repeatedSuffix(repeats, FAILURE_LOG_MS)}`)),
-      )
-      .finally(() => (running = undefined));
+    running ??= roundLogged().finally(() => (running = undefined));
   }, watch.intervalMs ?? 1_000).unref();
 
   return {
-    async stop() {
+    async stop(withinMs, giveUp) {
       clearInterval(timer);
-      await Promise.race([running, new Promise((resolve) => setTimeout(resolve, 500).unref())]);
+      const last = (async () => {
+        await running;
+        await roundLogged();
+      })();
+      let timeout: NodeJS.Timeout | undefined;
+      await Promise.race([last, new Promise((resolve) => (timeout = setTimeout(resolve, withinMs))), ...(giveUp ? [giveUp] : [])]);
+      clearTimeout(timeout);
       failures.close();
       for (const loss of unreported) {
         logger.error({ reason: loss.reason, lost: count(loss), topics: loss.topics }, `${count(loss)} records Kafka lost (${loss.detail}) could not be recorded as drops before this process stopped`);
