@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
-import { runDeployment } from '../cli/index.js';
+import { modelBatches, runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot, type CompiledConfig } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 import { benchPrefixBatching } from './prefix.js';
@@ -64,7 +64,7 @@ async function clipFrames(): Promise<RgbImage[]> {
 
 /** The detector alone on those frames at the backend's batch: pre-processing, the run, decoding, back to back. */
 export async function rawFps(images: readonly RgbImage[], probe: CompiledConfig): Promise<number> {
-  const batch = probe.deployment.backend.batch;
+  const { batch } = modelBatches(probe)('centernet');
   const runtime = createOnnxRuntime({ logger });
   const runner = await loadModelRunner(probe.models.centernet!, runtime);
   try {
@@ -103,7 +103,7 @@ export async function backendBench(): Promise<void> {
     if (best && best.fpsPerStream >= round(rawBefore / STREAMS, 3)) console.log('every rate tried kept 99% on time: endToEndFps is a floor');
     const rawAfter = await rawFps(images, probe);
     const raw = (rawBefore + rawAfter) / 2;
-    console.log(`detector alone, batch ${probe.deployment.backend.batch}: ${rawBefore.toFixed(2)} frames/s before, ${rawAfter.toFixed(2)} after`);
+    console.log(`detector alone, batch ${modelBatches(probe)('centernet').batch}: ${rawBefore.toFixed(2)} frames/s before, ${rawAfter.toFixed(2)} after`);
 
     const prefix = await benchPrefixBatching();
     for (const p of prefix) {

@@ -11,13 +11,13 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
-import { runDeployment } from '../cli/index.js';
+import { modelBatches, runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 import { backendBench } from './backend.js';
 import { busBench } from './bus.js';
 import { ingestBench } from './ingest.js';
-import { peerBench } from './peer.js';
+import { DETECT_APP, peerBench } from './peer.js';
 import { sinkBench } from './sink.js';
 import { soakBench } from './soak.js';
 
@@ -29,11 +29,11 @@ async function pipeline(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'panoptes-bench-'));
   try {
     const deployment = deploymentSchema.parse({
-      apps: ['apps/traffic.yaml'],
-      sources: [{ id: 'road', path: clip, apps: ['traffic'], speed: 'max' }],
+      apps: [DETECT_APP],
+      sources: [{ id: 'road', path: clip, apps: ['detect'], speed: 'max' }],
     });
     const config = compileDeployment(deployment, join(projectRoot(), 'configs/bench.yaml'), { dataDir });
-    const batch = config.deployment.backend.batch;
+    const { batch } = modelBatches(config)('centernet');
 
     // The same decoded frames the pipeline sees: every frame of the clip, as ingest makes them.
     const images: RgbImage[] = [];
@@ -43,7 +43,7 @@ async function pipeline(): Promise<void> {
 
     const runtime = createOnnxRuntime({ logger });
     const runner = await loadModelRunner(config.models.centernet!, runtime);
-    const params = runner.parseParams(config.apps.traffic!.nodes[0]!.params);
+    const params = runner.parseParams(config.apps.detect!.nodes[0]!.params);
     const detectorAlone = async (): Promise<number> => {
       const started = process.hrtime.bigint();
       for (let i = 0; i < images.length; i += batch) {

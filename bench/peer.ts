@@ -3,7 +3,7 @@
 // runs CenterNet, rows go to a CSV, one frame at a time). Its virtual environment is created
 // from PyPI on first use under `.cache/peer-venv`. Also measured: the model alone at its best
 // batch size (batch 1 or 4) on letterboxed frames, the ceiling of both. `--batch N` sets the
-// pipeline's batch (default: the deployment's, 4).
+// pipeline's batch (default: per model from this machine's profile, cli/batch-sizes.ts).
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +19,8 @@ const root = projectRoot();
 const clip = join(root, '../shared/footage/car-detection.mp4');
 const model = join(root, 'models/centernet.onnx');
 const venv = join(root, '.cache/peer-venv');
+/** The peer's work as an app: CenterNet on every frame, detections stored (see the file). */
+export const DETECT_APP = join(root, 'bench/apps/detect.yaml');
 const python = join(venv, 'bin/python');
 const logger = createLogger({ level: 'warn' });
 /** Frames the model-alone figure runs per batch size. */
@@ -52,7 +54,7 @@ async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batc
   const runtime = createOnnxRuntime({ logger });
   try {
     const runner = await loadModelRunner(config.models.centernet!, runtime);
-    const params = runner.parseParams(config.apps.traffic!.nodes[0]!.params);
+    const params = runner.parseParams(config.apps.detect!.nodes[0]!.params);
     let best = { fps: 0, batch: 1 };
     for (const batch of [1, 4]) {
       const prepared = () => runner.prepare(images.slice(0, batch), images.slice(0, batch).map(() => params));
@@ -75,11 +77,11 @@ async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batc
   }
 }
 
-/** The bench deployment: every frame of the clip through the traffic app, as fast as it goes. */
+/** The bench deployment: every frame of the clip through the detect app, as fast as it goes. */
 function benchConfig(dataDir: string, batch: number | undefined): CompiledConfig {
   const deployment = deploymentSchema.parse({
-    apps: ['apps/traffic.yaml'],
-    sources: [{ id: 'road', path: clip, apps: ['traffic'], speed: 'max' }],
+    apps: [DETECT_APP],
+    sources: [{ id: 'road', path: clip, apps: ['detect'], speed: 'max' }],
     ...(batch ? { backend: { batch } } : {}),
   });
   return compileDeployment(deployment, join(root, 'configs/bench.yaml'), { dataDir });

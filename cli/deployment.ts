@@ -20,6 +20,7 @@ import {
   type TableSpec,
 } from '../core/index.js';
 import { createIngest, isLive, type Ingest, type SourceResult } from '../ingest/index.js';
+import { modelBatches } from './batch-sizes.js';
 import { createEpochService, loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
 import { createChdbSink, createClickHouseSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
 import type { Progress } from './progress.js';
@@ -189,7 +190,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
   const runtime = roles.has('backend') ? createOnnxRuntime({ workers: backendConfig.threads, logger }) : undefined;
-  const backend = runtime && createBackend({
+  const batchOf = runtime && ownBatches(config, logger);
+  const backend = runtime && batchOf && createBackend({
     id: `${process.pid}-0`,
     bus,
     runtime,
@@ -197,7 +199,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     apps,
     appsForSource: (source) => appsBySource.get(source) ?? [],
     realtime: (source) => !backfill.has(source),
-    batch: backendConfig.batch,
+    batch: batchOf,
     groupId: Groups.backend,
     ...(options.onStats ? { onStats: options.onStats } : {}),
     logger,
@@ -310,6 +312,21 @@ export async function reloadSources(config: CompiledConfig, ingest: Ingest, logg
   } catch (err) {
     logger.error({ code: (err as { code?: string }).code }, `reload refused; the sources run as before: ${describeError(err)}`);
   }
+}
+
+/** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
+function ownBatches(config: CompiledConfig, logger: Logger): (model: string) => number {
+  const choose = modelBatches(config);
+  const chosen = new Map<string, number>();
+  return (model) => {
+    let batch = chosen.get(model);
+    if (batch === undefined) {
+      const choice = choose(model);
+      logger.info({ model, batch: choice.batch }, `${model} runs in batches of up to ${choice.batch} (from ${choice.from})`);
+      chosen.set(model, (batch = choice.batch));
+    }
+    return batch;
+  };
 }
 
 /** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */

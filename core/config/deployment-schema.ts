@@ -203,12 +203,12 @@ export const deploymentSchema = z.strictObject({
     .default({ allowedHosts: [], sources: { schemes: ['rtsp', 'rtmp', 'http', 'https'], directories: ['.'] } }),
   backend: z
     .strictObject({
-      /** Frames per model run. */
-      batch: z.number().int().positive().max(64).default(4),
+      /** Frames per model run, for every model. Unset: per model, the fastest batch in this machine's profile (cli/batch-sizes.ts), else 4. */
+      batch: z.number().int().positive().max(64).optional(),
       /** Model-runtime worker threads. */
       threads: z.number().int().positive().max(64).default(1),
     })
-    .default({ batch: 4, threads: 1 }),
+    .default({ threads: 1 }),
   ingest: z
     .strictObject({
       /**
