@@ -26,7 +26,7 @@ export {
   type SharedPrefix,
   type SubgraphBounds,
 } from './onnx/index.js';
-export { decodeJpeg, encodeJpeg, type RgbImage } from './image/index.js';
+export { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type RgbImage } from './image/index.js';
 export { cpuDeviceName, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
 export {
   chooseBatch,

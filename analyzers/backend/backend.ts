@@ -36,7 +36,7 @@ import {
   type Stats,
   type Task,
 } from '../../core/index.js';
-import { decodeJpeg, encodeJpeg, type RgbImage } from '../image/index.js';
+import { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type RgbImage } from '../image/index.js';
 import { cropImage, type Executed, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { cropRegion, passesFilter, shiftBox, shiftOutput } from './edges.js';
@@ -109,7 +109,10 @@ interface PlannedNode {
 interface Work {
   planned: PlannedNode;
   frame: FrameRef;
-  image: RgbImage;
+  /** Handed to the model as it is: a JPEG is decoded by the model's pre-processing, at the model's size. */
+  image: ImageInput;
+  /** The same image decoded, once, for the crops of a region or of child stages. */
+  pixels: () => Promise<RgbImage>;
   offset: { x: number; y: number };
   inputId: string;
   lineage: string[];
@@ -185,7 +188,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     logger,
   });
   /** Queues one image for its node's session; resolves with the image's output when its batch finishes. */
-  const infer = async ({ app, node }: PlannedNode, image: RgbImage, params: unknown, deadlineMs: number): Promise<NodeOutput> => {
+  const infer = async ({ app, node }: PlannedNode, image: ImageInput, params: unknown, deadlineMs: number): Promise<NodeOutput> => {
     const session = await hosting.serving(app.spec.name, node.id, node.model);
     const submitted = Date.now();
     stats.arrival(session);
@@ -235,9 +238,17 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const runNode = async (work: Work, out: Outbox): Promise<void> => {
     const { planned, frame } = work;
     const { app, node } = planned;
-    // A node with a region runs on that part of its input only (a HUD's corner).
-    const { image, offset } = node.region ? regionOf(work.image, work.offset, node.region) : work;
     let output: NodeOutput;
+    let part: ReturnType<typeof regionOf> | undefined;
+    try {
+      // A node with a region runs on that part of its input only (a HUD's corner).
+      if (node.region) part = regionOf(await work.pixels(), work.offset, node.region);
+    } catch (err) {
+      drop(out, work.lineage.length === 0 ? 'frame' : 'task', 'image-decode', `${app.spec.name}/${node.id}: ${describeError(err)}`, { source: frame.source, seq: frame.seq });
+      return;
+    }
+    const { image, offset } = part ?? work;
+    const pixels = part ? () => Promise.resolve(part.image) : work.pixels;
     try {
       if (work.localOutput) status.localOutputs += 1;
       output = work.localOutput ?? (await infer(planned, image, planned.params, realtime(frame.source) ? work.deadlineMs : Infinity));
@@ -253,7 +264,14 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       status.rowsByTable[row.table] = (status.rowsByTable[row.table] ?? 0) + 1;
       post(out, Topics.results, { key: frame.source, value: resultRowContract.encode(row), headers: resultRowContract.headers });
     }
-    if (output.kind !== 'detections') return;
+    if (output.kind !== 'detections' || planned.children.length === 0) return;
+    let whole: RgbImage;
+    try {
+      whole = await pixels();
+    } catch (err) {
+      drop(out, work.lineage.length === 0 ? 'frame' : 'task', 'image-decode', `${app.spec.name}/${node.id}: crops for the next stages: ${describeError(err)}`, { source: frame.source, seq: frame.seq });
+      return;
+    }
     const bounds = { x1: offset.x, y1: offset.y, x2: offset.x + image.width, y2: offset.y + image.height };
     for (const child of planned.children) {
       let children = 0;
@@ -262,7 +280,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
         const region = cropRegion(detection.box, child.edge.cropPadding, bounds);
         if (region.x2 - region.x1 < 2 || region.y2 - region.y1 < 2) continue;
         children += 1;
-        const crop = cropImage(image, shiftBox(region, -offset.x, -offset.y));
+        const crop = cropImage(whole, shiftBox(region, -offset.x, -offset.y));
         const task: Task = {
           app: app.spec.name,
           node: child.node.id,
@@ -303,12 +321,17 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     const planned = apps.flatMap((app) => roots.get(app) ?? []);
     if (planned.length === 0) return drop(out, 'frame', 'no-app', `no app analyzes source ${frame.source}`, at);
     for (const app of apps) stats.frame(app);
-    let image: RgbImage;
+    // Decoded here when a crop will need the pixels; otherwise each model's pre-processing
+    // decodes the JPEG straight to its input size (shrunk on load), and nothing else does.
+    const crops = planned.some((p) => p.children.length > 0 || p.node.region);
+    let image: ImageInput;
     try {
-      image = await decodeJpeg(frame.jpeg);
+      image = crops ? await decodeJpeg(frame.jpeg) : await jpegImage(frame.jpeg);
     } catch (err) {
       return drop(out, 'frame', 'image-decode', describeError(err), at);
     }
+    let decoded: Promise<RgbImage> | undefined;
+    const pixels = (): Promise<RgbImage> => (decoded ??= pixelsOf(image));
     await Promise.all(
       planned.map((p) => {
         const local = frame.local?.find((l) => l.app === p.app.spec.name && l.node === p.node.id);
@@ -316,6 +339,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           planned: p,
           frame,
           image,
+          pixels,
           offset: { x: 0, y: 0 },
           inputId: frameId(p.app.spec.name, frame.source, frame.seq),
           lineage: [],
@@ -357,6 +381,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       planned,
       frame,
       image,
+      pixels: () => Promise.resolve(image),
       offset: { x: task.region?.x1 ?? 0, y: task.region?.y1 ?? 0 },
       inputId: task.lineage.at(-1) ?? root,
       lineage: task.lineage,

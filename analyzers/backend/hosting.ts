@@ -1,5 +1,5 @@
 import type { Logger, NodeOutput, Plan, ResolvedModel } from '../../core/index.js';
-import type { RgbImage } from '../image/index.js';
+import type { ImageInput } from '../image/index.js';
 import { loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import type { ExecutableSession, Executor } from './executor.js';
@@ -8,7 +8,7 @@ import { createLatencyEstimate, type LatencyEstimate } from './latency-estimate.
 
 /** A request waiting in a session's queue, settled when its batch finishes or is dropped. */
 export interface Request {
-  image: RgbImage;
+  image: ImageInput;
   params: unknown;
   resolve: (output: NodeOutput) => void;
   reject: (err: unknown) => void;

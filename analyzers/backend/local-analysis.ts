@@ -26,7 +26,7 @@ import {
   type ResolvedModel,
   type SourceConfig,
 } from '../../core/index.js';
-import { decodeJpeg } from '../image/index.js';
+import { jpegImage } from '../image/index.js';
 import { loadModelRunner, type ModelRunner } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 
@@ -126,7 +126,7 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
         if (estimateMs !== undefined && estimateMs > leftMs) return frame;
         const model = await runner!;
         const started = Date.now();
-        const image = await decodeJpeg(frame.jpeg);
+        const image = await jpegImage(frame.jpeg); // decoded by the model's pre-processing, at its size
         const outputs = await model.run(nodes.map(() => image), nodes.map((n) => n.params));
         const tookMs = Date.now() - started;
         estimateMs = estimateMs === undefined ? tookMs : EWMA_WEIGHT * tookMs + (1 - EWMA_WEIGHT) * estimateMs;

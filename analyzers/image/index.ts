@@ -1,2 +1,2 @@
-export { decodeJpeg, encodeJpeg, type RgbImage } from './jpeg.js';
+export { decodeJpeg, encodeJpeg, isJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type RgbImage } from './jpeg.js';
 export { placeImage, type Placement } from './letterbox.js';

@@ -9,6 +9,37 @@ export interface RgbImage {
 }
 
 
+/**
+ * An image still JPEG-encoded, its size read from its header: decoded only where pixels are
+ * needed, and then straight to the size wanted (a model's letterbox decodes it shrunk on load).
+ */
+export interface JpegImage {
+  width: number;
+  height: number;
+  jpeg: Uint8Array;
+}
+
+/** What a model can be given: pixels, or a JPEG its pre-processing decodes. */
+export type ImageInput = RgbImage | JpegImage;
+
+export const isJpeg = (image: ImageInput): image is JpegImage => 'jpeg' in image;
+
+/** The image's pixels: itself, or its JPEG decoded. */
+export function pixelsOf(image: ImageInput): Promise<RgbImage> {
+  return isJpeg(image) ? decodeJpeg(image.jpeg) : Promise.resolve(image);
+}
+
+/** A JPEG's size from its header (no decoding); a PanoptesError when it is not a readable JPEG. */
+export async function jpegImage(jpeg: Uint8Array): Promise<JpegImage> {
+  try {
+    const { width, height, format } = await sharp(jpeg).metadata();
+    if (format !== 'jpeg' || !width || !height) throw new Error(`not a JPEG image (${format ?? 'unknown format'})`);
+    return { width, height, jpeg };
+  } catch (err) {
+    throw new PanoptesError(ErrorCode.ImageDecode, `cannot read JPEG (${jpeg.length} bytes): ${(err as Error).message}`, { cause: err });
+  }
+}
+
 export async function decodeJpeg(jpeg: Uint8Array): Promise<RgbImage> {
   try {
     const { data, info } = await sharp(jpeg, { failOn: 'error' }).removeAlpha().toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });

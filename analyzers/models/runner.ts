@@ -1,10 +1,11 @@
 import type { z } from 'zod';
 import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
-import type { RgbImage } from './types.js';
+import type { ImageInput } from '../image/index.js';
 
 /**
- * A model from the zoo, ready to run on decoded images: pre-processing, the runtime call and
- * post-processing behind one function. Boxes in outputs are in the pixels of the image given.
+ * A model from the zoo, ready to run on images (pixels, or JPEGs its pre-processing decodes):
+ * pre-processing, the runtime call and post-processing behind one function. Boxes in outputs are
+ * in the pixels of the image given.
  */
 export interface ModelRunner<Params = unknown> {
   readonly spec: ResolvedModel;
@@ -15,11 +16,11 @@ export interface ModelRunner<Params = unknown> {
    * `prepare` (CPU: resize, letterbox, stack; native where it resamples), `execute` (the
    * runtime), `finish` (CPU: decode).
    */
-  prepare(images: readonly RgbImage[], params: readonly Params[]): Promise<Prepared>;
+  prepare(images: readonly ImageInput[], params: readonly Params[]): Promise<Prepared>;
   execute(prepared: Prepared): Promise<Executed>;
   finish(executed: Executed): NodeOutput[];
   /** The three phases back to back. */
-  run(images: readonly RgbImage[], params: readonly Params[]): Promise<NodeOutput[]>;
+  run(images: readonly ImageInput[], params: readonly Params[]): Promise<NodeOutput[]>;
   dispose(): Promise<void>;
 }
 
@@ -39,7 +40,7 @@ export interface Executed {
 export function phasedRunner<Params, P extends Prepared, E extends Executed>(runner: {
   spec: ResolvedModel;
   parseParams(params: Record<string, unknown>): Params;
-  prepare(images: readonly RgbImage[], params: readonly Params[]): P | Promise<P>;
+  prepare(images: readonly ImageInput[], params: readonly Params[]): P | Promise<P>;
   execute(prepared: P): Promise<E>;
   finish(executed: E): NodeOutput[];
   dispose(): Promise<void>;

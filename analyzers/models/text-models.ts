@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import { pixelsOf } from '../image/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { ctcDecode, decodeDet, loadCharset, preprocessDet, preprocessRec } from './ocr/index.js';
 import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
@@ -23,7 +24,10 @@ export async function loadTextDetector(spec: ResolvedModel, runtime: ModelRuntim
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(detParams, spec, params),
-    prepare: (images, params) => ({ size: images.length, inputs: images.map((image, i) => ({ prepared: preprocessDet(image, { limitSideLen: params[i]!.limitSideLen }), params: params[i]! })) }),
+    prepare: async (images, params) => {
+      const decoded = await Promise.all(images.map(pixelsOf));
+      return { size: images.length, inputs: decoded.map((image, i) => ({ prepared: preprocessDet(image, { limitSideLen: params[i]!.limitSideLen }), params: params[i]! })) };
+    },
     async execute({ size, inputs }) {
       // One run per image: their sizes differ, so they do not stack.
       const maps = [];
@@ -62,7 +66,7 @@ export async function loadTextRecognizer(spec: ResolvedModel, runtime: ModelRunt
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(recParams, spec, params),
-    prepare: (images, params) => ({ size: images.length, input: preprocessRec([...images]), sizes: images.map((i) => ({ width: i.width, height: i.height })), params }),
+    prepare: async (images, params) => ({ size: images.length, input: preprocessRec(await Promise.all(images.map(pixelsOf))), sizes: images.map((i) => ({ width: i.width, height: i.height })), params }),
     async execute({ size, input, sizes, params }) {
       const result = await model.run({ [model.inputNames[0] ?? 'x']: input });
       const logits = result[model.outputNames[0] ?? ''];

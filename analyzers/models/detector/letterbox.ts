@@ -1,5 +1,5 @@
 import { ErrorCode, PanoptesError } from '../../../core/index.js';
-import { placeImage, type Placement } from '../../image/index.js';
+import { isJpeg, placeImage, type ImageInput, type Placement } from '../../image/index.js';
 import type { Box, Letterbox, RgbImage, TensorData } from '../types.js';
 
 /**
@@ -194,14 +194,17 @@ export function letterboxBatch(images: readonly RgbImage[], inputSize: number, m
  * (`placement`), at most half a model pixel from where the exact letterbox puts it; the
  * letterbox returned stays the exact one, so `sourceSize` still recovers the image's size.
  */
-export async function letterboxBatchNative(images: readonly RgbImage[], inputSize: number, model: string): Promise<{ input: TensorData; letterboxes: Letterbox[] }> {
+export async function letterboxBatchNative(images: readonly ImageInput[], inputSize: number, model: string): Promise<{ input: TensorData; letterboxes: Letterbox[] }> {
   const block = inputSize * inputSize * 3;
   const data = new Float32Array(images.length * block);
   const letterboxes = await Promise.all(
     images.map(async (image, i) => {
-      checkImage(image, i, model);
+      if (!isJpeg(image)) checkImage(image, i, model);
       const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
-      data.set(await placeImage(image, placement(image, lb), inputSize, inputSize), i * block);
+      const placed = await placeImage(image, placement(image, lb), inputSize, inputSize).catch((err: unknown) => {
+        throw new PanoptesError(ErrorCode.ImageDecode, `${model}: image ${i}: ${(err as Error).message}`, { cause: err, details: { index: i } });
+      });
+      data.set(placed, i * block);
       return lb;
     }),
   );
