@@ -189,7 +189,9 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   config.sources.forEach(noteSource);
   const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
-  const runtime = roles.has('backend') ? createOnnxRuntime({ workers: backendConfig.threads, logger }) : undefined;
+  const runtime = roles.has('backend')
+    ? createOnnxRuntime({ workers: backendConfig.threads, spinning: backendConfig.spinning, ...(backendConfig.intraOpThreads ? { intraOpThreads: backendConfig.intraOpThreads } : {}), logger })
+    : undefined;
   const batchOf = runtime && ownBatches(config, logger);
   const backend = runtime && batchOf && createBackend({
     id: `${process.pid}-0`,

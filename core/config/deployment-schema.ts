@@ -205,10 +205,14 @@ export const deploymentSchema = z.strictObject({
     .strictObject({
       /** Frames per model run, for every model. Unset: per model, the fastest batch in this machine's profile (cli/batch-sizes.ts), else 4. */
       batch: z.number().int().positive().max(64).optional(),
-      /** Model-runtime worker threads. */
+      /** Model-runtime worker threads; each takes whole batches. */
       threads: z.number().int().positive().max(64).default(1),
+      /** Threads onnxruntime uses inside one run. Unset: the cores divided among `threads`. */
+      intraOpThreads: z.number().int().positive().max(256).optional(),
+      /** onnxruntime's threads spin between runs instead of sleeping (steadier latency on cores of their own). */
+      spinning: z.boolean().default(false),
     })
-    .default({ threads: 1 }),
+    .default({ threads: 1, spinning: false }),
   ingest: z
     .strictObject({
       /**

@@ -86,6 +86,8 @@ describe('parseConfig', () => {
     expect(config.sources[0]).toMatchObject({ id: 'cam-1', path: 'clip.mp4', apps: ['traffic'], fps: 2, speed: 'max', loop: false, optional: false });
     expect(config.bus).toEqual({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 });
     expect(config.dataDir).toBe('./data');
+    // No batch: each model's comes from this machine's profile (cli/batch-sizes.ts).
+    expect(config.backend).toEqual({ threads: 1, spinning: false });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.sources)).toBe(true);
     expect(Object.isFrozen(config.sources[0])).toBe(true);
@@ -218,16 +220,16 @@ sink:
   });
 
   it('rejects out-of-range values, naming the value and the bound', () => {
-    const text = deployment(GOOD_SOURCE.replace('fps: 2', 'fps: 500'), 'bus:\n  partitions: 0\n');
+    const text = deployment(GOOD_SOURCE.replace('fps: 2', 'fps: 500'), 'bus:\n  partitions: 0\nbackend:\n  intraOpThreads: 0\n');
     const { err, issues } = invalid(() => parseConfig(deploymentSchema, text, file));
-    expect(issues.map((i) => i.path).sort()).toEqual(['bus.partitions', 'sources[0].fps']);
+    expect(issues.map((i) => i.path).sort()).toEqual(['backend.intraOpThreads', 'bus.partitions', 'sources[0].fps']);
     const fps = issues.find((i) => i.path === 'sources[0].fps');
     expect(fps?.message).toContain('500');
     expect(fps?.message).toContain('120');
     const partitions = issues.find((i) => i.path === 'bus.partitions');
     expect(partitions?.line).toBe(3);
     expect(partitions?.message).toContain('0');
-    expect(err.message).toContain('(2 problems)');
+    expect(err.message).toContain('(3 problems)');
   });
 
   it('rejects an unknown enum value, listing the allowed ones', () => {
