@@ -123,6 +123,14 @@ interface Work {
   after?: Promise<unknown>;
 }
 
+/** A task's raw pixels, checked against the size it says. */
+function rawImage({ width, height }: { width: number; height: number }, data: Uint8Array): RgbImage {
+  if (data.length !== width * height * 3) {
+    throw new PanoptesError(ErrorCode.ImageDecode, `a ${width}x${height} RGB crop needs ${width * height * 3} bytes, got ${data.length}`);
+  }
+  return { width, height, data };
+}
+
 /** The part of an input image a node's region (fractions of it) names, and where it lies in the frame. */
 function regionOf(image: RgbImage, offset: { x: number; y: number }, region: Box): { image: RgbImage; offset: { x: number; y: number } } {
   const box = { x1: Math.floor(region.x1 * image.width), y1: Math.floor(region.y1 * image.height), x2: Math.ceil(region.x2 * image.width), y2: Math.ceil(region.y2 * image.height) };
@@ -294,7 +302,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
           frameWidth: frame.width,
           frameHeight: frame.height,
           lineage: [...work.lineage, outputId(work.inputId, node.id, i)],
-          jpeg: await encodeJpeg(crop),
+          // On Kafka a JPEG (bandwidth); in process the pixels themselves.
+          ...(options.bus.kind === 'memory' ? { pixels: { width: crop.width, height: crop.height }, jpeg: crop.data } : { jpeg: await encodeJpeg(crop) }),
         };
         post(out, Topics.tasks(child.node.model), { key: frame.source, value: taskContract.encode(task), headers: taskContract.headers });
       }
@@ -364,7 +373,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     if (!planned) return drop(out, 'task', 'unknown-node', `no node ${task.node} in app ${task.app} here`, at);
     let image: RgbImage;
     try {
-      image = await decodeJpeg(task.jpeg);
+      image = task.pixels ? rawImage(task.pixels, task.jpeg) : await decodeJpeg(task.jpeg);
     } catch (err) {
       return drop(out, 'task', 'image-decode', describeError(err), at);
     }

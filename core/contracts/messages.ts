@@ -90,6 +90,11 @@ const taskHeader = z.object({
   frameHeight: count.optional(),
   /** Row ids of the results this task descends from, root first. */
   lineage: z.array(z.string()),
+  /**
+   * Set on the in-process bus, where a crop travels as the pixels it was cut from the decoded
+   * frame (never encoded): `jpeg` then holds raw RGB of this size. Absent: `jpeg` is a JPEG.
+   */
+  pixels: z.object({ width: count, height: count }).optional(),
 });
 export type Task = z.infer<typeof taskHeader> & { jpeg: Uint8Array };
 

@@ -13,6 +13,7 @@ import {
   projectRoot,
   resultRowContract,
   silentLogger,
+  taskContract,
   Topics,
   type BusMessage,
   type Drop,
@@ -105,6 +106,19 @@ describe('backend', () => {
     expect(stats.every((s) => s.backend === 'test-0' && s.toMs >= s.fromMs)).toBe(true);
     const framesSeen = stats.flatMap((s) => s.apps ?? []).filter((a) => a.app === 'traffic');
     expect(framesSeen.length).toBeGreaterThan(0);
+  });
+
+  it('runs a crop that travels as raw pixels, and drops one whose bytes do not match its size', async () => {
+    const crop = (seq: number, bytes: number) =>
+      taskContract.encode({
+        app: 'traffic', node: 'find-plate', source: 'room', frameSeq: seq, captureTimeMs: Date.now(), deadlineMs: Date.now() + 60_000, budgetMs: 60_000,
+        region: { x1: 0, y1: 0, x2: 40, y2: 20 }, frameWidth: 768, frameHeight: 432, lineage: [`plate-${seq}`], pixels: { width: 40, height: 20 }, jpeg: new Uint8Array(bytes).fill(128),
+      });
+    const tasksBefore = backend.status().tasks;
+    await bus.producer().send(Topics.tasks('ppocr-det'), [{ key: 'room', value: crop(40, 40 * 20 * 3) }, { key: 'room', value: crop(41, 17) }]);
+    await waitFor(() => backend.status().tasks === tasksBefore + 2 && drops.some((d) => d.frameSeq === 41), 'both crops handled');
+    expect(drops.find((d) => d.frameSeq === 41)).toMatchObject({ what: 'task', why: 'image-decode', detail: expect.stringContaining('40x20 RGB crop needs 2400 bytes, got 17') });
+    expect(drops.some((d) => d.frameSeq === 40)).toBe(false);
   });
 
   it('drops a real-time frame that can no longer meet its SLO, with the reason, and stores nothing for it', async () => {
