@@ -23,8 +23,8 @@ export interface HostingOptions {
   models: Readonly<Record<string, ResolvedModel>>;
   runtime: ModelRuntime;
   executor: Executor<Request, Prepared, Executed>;
-  /** Target batch of a model's own session: one for every model, or per model. */
-  batch: number | ((model: string) => number);
+  /** Target batch of a model's own session. */
+  batch: (model: string) => number;
   /** A batch ran: its session and size. */
   onBatch: (session: string, size: number) => void;
   logger: Logger;
@@ -181,17 +181,15 @@ export function createHosting(options: HostingOptions): Hosting {
     logger.info({ epoch: next.epoch, sessions: planned.map((s) => `${s.id}:${s.targetBatch}`) }, 'following plan');
   };
 
-  const ownBatch = (model: string): number => (typeof options.batch === 'number' ? options.batch : options.batch(model));
-
   return {
     async start(models) {
-      const sessions = await Promise.all([...new Set(models)].map((model) => session(model, model, ownBatch(model))));
+      const sessions = await Promise.all([...new Set(models)].map((model) => session(model, model, options.batch(model))));
       setRotation(sessions);
       await warmUp(sessions);
     },
     async serving(app, node, model) {
       const planned = built.get(plan?.hosted.get(`${app}/${node}`) ?? '');
-      return (await (planned?.ready ?? session(model, model, ownBatch(model)))).id;
+      return (await (planned?.ready ?? session(model, model, options.batch(model)))).id;
     },
     enqueue(id, request) {
       const s = built.get(id)?.session;
