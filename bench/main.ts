@@ -5,7 +5,7 @@
 //   npm run bench -- sink
 //   npm run bench -- backend
 //   npm run bench -- ingest
-//   npm run bench -- peer [--batch N]
+//   npm run bench -- peer [--batch N] [--threads N]
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

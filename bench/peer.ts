@@ -2,8 +2,10 @@
 // the same clip and model: `bench/peers/detect.py` (OpenCV decodes and letterboxes, onnxruntime
 // runs CenterNet, rows go to a CSV, one frame at a time). Its virtual environment is created
 // from PyPI on first use under `.cache/peer-venv`. Also measured: the model alone at its best
-// batch size (batch 1 or 4) on letterboxed frames, the ceiling of both. `--batch N` sets the
-// pipeline's batch (default: per model from this machine's profile, cli/batch-sizes.ts).
+// batch size (batch 1 or 4) on letterboxed frames, with the pipeline's model threads: the
+// ceiling of both. `--batch N` sets the pipeline's batch (default: per model from this
+// machine's profile, cli/batch-sizes.ts); `--threads N` its model threads (`backend.threads`,
+// batches run at once, each on the cores divided among them; default 1).
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -44,29 +46,34 @@ async function peerFps(interpreter: string, dir: string): Promise<{ fps: number;
   return JSON.parse(stdout.trim().split('\n').at(-1)!) as { fps: number; frames: number; detections: number };
 }
 
-/** CenterNet alone (the runtime call, no pre- or post-processing) at batch 1 and 4: the faster. */
+/**
+ * CenterNet alone (the runtime call, no pre- or post-processing) at batch 1 and 4, the faster,
+ * with the deployment's model threads each running batches one after another.
+ */
 async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batch: number }> {
+  const threads = config.deployment.backend.threads;
   const images: RgbImage[] = [];
   for await (const frame of createFileSource({ id: 'road', path: clip, speed: 'max', loop: false, logger }).frames()) {
     images.push(await decodeJpeg(frame.jpeg));
     if (images.length === 4) break;
   }
-  const runtime = createOnnxRuntime({ logger });
+  const runtime = createOnnxRuntime({ logger, workers: threads });
   try {
     const runner = await loadModelRunner(config.models.centernet!, runtime);
     const params = runner.parseParams(config.apps.detect!.nodes[0]!.params);
     let best = { fps: 0, batch: 1 };
     for (const batch of [1, 4]) {
       const prepared = () => runner.prepare(images.slice(0, batch), images.slice(0, batch).map(() => params));
-      await runner.execute(await prepared()); // warm-up
-      let seconds = 0;
-      for (let done = 0; done < MODEL_FRAMES; done += batch) {
-        const input = await prepared(); // the input is handed over to the model's thread: one each run
-        const started = process.hrtime.bigint();
-        await runner.execute(input);
-        seconds += Number(process.hrtime.bigint() - started) / 1e9;
-      }
-      const fps = MODEL_FRAMES / seconds;
+      // The input is handed over to the model's thread: one for each run, prepared ahead.
+      const inputs = await Promise.all(Array.from({ length: MODEL_FRAMES / batch + threads }, prepared));
+      await Promise.all(inputs.splice(0, threads).map((input) => runner.execute(input))); // warm-up
+      const started = process.hrtime.bigint();
+      await Promise.all(
+        Array.from({ length: threads }, async () => {
+          for (let input = inputs.pop(); input; input = inputs.pop()) await runner.execute(input);
+        }),
+      );
+      const fps = MODEL_FRAMES / (Number(process.hrtime.bigint() - started) / 1e9);
       console.log(`model alone, batch ${batch}: ${fps.toFixed(1)} frames/s`);
       if (fps > best.fps) best = { fps, batch };
     }
@@ -78,11 +85,11 @@ async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batc
 }
 
 /** The bench deployment: every frame of the clip through the detect app, as fast as it goes. */
-function benchConfig(dataDir: string, batch: number | undefined): CompiledConfig {
+function benchConfig(dataDir: string, batch: number | undefined, threads: number | undefined): CompiledConfig {
   const deployment = deploymentSchema.parse({
     apps: [DETECT_APP],
     sources: [{ id: 'road', path: clip, apps: ['detect'], speed: 'max' }],
-    ...(batch ? { backend: { batch } } : {}),
+    backend: { ...(batch ? { batch } : {}), ...(threads ? { threads } : {}) },
   });
   return compileDeployment(deployment, join(root, 'configs/bench.yaml'), { dataDir });
 }
@@ -92,10 +99,18 @@ async function pipelineFps(config: CompiledConfig): Promise<{ fps: number; frame
   return { fps: summary.frames / (summary.processingMs / 1000), frames: summary.frames, detections: summary.detections };
 }
 
+/** `--name N`: a positive integer, or undefined when not given. */
+function countArg(args: readonly string[], name: string): number | undefined {
+  const at = args.indexOf(name);
+  if (at < 0) return undefined;
+  const value = Number(args[at + 1]);
+  if (!(Number.isInteger(value) && value > 0)) throw new Error(`${name} takes a positive integer, got ${args[at + 1]}`);
+  return value;
+}
+
 export async function peerBench(args: readonly string[]): Promise<void> {
-  const batchArg = args.indexOf('--batch');
-  const batch = batchArg >= 0 ? Number(args[batchArg + 1]) : undefined;
-  if (batch !== undefined && !(Number.isInteger(batch) && batch > 0)) throw new Error(`--batch takes a positive integer, got ${args[batchArg + 1]}`);
+  const batch = countArg(args, '--batch');
+  const threads = countArg(args, '--threads');
   if (!existsSync(clip)) throw new Error(`the peer benchmark needs ${clip} (../shared/footage beside the project)`);
   const interpreter = await peerPython();
   if (typeof interpreter !== 'string') {
@@ -106,14 +121,14 @@ export async function peerBench(args: readonly string[]): Promise<void> {
   try {
     // Peer, pipeline, peer again: a change in machine load shows in both peer runs.
     const peerBefore = await peerFps(interpreter, dir);
-    const config = benchConfig(join(dir, 'data'), batch);
+    const config = benchConfig(join(dir, 'data'), batch, threads);
     const pipeline = await pipelineFps(config);
     const peerAfter = await peerFps(interpreter, dir);
     const model = await modelOnlyFps(config);
     const peer = (peerBefore.fps + peerAfter.fps) / 2;
     console.log(`peer script (OpenCV + onnxruntime, one frame at a time): ${peerBefore.fps.toFixed(1)} / ${peerAfter.fps.toFixed(1)} frames/s before / after, ${peerBefore.frames} frames, ${peerBefore.detections} detections`);
-    console.log(`embedded pipeline: ${pipeline.fps.toFixed(1)} frames/s, ${pipeline.frames} frames, ${pipeline.detections} detections`);
-    console.log(JSON.stringify({ pipelineFps: round(pipeline.fps), peerFps: round(peer), ratio: round(pipeline.fps / peer, 3), modelOnlyFps: round(model.fps), modelOnlyBatch: model.batch }));
+    console.log(`embedded pipeline: ${pipeline.fps.toFixed(1)} frames/s, ${pipeline.frames} frames, ${pipeline.detections} detections, ${config.deployment.backend.threads} model thread(s)`);
+    console.log(JSON.stringify({ pipelineFps: round(pipeline.fps), peerFps: round(peer), ratio: round(pipeline.fps / peer, 3), modelOnlyFps: round(model.fps), modelOnlyBatch: model.batch, threads: config.deployment.backend.threads }));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

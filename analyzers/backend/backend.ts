@@ -176,6 +176,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const producer = options.bus.producer();
   const executor = createExecutor<Request, Prepared, Executed>({
     policy: options.dropPolicy ?? 'early',
+    lanes: options.runtime.lanes,
     now: Date.now,
     onDrop: (_, dropped) => {
       for (const r of dropped) r.item.reject(new DeadlineMissed());

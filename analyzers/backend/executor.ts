@@ -19,6 +19,13 @@ export interface ExecutableSession<T, P, R> {
 
 export interface ExecutorOptions<T> {
   policy: DropPolicy;
+  /**
+   * Batches that execute at once: the runtime's worker threads, each with its share of the
+   * cores. On a GPU one (Nexus: exclusive use of the device); on a CPU several batches on a
+   * core or two each run more frames a second than one batch on all of them.
+   * @defaultValue 1
+   */
+  lanes?: number;
   now: () => number;
   /** Requests that can no longer meet their deadline, with the session they were in. */
   onDrop: (session: string, dropped: Queued<T>[]) => void;
@@ -39,11 +46,12 @@ export interface Executor<T, P, R> {
 }
 
 /**
- * Runs sessions' batches one at a time (exclusive use of the device), round-robin in the order
+ * Runs sessions' batches in `lanes` (one: exclusive use of the device), round-robin in the order
  * given. At each session's turn the queue yields a batch by the drop policy (early drop, or the
- * lazy baseline); it does not wait for the target batch to fill. While batch k executes, the
- * next session with work prepares batch k+1, judged against the time k is expected to end;
- * batch k−1 finishes on the event loop meanwhile.
+ * lazy baseline); it does not wait for the target batch to fill. While batch k executes in a
+ * lane, the lane's next session with work prepares batch k+1, judged against the time k is
+ * expected to end; batch k−1 finishes on the event loop meanwhile. A lane starts only when there
+ * is a batch for it, and ends when it finds none.
  */
 export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T, P, R> {
   let sessions: ExecutableSession<T, P, R>[] = [];
@@ -53,8 +61,10 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   const finishing = new Set<Promise<void>>();
   /** Batches taken and not yet finished, per session. */
   const unfinished = new Map<string, number>();
+  const lanes = Math.max(1, options.lanes ?? 1);
   let turn = 0;
-  let running: Promise<void> | undefined;
+  /** Lanes running now. */
+  let active = 0;
   let wake: (() => void) | undefined;
 
   const queueOf = (id: string): SessionQueue<T> => {
@@ -110,8 +120,9 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       const startedMs = options.now();
       options.onExecute?.(session.id, batch.length, startedMs);
       const executing = prepared.then((p) => session.execute(p));
-      // Prepared now, run when this batch ends: judged against that end, not against now.
-      next = nextBatch(startedMs + session.latency(batch.length));
+      // Prepared now, run when this batch ends: judged against that end, not against now. Only
+      // when every lane is busy: an idle lane would run it at once instead.
+      next = active >= lanes ? nextBatch(startedMs + session.latency(batch.length)) : undefined;
       try {
         track(session, batch, await executing, undefined);
       } catch (err) {
@@ -121,14 +132,20 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     }
   }
 
+  // Only a session in the rotation can take its queue's turn; kicking for any other would spin.
+  const hasWork = (): boolean => sessions.some((s) => queueOf(s.id).length > 0);
+
   const kick = (): void => {
-    if (running) return;
-    running = loop().finally(() => {
-      running = undefined;
-      // Only a session in the rotation can take its queue's turn; re-kicking for any other would spin.
-      if (sessions.some((s) => queueOf(s.id).length > 0)) kick();
-      wake?.();
-    });
+    while (active < lanes) {
+      active += 1;
+      // A lane takes its first batch before `loop` first awaits, so `hasWork` below sees what is left.
+      void loop().finally(() => {
+        active -= 1;
+        if (hasWork()) kick();
+        if (active === 0) wake?.();
+      });
+      if (!hasWork()) return;
+    }
   };
 
   return {
@@ -149,8 +166,8 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     queued: () => Object.fromEntries([...queues].map(([id, q]) => [id, q.length])),
     inUse: () => new Set([...sessions.map((s) => s.id), ...unfinished.keys()]),
     async drain() {
-      while (running || finishing.size > 0) {
-        if (running) await new Promise<void>((resolve) => (wake = resolve));
+      while (active > 0 || finishing.size > 0) {
+        if (active > 0) await new Promise<void>((resolve) => (wake = resolve));
         await Promise.all([...finishing]);
       }
     },

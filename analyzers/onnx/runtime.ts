@@ -5,7 +5,7 @@ import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.j
 import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
 
 export interface OnnxRuntimeOptions {
-  /** Worker threads; each loads every model and takes whole batches. Default 1. */
+  /** Worker threads; each loads every model and runs one batch at a time. Default 1. */
   workers?: number;
   /** Threads onnxruntime uses inside one run. Default: the cores divided among the workers. */
   intraOpThreads?: number;
@@ -79,6 +79,7 @@ export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
 
   return {
     name: 'onnxruntime-node',
+    lanes: workerCount,
     async load({ name, file }): Promise<LoadedModel> {
       const modelId = `${name}#${++modelCount}`;
       const started = Date.now();

@@ -14,6 +14,8 @@ export type NamedTensors = Record<string, TensorData>;
  */
 export interface ModelRuntime {
   readonly name: string;
+  /** Batches it runs at once (its worker threads, each with its share of the cores). */
+  readonly lanes: number;
   load(model: { name: string; file: string }): Promise<LoadedModel>;
   close(): Promise<void>;
 }

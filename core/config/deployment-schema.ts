@@ -205,7 +205,7 @@ export const deploymentSchema = z.strictObject({
     .strictObject({
       /** Frames per model run, for every model. Unset: per model, the fastest batch in this machine's profile (cli/batch-sizes.ts), else 4. */
       batch: z.number().int().positive().max(64).optional(),
-      /** Model-runtime worker threads; each takes whole batches. */
+      /** Model-runtime worker threads: batches that run at once, each on the cores divided among them. The profiles, and so the plan, assume 1. */
       threads: z.number().int().positive().max(64).default(1),
       /** Threads onnxruntime uses inside one run. Unset: the cores divided among `threads`. */
       intraOpThreads: z.number().int().positive().max(256).optional(),

@@ -8,7 +8,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 /** What happened, in order, with times. */
 type Event = { at: number; what: 'prepare' | 'execute-start' | 'execute-end' | 'finish-start' | 'finish-end'; session: string; items: string[] };
 
-function harness(policy: DropPolicy = 'early', finishMs = 0) {
+function harness(policy: DropPolicy = 'early', finishMs = 0, lanes = 1) {
   const events: Event[] = [];
   const done: string[] = [];
   const dropped: string[] = [];
@@ -16,6 +16,7 @@ function harness(policy: DropPolicy = 'early', finishMs = 0) {
   let maxConcurrent = 0;
   const executor = createExecutor<string, string[], string[]>({
     policy,
+    lanes,
     now: () => performance.now(),
     onDrop: (_, requests) => dropped.push(...requests.map((r) => r.item)),
   });
@@ -77,6 +78,35 @@ describe('the executor', () => {
     // The second batch starts before the first has finished its (30 ms) post-processing.
     expect(at('execute-start', 'a2')).toBeLessThan(at('finish-end', 'a0'));
     expect(h.maxConcurrent()).toBe(1);
+  });
+
+  it('runs as many batches at once as it has lanes, and no more, each session still in turn', async () => {
+    const h = harness('early', 0, 2);
+    for (let i = 0; i < 8; i++) h.executor.submit('a', h.request(`a${i}`));
+    for (let i = 0; i < 4; i++) h.executor.submit('b', h.request(`b${i}`));
+    const started = performance.now();
+    h.executor.setSessions([h.session('a', 2, 40), h.session('b', 2, 40)]);
+    await h.executor.drain();
+
+    expect(h.maxConcurrent()).toBe(2);
+    // Taken in turn; which lane frees first decides the order they start in.
+    const taken = h.events.filter((e) => e.what === 'prepare').map((e) => `${e.session}:${e.items.join(',')}`);
+    expect(taken).toEqual(['a:a0,a1', 'b:b0,b1', 'a:a2,a3', 'b:b2,b3', 'a:a4,a5', 'a:a6,a7']);
+    expect(h.done.sort()).toEqual(['a0', 'a1', 'a2', 'a3', 'a4', 'a5', 'a6', 'a7', 'b0', 'b1', 'b2', 'b3']);
+    // Six batches of 40 ms in two lanes: three rounds, not six.
+    expect(performance.now() - started).toBeLessThan(5 * 40);
+  });
+
+  it('starts a second lane for a request that arrives while the first is busy', async () => {
+    const h = harness('early', 0, 2);
+    h.executor.setSessions([h.session('a', 4, 60)]);
+    h.executor.submit('a', h.request('first'));
+    await sleep(10);
+    h.executor.submit('a', h.request('second'));
+    await h.executor.drain();
+
+    const at = (what: Event['what'], item: string): number => h.events.find((e) => e.what === what && e.items[0] === item)!.at;
+    expect(at('execute-start', 'second')).toBeLessThan(at('execute-end', 'first'));
   });
 
   it('serves what a session holds when the plan moves it away, then lets it go', async () => {

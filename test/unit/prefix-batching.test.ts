@@ -28,6 +28,7 @@ const heads = await writeHeads(centernet, scratch, { heads: 2 });
 function countingRuntime(runtime: ModelRuntime, rows: Map<string, number[]>): ModelRuntime {
   return {
     name: runtime.name,
+    lanes: runtime.lanes,
     close: () => runtime.close(),
     async load(model) {
       const loaded = await runtime.load(model);
