@@ -11,16 +11,19 @@ export interface Placement {
 
 /**
  * The image resized to `place` and padded with black to `outWidth x outHeight`, in libvips on
- * libuv's threads (never the event loop): interleaved RGB bytes, row-major. A JPEG is decoded in
- * the same pass, shrunk on load where the target is smaller (libjpeg's scaled DCT).
+ * libuv's threads (never the event loop): interleaved RGB, row-major, as float32 0..255 (a
+ * model's input, widened by libvips too). A JPEG is decoded in the same pass, shrunk on load
+ * where the target is smaller (libjpeg's scaled DCT). The array owns its whole buffer, so it can
+ * be handed to a model's thread as it is.
  */
-export async function placeImage(image: ImageInput, place: Placement, outWidth: number, outHeight: number): Promise<Buffer> {
+export async function placeImage(image: ImageInput, place: Placement, outWidth: number, outHeight: number): Promise<Float32Array> {
   const input = isJpeg(image)
     ? sharp(image.jpeg, { failOn: 'error' }).removeAlpha().toColourspace('srgb')
     : sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } });
-  return input
+  const placed = await input
     .resize(place.width, place.height, { fit: 'fill', kernel: 'linear' })
     .extend({ top: place.top, left: place.left, bottom: outHeight - place.height - place.top, right: outWidth - place.width - place.left, background: { r: 0, g: 0, b: 0 } })
-    .raw()
+    .raw({ depth: 'float' })
     .toBuffer();
+  return new Float32Array(placed.buffer, placed.byteOffset, placed.byteLength / Float32Array.BYTES_PER_ELEMENT);
 }

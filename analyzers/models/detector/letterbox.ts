@@ -189,26 +189,33 @@ export function letterboxBatch(images: readonly RgbImage[], inputSize: number, m
 }
 
 /**
- * `letterboxBatch` in libvips (sharp), off the event loop: each image resized and padded in one
- * pass, its bytes widened to float32 by the typed-array copy. The image lands on whole pixels
+ * `letterboxBatch` in libvips (sharp), off the event loop: each image resized, padded and widened
+ * to float32 in one pass; a batch of one is the tensor itself. The image lands on whole pixels
  * (`placement`), at most half a model pixel from where the exact letterbox puts it; the
  * letterbox returned stays the exact one, so `sourceSize` still recovers the image's size.
  */
 export async function letterboxBatchNative(images: readonly ImageInput[], inputSize: number, model: string): Promise<{ input: TensorData; letterboxes: Letterbox[] }> {
-  const block = inputSize * inputSize * 3;
-  const data = new Float32Array(images.length * block);
-  const letterboxes = await Promise.all(
-    images.map(async (image, i) => {
-      if (!isJpeg(image)) checkImage(image, i, model);
-      const lb = letterboxFor(image.width, image.height, inputSize, inputSize);
-      const placed = await placeImage(image, placement(image, lb), inputSize, inputSize).catch((err: unknown) => {
+  const letterboxes = images.map((image, i) => {
+    if (!isJpeg(image)) checkImage(image, i, model);
+    return letterboxFor(image.width, image.height, inputSize, inputSize);
+  });
+  const placed = await Promise.all(
+    images.map((image, i) =>
+      placeImage(image, placement(image, letterboxes[i]!), inputSize, inputSize).catch((err: unknown) => {
         throw new PanoptesError(ErrorCode.ImageDecode, `${model}: image ${i}: ${(err as Error).message}`, { cause: err, details: { index: i } });
-      });
-      data.set(placed, i * block);
-      return lb;
-    }),
+      }),
+    ),
   );
+  const data = placed.length === 1 ? placed[0]! : stack(placed);
   return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
+}
+
+/** Equal-sized arrays one after another in one. */
+function stack(arrays: readonly Float32Array[]): Float32Array {
+  const block = arrays[0]?.length ?? 0;
+  const data = new Float32Array(arrays.length * block);
+  arrays.forEach((array, i) => data.set(array, i * block));
+  return data;
 }
 
 /** The letterbox's content rectangle rounded to whole model pixels, inside the input. */
