@@ -21,8 +21,8 @@ export interface ExecutorOptions<T> {
   policy: DropPolicy;
   /**
    * Batches that execute at once: the runtime's worker threads, each with its share of the
-   * cores. On a GPU one (Nexus: exclusive use of the device); on a CPU several batches on a
-   * core or two each run more frames a second than one batch on all of them.
+   * cores. On a GPU one (Nexus: exclusive use of the device); on a CPU, batches on a core each
+   * can run more frames a second than one batch on all of them (docs/performance.md).
    * @defaultValue 1
    */
   lanes?: number;
