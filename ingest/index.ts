@@ -16,15 +16,6 @@ export { backoffMs, createLiveSource, DEFAULT_BACKOFF, type Backoff, type LiveSo
 export { JpegSplitter, readJpegSize, type JpegSize, type JpegSplitterOptions } from './jpeg-splitter.js';
 export { createIngest, isLive, LATENCY_WINDOW, runIngest, type Ingest, type IngestOptions, type LocalAnalysis, type SourceMetrics, type SourceOrigin, type SourceResult } from './worker.js';
 export { ensureSyntheticClip, type SyntheticClip } from './synthetic.js';
-export {
-  chooseVariant,
-  createHlsStats,
-  followHls,
-  parseMasterPlaylist,
-  parseMediaPlaylist,
-  type FollowHlsOptions,
-  type HlsStats,
-  type HlsStream,
-  type HlsVariant,
-} from './hls.js';
+export { createHlsStats, followHls, type FollowHlsOptions, type HlsStats, type HlsStream } from './hls.js';
+export { chooseVariant, parseMasterPlaylist, parseMediaPlaylist, type HlsVariant } from './hls-playlist.js';
 export { resolveTwitch, twitchConnect, TWITCH_WEB_CLIENT_ID, type TwitchConnect, type TwitchOptions } from './twitch.js';

@@ -12,7 +12,9 @@
  * playlist (whose path is itself signed) only by channel and variant name.
  */
 import { ErrorCode, PanoptesError, redactUrl, silentLogger, type Logger } from '../core/index.js';
-import { chooseVariant, createHlsStats, followHls, httpRequest, parseMasterPlaylist, type HlsStats, type HlsStream, type HlsVariant } from './hls.js';
+import { createHlsStats, followHls, type HlsStats, type HlsStream } from './hls.js';
+import { chooseVariant, parseMasterPlaylist, type HlsVariant } from './hls-playlist.js';
+import { httpRequest } from './http.js';
 
 /** The Twitch web player's public client id, which streamlink uses for these private endpoints too. */
 export const TWITCH_WEB_CLIENT_ID = 'kimne78kx3ncx6brgo4mv6wki5h1ko';

@@ -15,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJpeg } from '../../analyzers/index.js';
 import { encodeSegments } from './hls-segments.js';
 import { ErrorCode, PanoptesError, type Frame } from '../../core/index.js';
-import { followHls, type HlsSegment, type HlsStream } from '../../ingest/hls.js';
+import { followHls, type HlsStream } from '../../ingest/hls.js';
+import type { HlsSegment } from '../../ingest/hls-playlist.js';
 import { createLiveSource } from '../../ingest/index.js';
 
 interface Entry {

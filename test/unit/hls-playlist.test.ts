@@ -7,7 +7,7 @@ import {
   parseAttributes,
   parseMasterPlaylist,
   parseMediaPlaylist,
-} from '../../ingest/hls.js';
+} from '../../ingest/hls-playlist.js';
 import { thrown } from '../helpers.js';
 
 const BASE = 'https://cdn.example/live/stream.m3u8?token=secret';
