@@ -343,8 +343,9 @@ function schedulerOptions(config: CompiledConfig, logger: Logger): Omit<EpochSer
     apps: apps.map((a) => ({ app: a.name, sloMs: a.sloMs, nodes: a.nodes.map(({ id, model }) => ({ id, model })), edges: a.edges.map(({ from, to }) => ({ from, to })) })),
     profileOf,
     epsilonMs: settings.epsilonMs,
-    epochMs: settings.epochS * 1000,
-    minEpochMs: settings.minEpochS * 1000,
+    // Unset, the scheduler's own defaults apply: they are defined there only.
+    ...(settings.epochS !== undefined ? { epochMs: settings.epochS * 1000 } : {}),
+    ...(settings.minEpochS !== undefined ? { minEpochMs: settings.minEpochS * 1000 } : {}),
     ...(settings.deviceMemoryMB ? { deviceMemoryMB: settings.deviceMemoryMB } : {}),
     logger,
   };

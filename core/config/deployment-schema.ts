@@ -174,9 +174,10 @@ export const deploymentSchema = z.strictObject({
       profiles: z.string().min(1).default('../profiles'),
       /** The device to plan for, when the profiles cover several. */
       device: z.string().min(1).optional(),
-      epochS: z.number().positive().default(30),
-      /** No two plans closer than this. */
-      minEpochS: z.number().positive().default(10),
+      /** Re-plan this often, s. Unset: the scheduler's default (scheduler/epoch.ts, 30). */
+      epochS: z.number().positive().optional(),
+      /** No two plans closer than this, s. Unset: the scheduler's default (10). */
+      minEpochS: z.number().positive().optional(),
       /** Discretization ε of the SLO split, ms. */
       epsilonMs: z.number().positive().default(10),
       /** One device's memory; sessions on a node must fit in it. */
