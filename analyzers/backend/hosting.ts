@@ -66,8 +66,12 @@ export function createHosting(options: HostingOptions): Hosting {
   const runners = new Map<string, Promise<ModelRunner>>();
   /** ℓ(b) per model, learned from its batches: a property of the model, shared by its sessions. */
   const estimates = new Map<string, LatencyEstimate>();
-  /** Models whose first run is over: that one plans and allocates, and would skew ℓ(b). */
-  const warm = new Set<string>();
+  /**
+   * Runs of each model so far, counted up to the runtime's lanes: each worker's first run of a
+   * model plans and allocates, and would skew ℓ(b).
+   */
+  const firstRuns = new Map<string, number>();
+  const lanes = options.runtime.lanes;
   const built = new Map<string, { model: string; ready: Promise<Session>; session?: Session }>();
   /** The sessions the executor runs, in order: the plan's first, then others that took requests. */
   let rotation: Session[] = [];
@@ -102,8 +106,9 @@ export function createHosting(options: HostingOptions): Hosting {
       async execute(prepared) {
         const started = performance.now();
         const executed = await runner.execute(prepared);
-        if (warm.has(model)) estimate.observe(prepared.size, performance.now() - started);
-        warm.add(model);
+        const runs = firstRuns.get(model) ?? 0;
+        if (runs >= lanes) estimate.observe(prepared.size, performance.now() - started);
+        else firstRuns.set(model, runs + 1);
         return executed;
       },
       async finish(requests, executed, error) {
@@ -138,8 +143,9 @@ export function createHosting(options: HostingOptions): Hosting {
   };
 
   /**
-   * Two blank batches through the executor (so they never overlap another batch): the first
-   * run of a model is slow, the second gives ℓ(B) for early drop before the first request.
+   * Blank batches through the executor (so they never take a lane from another batch): one for
+   * each of the runtime's workers, whose first run of a model is slow, and one more that gives
+   * ℓ(B) for early drop before the first request.
    */
   const warmUp = async (sessions: readonly Session[]): Promise<void> => {
     const cold = [...new Map(sessions.map((s) => [s.model, s])).values()].filter((s) => estimates.get(s.model)?.latency(s.targetBatch) === 0);
@@ -147,7 +153,7 @@ export function createHosting(options: HostingOptions): Hosting {
       cold.map(async (s) => {
         const params = (await runnerOf(s.model)).parseParams({});
         const image = { width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) };
-        return Array.from({ length: 2 * s.targetBatch }, () =>
+        return Array.from({ length: (lanes + 1) * s.targetBatch }, () =>
           new Promise<void>((resolve, reject) =>
             options.executor.submit(s.id, { deadlineMs: Infinity, item: { image, params, resolve: () => resolve(), reject, warmUp: true } }),
           ),
@@ -226,7 +232,7 @@ export function createHosting(options: HostingOptions): Hosting {
       const unused = [...runners].filter(([model]) => !needed.has(model));
       for (const [model] of unused) {
         runners.delete(model);
-        warm.delete(model);
+        firstRuns.delete(model);
         logger.info({ model }, 'model unloaded: no session uses it');
       }
       await Promise.all(unused.map(async ([, runner]) => (await runner).dispose()));

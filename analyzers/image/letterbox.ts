@@ -13,8 +13,8 @@ export interface Placement {
  * The image resized to `place` and padded with black to `outWidth x outHeight`, in libvips on
  * libuv's threads (never the event loop): interleaved RGB, row-major, as float32 0..255 (a
  * model's input, widened by libvips too). A JPEG is decoded in the same pass, shrunk on load
- * where the target is smaller (libjpeg's scaled DCT). The array owns its whole buffer, so it can
- * be handed to a model's thread as it is.
+ * where the target is smaller (libjpeg's scaled DCT). sharp's memory cannot be transferred to
+ * another thread: copy it into the model's input.
  */
 export async function placeImage(image: ImageInput, place: Placement, outWidth: number, outHeight: number): Promise<Float32Array> {
   const input = isJpeg(image)

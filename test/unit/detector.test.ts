@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { MessageChannel } from 'node:worker_threads';
 
 import * as ort from 'onnxruntime-node';
 import sharp from 'sharp';
@@ -14,6 +15,7 @@ import {
   cocoLabels,
   decodeCenternet,
   iou,
+  letterboxBatchNative,
   letterboxFor,
   nms,
   preprocessCenternet,
@@ -179,6 +181,17 @@ describe('preprocessCenternet', () => {
 
   it('rejects a buffer that does not match the size', () => {
     expect(() => preprocessCenternet([{ width: 10, height: 10, data: new Uint8Array(299) }])).toThrow(/not 10x10 RGB/);
+  });
+
+  it('in libvips, gives a batch of one or more in memory the model thread can take over, not a copy on every run', async () => {
+    for (const count of [1, 2]) {
+      const { input } = await letterboxBatchNative(Array.from({ length: count }, () => solid(40, 20, [200, 100, 50])), 32, 'test');
+      expect(input.data[32 * 8 * 3]).toBe(200); // the first pixel of the image's top row, red
+      const { port1 } = new MessageChannel();
+      port1.postMessage(input.data, [input.data.buffer as ArrayBuffer]);
+      port1.close();
+      expect(input.data.buffer.byteLength).toBe(0); // detached: moved, not cloned
+    }
   });
 });
 

@@ -190,7 +190,7 @@ export function letterboxBatch(images: readonly RgbImage[], inputSize: number, m
 
 /**
  * `letterboxBatch` in libvips (sharp), off the event loop: each image resized, padded and widened
- * to float32 in one pass; a batch of one is the tensor itself. The image lands on whole pixels
+ * to float32 in one pass, then copied into the tensor. The image lands on whole pixels
  * (`placement`), at most half a model pixel from where the exact letterbox puts it; the
  * letterbox returned stays the exact one, so `sourceSize` still recovers the image's size.
  */
@@ -206,14 +206,16 @@ export async function letterboxBatchNative(images: readonly ImageInput[], inputS
       }),
     ),
   );
-  const data = placed.length === 1 ? placed[0]! : stack(placed);
-  return { input: { data, dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
+  return { input: { data: stack(placed), dims: [images.length, inputSize, inputSize, 3], type: 'float32' }, letterboxes };
 }
 
-/** Equal-sized arrays one after another in one. */
+/**
+ * Equal-sized arrays one after another, in memory of their own that the model's thread can take
+ * over (sharp's cannot be transferred), not zero-filled first since every element is written.
+ */
 function stack(arrays: readonly Float32Array[]): Float32Array {
   const block = arrays[0]?.length ?? 0;
-  const data = new Float32Array(arrays.length * block);
+  const data = new Float32Array(Buffer.allocUnsafeSlow(arrays.length * block * Float32Array.BYTES_PER_ELEMENT).buffer);
   arrays.forEach((array, i) => data.set(array, i * block));
   return data;
 }

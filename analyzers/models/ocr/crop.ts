@@ -43,7 +43,8 @@ export function resizeRgb(image: RgbImage, width: number, height: number): RgbIm
     return { width: dstW, height: dstH, data: new Uint8Array(dstW * dstH * 3) };
   }
   if (dstW === image.width && dstH === image.height) {
-    return { width: dstW, height: dstH, data: image.data.slice(0, dstW * dstH * 3) };
+    // A copy even of a Buffer (whose `slice` is a view): the caller may own the result.
+    return { width: dstW, height: dstH, data: Uint8Array.prototype.slice.call(image.data, 0, dstW * dstH * 3) };
   }
 
   const xs = axisTaps(image.width, dstW);
