@@ -65,7 +65,8 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   let turn = 0;
   /** Lanes running now. */
   let active = 0;
-  let wake: (() => void) | undefined;
+  /** `drain` calls waiting for the lanes to stop. */
+  let wakers: (() => void)[] = [];
 
   const queueOf = (id: string): SessionQueue<T> => {
     let queue = queues.get(id);
@@ -142,7 +143,10 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       void loop().finally(() => {
         active -= 1;
         if (hasWork()) kick();
-        if (active === 0) wake?.();
+        if (active === 0) {
+          for (const wake of wakers) wake();
+          wakers = [];
+        }
       });
       if (!hasWork()) return;
     }
@@ -167,7 +171,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     inUse: () => new Set([...sessions.map((s) => s.id), ...unfinished.keys()]),
     async drain() {
       while (active > 0 || finishing.size > 0) {
-        if (active > 0) await new Promise<void>((resolve) => (wake = resolve));
+        if (active > 0) await new Promise<void>((resolve) => wakers.push(resolve));
         await Promise.all([...finishing]);
       }
     },

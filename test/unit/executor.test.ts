@@ -109,6 +109,14 @@ describe('the executor', () => {
     expect(at('execute-start', 'second')).toBeLessThan(at('execute-end', 'first'));
   });
 
+  it('resolves every drain waiting at once', async () => {
+    const h = harness();
+    h.executor.setSessions([h.session('a', 1, 30)]);
+    for (let i = 0; i < 3; i++) h.executor.submit('a', h.request(`a${i}`));
+    await Promise.all([h.executor.drain(), h.executor.drain()]);
+    expect(h.done.sort()).toEqual(['a0', 'a1', 'a2']);
+  });
+
   it('serves what a session holds when the plan moves it away, then lets it go', async () => {
     const h = harness();
     for (let i = 0; i < 4; i++) h.executor.submit('a', h.request(`a${i}`));
