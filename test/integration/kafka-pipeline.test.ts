@@ -169,7 +169,8 @@ describe.skipIf(skipReason !== undefined)(`pipeline across processes on Kafka${s
     const sink = new RoleProcess('sink', file, dataDir, kafka.brokers);
     const backend = new RoleProcess('backend', file, dataDir, kafka.brokers);
     const ingest = new RoleProcess('ingest', file, dataDir, kafka.brokers);
-    await waitFor(async () => (await framesCommitted(kafka.brokers)) >= 10, 'the backend to commit some frames', { timeoutMs: 120_000, intervalMs: 200 });
+    // The first commit, not more: a backend slow to start under load must leave ingest mid-replay.
+    await waitFor(async () => (await framesCommitted(kafka.brokers)) >= 1, 'the backend to commit a frame', { timeoutMs: 120_000, intervalMs: 200 });
 
     expect(ingest.child.exitCode, 'ingest still publishing when the broker stops').toBeNull();
     await kafka.stop();
