@@ -8,6 +8,7 @@ import { EPSILON, peakThroughput } from '../worst-case.js';
 import { arrivalStream, type ArrivalSpec, type ArrivalStream } from './arrivals.js';
 import { EventQueue } from './event-queue.js';
 import { seededRandom, streamSeed } from './random.js';
+import { RequestQueue } from './request-queue.js';
 import { RateMeter, replanSettings, type ReplanOptions, type ReplanSettings } from './replanning.js';
 import { WeightedRoundRobin } from './routing.js';
 
@@ -110,7 +111,7 @@ interface SessionState {
 interface Slot {
   session: number;
   batch: number;
-  queue: RequestQueue;
+  queue: RequestQueue<Request>;
 }
 
 interface NodeState {
@@ -369,7 +370,7 @@ class Simulation {
         const session = this.#indexOf.get(s.id);
         if (session === undefined) throw inputError(`the plan's node ${gpu.id} serves unknown session "${s.id}"`, { node: gpu.id });
         weights.set(session, [...(weights.get(session) ?? []), { target: node, weight: s.rate }]);
-        const queue = queues.get(session) ?? new RequestQueue();
+        const queue = queues.get(session) ?? new RequestQueue<Request>();
         queues.delete(session);
         return { session, batch: s.batch, queue };
       });
@@ -393,42 +394,6 @@ class Simulation {
     const second = this.#perSecond[Math.min(this.#perSecond.length - 1, Math.floor(now / 1000))] as { requests: number; bad: number };
     if (what === 'requests') second.requests++;
     else if (what !== 'good') second.bad++;
-  }
-}
-
-/** A (node, session) queue ordered by due time; `head` marks what has been taken. */
-class RequestQueue {
-  items: Request[] = [];
-  head = 0;
-
-  get length(): number {
-    return this.items.length - this.head;
-  }
-
-  /** Inserts by due time; requests mostly arrive in due order, so this is an append. */
-  push(request: Request): void {
-    const items = this.items;
-    let i = items.length;
-    items.push(request);
-    while (i > this.head && (items[i - 1] as Request).dueMs > request.dueMs) {
-      items[i] = items[i - 1] as Request;
-      i--;
-    }
-    items[i] = request;
-  }
-
-  /** Removes and returns the first `count` requests. */
-  take(count: number): Request[] {
-    const taken = this.items.slice(this.head, this.head + count);
-    this.head += count;
-    if (this.head === this.items.length) {
-      this.items = [];
-      this.head = 0;
-    } else if (this.head > 4096 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return taken;
   }
 }
 
