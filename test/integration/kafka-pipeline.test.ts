@@ -12,11 +12,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Groups } from '../../cli/deployment.js';
 import { createKafkaBus, projectRoot, silentLogger, Topics } from '../../core/index.js';
 import { kafkaUnavailableReason, startKafkaBroker, type KafkaBroker } from '../../tools/kafka/broker.js';
 import { waitFor } from '../conformance/wait-for.js';
-import { drained } from './fault-harness.js';
+import { drained, framesCommitted } from './fault-harness.js';
 
 const root = projectRoot();
 const clip = join(root, '../shared/footage/car-detection.mp4');
@@ -92,13 +91,13 @@ class RoleProcess {
 }
 
 
-/** Frames the backends have committed so far. */
-async function framesCommitted(brokers: string): Promise<number> {
+/** Messages on `topic` so far, all partitions: 0 while the topic is not there yet. */
+async function published(brokers: string, topic: string): Promise<number> {
   const bus = await createKafkaBus({ brokers: [brokers], logger: silentLogger(), connectionRetryMs: 2_000 });
   try {
-    return (await bus.committed(Groups.backend, Topics.frames)).reduce((sum, p) => sum + Math.max(0, p.offset), 0);
+    return (await bus.endOffsets(topic)).reduce((sum, p) => sum + Math.max(0, p.offset), 0);
   } catch {
-    return 0; // the group or topic is not there yet
+    return 0;
   } finally {
     await bus.close();
   }
@@ -168,8 +167,10 @@ describe.skipIf(skipReason !== undefined)(`pipeline across processes on Kafka${s
     const file = deployment(dir, 'kafka', 2); // 30 s of footage published over ~15 s
     const sink = new RoleProcess('sink', file, dataDir, kafka.brokers);
     const backend = new RoleProcess('backend', file, dataDir, kafka.brokers);
+    // Ingest starts once the backend runs (its first stats are out): a backend slow to start
+    // under load would otherwise find the replay over before the broker stops.
+    await waitFor(async () => (await published(kafka.brokers, Topics.stats)) > 0, 'the backend to start', { timeoutMs: 120_000, intervalMs: 200 });
     const ingest = new RoleProcess('ingest', file, dataDir, kafka.brokers);
-    // The first commit, not more: a backend slow to start under load must leave ingest mid-replay.
     await waitFor(async () => (await framesCommitted(kafka.brokers)) >= 1, 'the backend to commit a frame', { timeoutMs: 120_000, intervalMs: 200 });
 
     expect(ingest.child.exitCode, 'ingest still publishing when the broker stops').toBeNull();
