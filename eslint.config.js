@@ -40,6 +40,11 @@ const layerZones = LAYERS.map((layer) => ({
   message: `DESIGN.md §3: ${layer}/ may import only ${ALLOWED[layer].join(', ') || 'node built-ins and its own vendor packages'}.`,
 })).filter((zone) => zone.from.length > 0);
 
+/** Inside a layer: parts that feed others and must not know them. */
+const partZones = [
+  { target: './analyzers/dag', from: './analyzers/backend', message: 'the DAG runner is imported by the backend, not the other way round.' },
+];
+
 const restrictVendors = (allowed = []) => [
   'error',
   {
@@ -72,7 +77,7 @@ export default tseslint.config(
     settings: { 'import-x/resolver-next': [createTypeScriptImportResolver()] },
     rules: {
       'import-x/no-cycle': 'error',
-      'import-x/no-restricted-paths': ['error', { zones: layerZones }],
+      'import-x/no-restricted-paths': ['error', { zones: [...layerZones, ...partZones] }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': 'error',
     },

@@ -32,7 +32,6 @@ export {
   chooseBatch,
   createBackend,
   createLocalAnalysis,
-  taskTopics,
   type BackendOptions,
   type BackendStatus,
   type BatchChoice,
@@ -41,3 +40,12 @@ export {
   type LocalAnalysisOptions,
   type LocalAnalysisStatus,
 } from './backend/index.js';
+export {
+  batchDueMs,
+  budgetUpTo,
+  evenSloSplit,
+  stageDeadlineMs,
+  taskTopics,
+  type AppGraph,
+  type StageBudgets,
+} from './dag/index.js';

@@ -4,7 +4,7 @@ import type { ProfileLookup } from './profile.js';
 import { FRAMES, analyzeQuery } from './query-analysis.js';
 import { repack } from './repack.js';
 import { planViolations } from './plan-check.js';
-import { evenSloSplit } from './slo-split.js';
+import { evenSloSplit } from '../analyzers/index.js';
 import { squishyBinPacking, type GpuNode, type PackOptions, type Session } from './squishy.js';
 
 /** One app's load this epoch: its model tree, the frames entering it, the fan-out measured on each edge. */
@@ -128,7 +128,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   }
 
   const placed = packing.nodes.filter((n) => backendOf[n.id]);
-  const sessions = merge.sessions.map((s) => ({ id: s.id, model: s.model, sloMs: s.sloMs, nodes: nodesOf.get(s.id) ?? [] }));
+  const sessions = merge.sessions.map((s) => ({ id: s.id, model: s.model, sloMs: s.sloMs, nodes: nodesOf.get(s.id) ?? [], ...profiled(s.model, profileOf) }));
   const plan: Plan = {
     epoch: input.epoch,
     createdAtMs: input.nowMs,
@@ -151,6 +151,21 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
     }),
   };
   return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
+}
+
+/**
+ * ℓ(b) and the CPU time per request from a model's profile, as a plan carries them: backends
+ * judge early drop by the same numbers the plan was packed with. Nothing without a profile.
+ */
+function profiled(model: string, profileOf: ProfileLookup): { latencyMs?: number[]; overheadMs?: number } {
+  let profile;
+  try {
+    profile = profileOf(model);
+  } catch {
+    return {};
+  }
+  const round = (ms: number): number => Math.round(ms * 100) / 100;
+  return { latencyMs: Array.from({ length: profile.maxBatch }, (_, i) => round(profile.latency(i + 1))), overheadMs: round(profile.overheadMs) };
 }
 
 /** Query analysis at the app's measured load; the even split when it finds no feasible split. */

@@ -19,7 +19,7 @@ export { planViolations } from './plan-check.js';
 export { fewestGpus, MAX_BRUTE_FORCE_SESSIONS } from './optimal.js';
 export { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryEdge, type QuerySpec, type QuerySplit } from './query-analysis.js';
 export { batchObliviousAllocation } from './baselines.js';
-export { evenSloSplit, type AppGraph } from './slo-split.js';
+export { evenSloSplit, type AppGraph } from '../analyzers/index.js';
 export { mergeSharedPrefixes, type PrefixFamily, type PrefixMerge } from './prefix-merge.js';
 export { edgeKey, planEpoch, replanDue, sessionId, type ReplanRule, type AppDemand, type EpochInput, type EpochOptions, type EpochPlan, type EpochState } from './epoch.js';
 export { createEpochService, type EpochServiceOptions, type EpochServiceStatus } from './epoch-service.js';

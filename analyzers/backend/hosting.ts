@@ -3,8 +3,9 @@ import type { ImageInput } from '../image/index.js';
 import { loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import type { ExecutableSession, Executor } from './executor.js';
+import { batchDueMs } from '../dag/index.js';
 import type { Queued } from './session-queue.js';
-import { createLatencyEstimate, type LatencyEstimate } from './latency-estimate.js';
+import { createLatencyEstimate, profiledLatency, type LatencyEstimate } from './latency-estimate.js';
 
 /** A request waiting in a session's queue, settled when its batch finishes or is dropped. */
 export interface Request {
@@ -16,7 +17,12 @@ export interface Request {
   warmUp?: boolean;
 }
 
-type Session = ExecutableSession<Request, Prepared, Executed> & { model: string; maxBatch: number };
+type Session = ExecutableSession<Request, Prepared, Executed> & {
+  model: string;
+  maxBatch: number;
+  /** CPU time per request around its batch, from the plan's profile (0 without one): a batch must end this much before the stage deadline. */
+  overheadMs: number;
+};
 
 export interface HostingOptions {
   backend: string;
@@ -35,7 +41,10 @@ export interface Hosting {
   start(models: readonly string[]): Promise<void>;
   /** The session serving an app node's requests: the plan's when hosted here, else the model's own, built on first use. */
   serving(app: string, node: string, model: string): Promise<string>;
-  /** Queues a request in a session `serving` named; one that left the rotation meanwhile rejoins it, and idles out later. */
+  /**
+   * Queues a request due at its stage deadline in a session `serving` named; one that left the
+   * rotation meanwhile rejoins it, and idles out later.
+   */
   enqueue(session: string, request: Queued<Request>): void;
   /**
    * Follows a plan: builds the sessions it gives this backend, then (after `beforeSwitch`, where
@@ -102,6 +111,7 @@ export function createHosting(options: HostingOptions): Hosting {
       maxBatch: runner.spec.maxBatch,
       targetBatch: Math.min(batch, runner.spec.maxBatch),
       latency: estimate.latency,
+      overheadMs: 0,
       prepare: (requests) => runner.prepare(requests.map((r) => r.item.image), requests.map((r) => r.item.params)),
       async execute(prepared) {
         const started = performance.now();
@@ -173,6 +183,9 @@ export function createHosting(options: HostingOptions): Hosting {
         if (!spec) throw new Error('the plan lists it for this backend but does not define it');
         const s = await session(id, spec.model, batch);
         s.targetBatch = Math.min(batch, s.maxBatch);
+        // The profile the plan was made with, as the simulator uses it; the learned ℓ(b) until a profile exists.
+        s.latency = spec.latencyMs ? profiledLatency(spec.latencyMs) : estimates.get(spec.model)!.latency;
+        s.overheadMs = spec.overheadMs ?? 0;
         planned.push(s);
       } catch (err) {
         logger.warn({ epoch: next.epoch, session: id, err }, 'planned session not hosted; its requests go to the model session');
@@ -202,7 +215,7 @@ export function createHosting(options: HostingOptions): Hosting {
       if (!s) throw new Error(`session ${id} is not built here`);
       lastUsed.set(s, Date.now());
       if (!rotation.includes(s)) setRotation([...rotation, s]);
-      options.executor.submit(id, request);
+      options.executor.submit(id, { ...request, deadlineMs: batchDueMs(request.deadlineMs, s.overheadMs) });
     },
     follow: async (next, beforeSwitch) => {
       switching = true;

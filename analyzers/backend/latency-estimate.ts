@@ -30,3 +30,17 @@ export function createLatencyEstimate(weight = 0.2): LatencyEstimate {
     },
   };
 }
+
+/**
+ * ℓ(b) as a plan gives it from the session's profile (`latencyMs[b - 1]`); beyond the last
+ * measured batch, the line through the last two (one point: proportional to b).
+ */
+export function profiledLatency(latencyMs: readonly number[]): BatchLatency {
+  const n = latencyMs.length;
+  return (batch) => {
+    if (batch <= n) return latencyMs[Math.max(1, batch) - 1]!;
+    const last = latencyMs[n - 1]!;
+    const slope = n > 1 ? last - latencyMs[n - 2]! : last;
+    return last + Math.max(0, slope) * (batch - n);
+  };
+}

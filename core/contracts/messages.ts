@@ -79,9 +79,9 @@ const taskHeader = z.object({
   captureTimeMs: ms,
   /** The frame's `mediaTimeMs`. */
   mediaTimeMs: ms.optional(),
-  /** Capture time + the app's end-to-end SLO. */
+  /** When the node must be done with it: capture time + the stage budgets from the root down to and including this node. */
   deadlineMs: ms,
-  /** What the query analysis gave the stages still ahead, ms. */
+  /** This node's own stage budget (query analysis's share of the app's SLO), ms. */
   budgetMs: ms,
   /** Where the crop came from in the frame, pixels; absent when the task carries the whole frame. */
   region: z.object({ x1: z.number(), y1: z.number(), x2: z.number(), y2: z.number() }).optional(),
@@ -183,8 +183,12 @@ const plan = z.object({
       id: z.string().min(1),
       model: z.string().min(1),
       sloMs: z.number().positive(),
-      /** The app DAG nodes whose requests this session serves. */
+      /** The app DAG nodes whose requests this session serves: `sloMs` is each one's stage budget. */
       nodes: z.array(z.object({ app: z.string().min(1), node: z.string().min(1) })).optional(),
+      /** ℓ(b) of the session's profile, ms, for b = 1, 2, …: what early drop judges its batches by. Absent without a profile. */
+      latencyMs: z.array(z.number().positive()).min(1).optional(),
+      /** CPU time per request around the batch (the profile's pre- and post-processing), ms. */
+      overheadMs: z.number().nonnegative().optional(),
     }),
   ),
   backends: z.array(

@@ -1,4 +1,4 @@
-import { chooseBatch, type DropPolicy } from '../../analyzers/index.js';
+import { batchDueMs, chooseBatch, stageDeadlineMs, type DropPolicy } from '../../analyzers/index.js';
 import { ErrorCode, PanoptesError } from '../../core/index.js';
 import { replanDue } from '../epoch.js';
 import type { ModelProfile, ProfileLookup } from '../profile.js';
@@ -23,9 +23,10 @@ import { WeightedRoundRobin } from './routing.js';
  * and calls `repack` at the epoch rule's moments.
  *
  * Every request ends in exactly one of three counts: good (its batch finished by its deadline),
- * late, or dropped. A request's deadline is its end-to-end deadline less the SLOs of the
- * stages still ahead of it (so a detector's batch must leave the recognizers their share), less
- * its profile's CPU pre/post-processing time.
+ * late, or dropped. A request's stage deadline is its arrival at the app plus the SLOs of the
+ * stages up to and including its own (so a detector's batch must leave the recognizers their
+ * share); its batch must end by that less its profile's CPU pre/post-processing time. The
+ * backend derives its deadlines with the same functions (`stageDeadlineMs`, `batchDueMs`).
  */
 
 export interface SimSession {
@@ -91,17 +92,17 @@ export interface SimulationResult extends Counts {
 
 interface Request {
   session: number;
-  /** End-to-end deadline of the app request it belongs to, ms. */
-  deadlineMs: number;
-  /** When its batch must finish on the GPU, ms: the deadline less the stages ahead and the CPU time. */
+  /** When the app request it belongs to arrived (a frame's capture time), ms. */
+  arrivalMs: number;
+  /** The SLOs of the stages from the app's entry down to and including this one, ms. */
+  budgetUpToMs: number;
+  /** When its batch must finish on the GPU, ms: its stage deadline less the CPU time. */
   dueMs: number;
 }
 
 interface SessionState {
   spec: SimSession;
   profile: ModelProfile;
-  /** Σ SLOs on the longest path of stages below this one, ms. */
-  reserveMs: number;
   children: { session: number; gamma: number }[];
   /** T at this SLO, for the load in GPUs the epoch rule watches; 0 when no batch meets the SLO. */
   peakThroughput: number;
@@ -158,7 +159,7 @@ class Simulation {
     this.#indexOf = new Map(config.sessions.map((s, i) => [s.id, i]));
     if (this.#indexOf.size !== config.sessions.length) throw inputError('session ids must be unique', {});
     this.#sessions = config.sessions.map((spec) => this.#sessionState(spec));
-    this.#sessions.forEach((s, i) => (s.reserveMs = this.#reserve(i, new Set())));
+    this.#sessions.forEach((_, i) => this.#assertAcyclic(i, new Set()));
     this.#fanOut = seededRandom(streamSeed(config.seed, config.sessions.length));
     this.#settings = config.replan && replanSettings(config.replan);
     this.#meter = this.#settings && new RateMeter(config.sessions.length, this.#settings);
@@ -188,7 +189,7 @@ class Simulation {
       const { timeMs: now, event } = next;
       switch (event.kind) {
         case 'arrival':
-          this.#admit(this.#newRequest(event.session, now + this.#endToEndSlo(event.session)), now);
+          this.#admit(this.#newRequest(event.session, now, 0), now);
           this.#nextArrival(event.session, event.stream);
           break;
         case 'enter':
@@ -231,25 +232,21 @@ class Simulation {
       return { session, gamma: edge.gamma };
     });
     const peak = peakThroughput(profile, spec.sloMs, this.#config.replan?.deviceMemoryMB ?? Infinity);
-    return { spec, profile, reserveMs: 0, children, peakThroughput: peak?.throughput ?? 0, router: new WeightedRoundRobin([]) };
+    return { spec, profile, children, peakThroughput: peak?.throughput ?? 0, router: new WeightedRoundRobin([]) };
   }
 
-  #reserve(session: number, path: Set<number>): number {
+  #assertAcyclic(session: number, path: Set<number>): void {
     if (path.has(session)) throw inputError('the sessions\' children form a cycle', { session: this.#config.sessions[session]?.id });
     path.add(session);
-    const below = (this.#sessions[session] as SessionState).children.map((c) => (this.#sessions[c.session] as SessionState).spec.sloMs + this.#reserve(c.session, path));
+    for (const c of (this.#sessions[session] as SessionState).children) this.#assertAcyclic(c.session, path);
     path.delete(session);
-    return Math.max(0, ...below);
   }
 
-  #endToEndSlo(session: number): number {
+  /** A request of `session` for an app request that arrived at `arrivalMs`, its parent stages' SLOs summing to `parentBudgetMs`. */
+  #newRequest(session: number, arrivalMs: number, parentBudgetMs: number): Request {
     const s = this.#sessions[session] as SessionState;
-    return s.spec.sloMs + s.reserveMs;
-  }
-
-  #newRequest(session: number, deadlineMs: number): Request {
-    const s = this.#sessions[session] as SessionState;
-    return { session, deadlineMs, dueMs: deadlineMs - s.reserveMs - s.profile.overheadMs };
+    const budgetUpToMs = parentBudgetMs + s.spec.sloMs;
+    return { session, arrivalMs, budgetUpToMs, dueMs: batchDueMs(stageDeadlineMs(arrivalMs, budgetUpToMs), s.profile.overheadMs) };
   }
 
   #nextArrival(session: number, stream: ArrivalStream): void {
@@ -302,7 +299,7 @@ class Simulation {
       this.#tally(slot.session, now <= request.dueMs + EPSILON ? 'good' : 'late', now);
       // Children leave after the parent's post-processing, with what is left of the deadline.
       for (const child of this.#draw(session)) {
-        this.#events.push(now + session.profile.overheadMs, { kind: 'enter', request: this.#newRequest(child, request.deadlineMs) });
+        this.#events.push(now + session.profile.overheadMs, { kind: 'enter', request: this.#newRequest(child, request.arrivalMs, request.budgetUpToMs) });
       }
     }
     node.busy = false;
@@ -314,7 +311,7 @@ class Simulation {
     this.#tally(request.session, 'dropped', now);
     for (const child of this.#draw(this.#sessions[request.session] as SessionState)) {
       this.#tally(child, 'requests', now);
-      this.#drop(this.#newRequest(child, request.deadlineMs), now);
+      this.#drop(this.#newRequest(child, request.arrivalMs, request.budgetUpToMs), now);
     }
   }
 

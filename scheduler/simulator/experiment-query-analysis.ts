@@ -1,5 +1,5 @@
 import { analyzeQuery, FRAMES, type QuerySpec } from '../query-analysis.js';
-import { evenSloSplit } from '../slo-split.js';
+import { evenSloSplit } from '../../analyzers/index.js';
 import type { Session } from '../squishy.js';
 import type { SimSession } from './engine.js';
 import { maxGoodLoad } from './max-good-load.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cropRegion, passesFilter, shiftBox } from '../../analyzers/backend/edges.js';
+import { cropRegion, passesFilter, shiftBox } from '../../analyzers/dag/index.js';
 import type { Detection } from '../../core/index.js';
 
 const car: Detection = { box: { x1: 100, y1: 300, x2: 200, y2: 400 }, classId: 2, className: 'car', score: 0.7 };

@@ -22,6 +22,11 @@ describe('lint enforces the layout', () => {
     expect(await rulesHit('cli/x.ts', "import { createChdbSink } from '../sinks/index.js';\nexport const x = createChdbSink;\n")).toEqual([]);
   });
 
+  it('keeps the DAG runner free of the backend that uses it', async () => {
+    expect(await rulesHit('analyzers/dag/x.ts', "import { createBackend } from '../backend/index.js';\nexport const x = createBackend;\n")).toContain('import-x/no-restricted-paths');
+    expect(await rulesHit('analyzers/backend/x.ts', "import { createDagRunner } from '../dag/index.js';\nexport const x = createDagRunner;\n")).toEqual([]);
+  });
+
   it('enters a folder through its index.ts', async () => {
     expect(await rulesHit('apps/x.ts', "import { frameContract } from '../core/contracts/index.js';\nexport const x = frameContract;\n")).toContain('no-restricted-imports');
     expect(await rulesHit('analyzers/backend/x.ts', "import { loadModelRunner } from '../models/zoo.js';\nexport const x = loadModelRunner;\n")).toContain('no-restricted-imports');

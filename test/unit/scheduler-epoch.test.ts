@@ -38,6 +38,10 @@ describe('planEpoch', () => {
     expect(detector.sloMs + reader.sloMs).toBeLessThanOrEqual(1000);
     expect(detector.nodes).toEqual([{ app: 'north', node: 'detect' }, { app: 'south', node: 'detect' }]);
     expect(reader.nodes).toEqual([{ app: 'north', node: 'read' }, { app: 'south', node: 'read' }]);
+    // Each session carries its profile's ℓ(b) (5b + 20 for the detector) and CPU time: backends drop early by the plan's numbers.
+    expect(detector.latencyMs).toHaveLength(32);
+    expect(detector.latencyMs!.slice(0, 3)).toEqual([25, 30, 35]);
+    expect(detector.overheadMs).toBe(0);
     expect(plan.routing.filter((r) => r.session === detector.id).map((r) => r.topic)).toEqual([Topics.frames]);
     expect(plan.routing.filter((r) => r.session === reader.id).map((r) => r.topic)).toEqual([Topics.tasks('reader')]);
     for (const route of plan.routing) expect(Object.values(route.weights).reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);

@@ -1,4 +1,6 @@
-import type { Box, Detection, EdgeFilter, FrameRef, NodeOutput } from '../../core/index.js';
+import { ErrorCode, PanoptesError, type Box, type Detection, type EdgeFilter, type FrameRef, type NodeOutput } from '../../core/index.js';
+import type { RgbImage } from '../image/index.js';
+import { cropImage } from '../models/index.js';
 
 /** Does a parent's detection flow along an edge? Regions are fractions of the frame. */
 export function passesFilter(detection: Detection, filter: EdgeFilter, frame: Pick<FrameRef, 'width' | 'height'>): boolean {
@@ -39,4 +41,18 @@ export function shiftOutput(output: NodeOutput, offset: { x: number; y: number }
     case 'attributes':
       return output;
   }
+}
+
+/** A task's raw pixels, checked against the size it says. */
+export function rawImage({ width, height }: { width: number; height: number }, data: Uint8Array): RgbImage {
+  if (data.length !== width * height * 3) {
+    throw new PanoptesError(ErrorCode.ImageDecode, `a ${width}x${height} RGB crop needs ${width * height * 3} bytes, got ${data.length}`);
+  }
+  return { width, height, data };
+}
+
+/** The part of an input image a node's region (fractions of it) names, and where it lies in the frame. */
+export function regionOf(image: RgbImage, offset: { x: number; y: number }, region: Box): { image: RgbImage; offset: { x: number; y: number } } {
+  const box = { x1: Math.floor(region.x1 * image.width), y1: Math.floor(region.y1 * image.height), x2: Math.ceil(region.x2 * image.width), y2: Math.ceil(region.y2 * image.height) };
+  return { image: cropImage(image, box), offset: { x: offset.x + box.x1, y: offset.y + box.y1 } };
 }

@@ -1,0 +1,67 @@
+import { randomUUID } from 'node:crypto';
+import { describeError, planContract, Topics, type Batch, type Bus, type Consumer, type Logger, type Plan } from '../../core/index.js';
+
+export interface PlanFollowerOptions {
+  id: string;
+  bus: Bus;
+  groupId: string;
+  /** Puts a plan in force; called with one plan at a time, each newer than the last. */
+  follow(plan: Plan): Promise<void>;
+  logger: Logger;
+}
+
+export interface PlanFollower {
+  start(): Promise<void>;
+  /** Takes no more plans; resolves once the one being followed is in force. */
+  stop(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Reads the scheduler's plans and follows the newest, one at a time. Its consumer group is its
+ * own and new at each start: every backend reads every plan kept on the topic, and at start
+ * follows only the newest of them. A plan that cannot be decoded or followed is said and
+ * skipped: the scheduler publishes another every epoch.
+ */
+export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
+  let reader: Consumer | undefined;
+  let following = Promise.resolve();
+  let newestFollowed: Plan | undefined;
+
+  const onPlans = async (batch: Batch): Promise<void> => {
+    let newest: Plan | undefined;
+    for (const message of batch.messages) {
+      try {
+        const next = planContract.decode(message.value);
+        if (!newest || next.createdAtMs > newest.createdAtMs) newest = next;
+      } catch (err) {
+        options.logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable plan skipped');
+      }
+    }
+    if (!newest) return;
+    const next = newest;
+    following = following
+      .then(async () => {
+        if (newestFollowed && next.createdAtMs <= newestFollowed.createdAtMs) return;
+        newestFollowed = next;
+        await options.follow(next);
+      })
+      .catch((err: unknown) => options.logger.error({ err, epoch: next.epoch }, 'plan not followed'));
+    await following;
+  };
+
+  return {
+    async start() {
+      reader = options.bus.consumer({ groupId: `${options.groupId}.plan.${options.id}.${randomUUID()}`, topics: [Topics.plan] });
+      await reader.run(onPlans);
+    },
+    async stop() {
+      reader?.pause([Topics.plan]);
+      await following;
+    },
+    async close() {
+      await reader?.close();
+      await following;
+    },
+  };
+}
