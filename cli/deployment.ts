@@ -2,6 +2,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createBackend, createLocalAnalysis, createOnnxRuntime, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import {
+  consumerGroupOf,
   createKafkaBus,
   createMemoryBus,
   dropsOnLoss,
@@ -9,6 +10,7 @@ import {
   ensureDir,
   loadDeployment,
   ErrorCode,
+  Groups,
   PanoptesError,
   Topics,
   type Bus,
@@ -27,9 +29,6 @@ import type { Progress } from './progress.js';
 
 export const ROLES = ['ingest', 'backend', 'sink', 'scheduler'] as const;
 export type Role = (typeof ROLES)[number];
-
-/** Consumer groups, shared by every process that runs the role. */
-export const Groups = { backend: 'panoptes.backend', sink: 'panoptes.sink' } as const;
 
 /** `all` (the scheduler too when the deployment configures it) or a comma-separated list of roles. */
 export function parseRoles(text: string, config?: CompiledConfig): Set<Role> {
@@ -81,13 +80,12 @@ export interface RunOptions {
   beforeClose?: (sink: ResultSink, summary: RunSummary) => Promise<void>;
 }
 
-/** The bus the deployment names; PANOPTES_KAFKA_BROKERS overrides the configured brokers. */
+/** The bus the deployment names. */
 export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: (err: unknown) => void): Promise<Bus> {
   const bus = config.deployment.bus;
   if (bus.kind === 'memory') return createMemoryBus({ maxBytes: bus.maxBytes });
-  const brokers = process.env.PANOPTES_KAFKA_BROKERS?.split(',').filter(Boolean) ?? bus.brokers;
   const kafka: Bus = await createKafkaBus({
-    brokers,
+    brokers: bus.brokers,
     clientId: bus.clientId,
     logger,
     compression: (topic) => (bus.compression === 'gzip' && !carriesJpeg(topic) ? 'gzip' : 'none'),
@@ -98,20 +96,16 @@ export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: 
   return kafka;
 }
 
-/** The group whose commits say a topic's records were handled (frames and crops: backends; rows and drops: the sink). */
-const consumerGroupOf = (topic: string): string | undefined =>
-  topic === Topics.frames || topic.startsWith(Topics.tasks('')) ? Groups.backend : topic === Topics.results || topic === Topics.drops ? Groups.sink : undefined;
-
 /** How long a stopped run may finish its work before the bus gives up what it waits for (a broker away): the process ends within 10 s. */
 const STOP_GRACE_MS = 2_000;
 
-/** The result store the deployment names; PANOPTES_CLICKHOUSE_URL overrides a server's URL. */
+/** The result store the deployment names. */
 export function openSink(config: CompiledConfig, options: { logger: Logger; readOnly?: boolean }): ResultSink {
   const sink = config.deployment.sink;
   const { retentionDays } = sink;
   if (sink.kind === 'chdb') return createChdbSink({ path: join(config.dataDir, 'clickhouse'), retentionDays, ...options });
   return createClickHouseSink({
-    url: process.env.PANOPTES_CLICKHOUSE_URL ?? sink.url,
+    url: sink.url,
     retentionDays,
     database: sink.database,
     ...(sink.username ? { username: sink.username } : {}),

@@ -1,4 +1,4 @@
 /** The composition roots, for benchmarks and tests; `main.ts` is the `panoptes` command. */
-export { openBus, parseRoles, runDeployment, waitUntilConsumed, Groups, ROLES, type Role, type RunOptions, type RunSummary } from './deployment.js';
+export { openBus, parseRoles, runDeployment, waitUntilConsumed, ROLES, type Role, type RunOptions, type RunSummary } from './deployment.js';
 export { formatTable, type OutputFormat } from './output.js';
 export { DEFAULT_BATCH, fastestBatch, modelBatches } from './batch-sizes.js';

@@ -126,7 +126,7 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
         if (!name || !sql) continue;
         process.stdout.write(`\nsaved query ${app.name}.${name}:\n${formatTable(await sink.query(sql), 'table')}\n`);
       }
-      const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${redactUrl(process.env.PANOPTES_CLICKHOUSE_URL ?? config.deployment.sink.url)} --database ${config.deployment.sink.database}`;
+      const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${redactUrl(config.deployment.sink.url)} --database ${config.deployment.sink.database}`;
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" ${where}\n`);
     },
   }).finally(() => process.off('SIGHUP', reload));
@@ -190,7 +190,7 @@ const firstLine = (text = ''): string => text.split('\n')[0] ?? '';
 
 function resultsLocation(config: CompiledConfig): string {
   const sink = config.deployment.sink;
-  return sink.kind === 'chdb' ? join(config.dataDir, 'clickhouse') : `${redactUrl(process.env.PANOPTES_CLICKHOUSE_URL ?? sink.url)} (database ${sink.database})`;
+  return sink.kind === 'chdb' ? join(config.dataDir, 'clickhouse') : `${redactUrl(sink.url)} (database ${sink.database})`;
 }
 
 /** What this process did, by role: what it replayed, analyzed, stored. */

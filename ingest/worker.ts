@@ -1,13 +1,11 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
+  Channels,
   describeError,
-  dropContract,
   ErrorCode,
-  frameContract,
   isUrl,
   PanoptesError,
-  Topics,
   type Bus,
   type Drop,
   type Frame,
@@ -161,7 +159,7 @@ export function createIngest(options: IngestOptions): Ingest {
       for await (const read of source.frames()) {
         const frame = options.local ? await options.local.analyze(read, config) : read;
         // The apps travel with each frame, so a backend elsewhere knows a source added while running.
-        await producer.send(Topics.frames, [{ key: frame.source, value: frameContract.encode({ ...frame, apps: config.apps }), headers: frameContract.headers }]);
+        await producer.send(Channels.frames.topic, [Channels.frames.record({ ...frame, apps: config.apps })]);
         entry.published += 1;
         if (frame.local) entry.analyzedHere += 1;
         entry.latencies.push(Date.now() - frame.captureTimeMs);
@@ -269,9 +267,9 @@ async function publishShortfall(producer: Producer, source: string, shortfall: S
     const records = [];
     for (let seq = from; seq < to; seq += 1) {
       const drop: Drop = { what: 'frame', where: 'ingest', why: 'truncated', source, frameSeq: seq, atMs, detail };
-      records.push({ key: source, value: dropContract.encode(drop), headers: dropContract.headers });
+      records.push(Channels.drops.record(drop));
     }
-    await producer.send(Topics.drops, records);
+    await producer.send(Channels.drops.topic, records);
   }
 }
 
@@ -306,8 +304,8 @@ async function open(config: SourceConfig, dataDir: string, logger: Logger): Prom
     const connect = twitchConnect({
       channel: twitch.channel,
       quality: twitch.quality,
-      ...secret('clientId', process.env.PANOPTES_TWITCH_CLIENT_ID ?? twitch.clientId),
-      ...secret('oauthToken', process.env.PANOPTES_TWITCH_OAUTH_TOKEN ?? twitch.oauthToken),
+      ...secret('clientId', twitch.clientId),
+      ...secret('oauthToken', twitch.oauthToken),
       ...(twitch.gqlUrl ? { gqlUrl: twitch.gqlUrl } : {}),
       ...(twitch.usherUrl ? { usherUrl: twitch.usherUrl } : {}),
       logger,

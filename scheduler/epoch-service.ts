@@ -1,7 +1,7 @@
 import {
+  Groups,
+  Channels,
   describeError,
-  planContract,
-  statsContract,
   systemClock,
   Topics,
   type Batch,
@@ -71,7 +71,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
   const onStats = async (batch: Batch): Promise<void> => {
     for (const message of batch.messages) {
       try {
-        const stats = statsContract.decode(message.value);
+        const stats = Channels.stats.decode(message.value);
         if (!latest.has(stats.backend)) logger.info({ backend: stats.backend, device: stats.device }, 'backend registered');
         latest.set(stats.backend, { stats, atMs: clock.now() });
       } catch (err) {
@@ -115,7 +115,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
       options.profileOf,
       options,
     );
-    await producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(result.plan) }]);
+    await producer.send(Channels.plan.topic, [Channels.plan.record(result.plan)]);
     state = result.state;
     loadAtLastPlan = totalLoad(apps);
     Object.assign(status, { epoch: result.plan.epoch, lastPlanAtMs: result.plan.createdAtMs, backends, warnings: result.warnings });
@@ -141,7 +141,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
 
   return {
     async start() {
-      consumer = options.bus.consumer({ groupId: options.groupId ?? 'panoptes.scheduler', topics: [Topics.stats] });
+      consumer = options.bus.consumer({ groupId: options.groupId ?? Groups.scheduler, topics: [Topics.stats] });
       await consumer.run(onStats);
       status.state = 'running';
       loop = run();

@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
 import {
+  Groups,
+  Channels,
   deadLetter,
   describeError,
-  dropContract,
-  planContract,
-  resultRowContract,
-  statsContract,
   Topics,
   type Batch,
   type Bus,
@@ -184,7 +182,7 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
       };
       try {
         if (batch.topic === Topics.drops) {
-          const drop = dropContract.decode(message.value);
+          const drop = Channels.drops.decode(message.value);
           // A frame dropped again on redelivery is the same drop: its identity leaves out the time.
           const when = drop.frameSeq === undefined ? String(drop.atMs) : String(drop.frameSeq);
           const detail = createHash('sha1').update(drop.detail ?? '').digest('hex').slice(0, 12);
@@ -192,9 +190,9 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
           continue;
         }
         const decoded =
-          batch.topic === Topics.stats ? statsRows(statsContract.decode(message.value))
-          : batch.topic === Topics.plan ? planRows(planContract.decode(message.value))
-          : [resultRowContract.decode(message.value)];
+          batch.topic === Topics.stats ? statsRows(Channels.stats.decode(message.value))
+          : batch.topic === Topics.plan ? planRows(Channels.plan.decode(message.value))
+          : [Channels.results.decode(message.value)];
         for (const row of decoded) {
           const table = tables.get(row.table);
           const problem = table ? rowProblem(table, row) : `no table named "${row.table}"`;
@@ -214,7 +212,7 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
     async start() {
       await options.sink.ensureTables(options.tables);
       consumer = options.bus.consumer({
-        groupId: options.groupId ?? 'panoptes.sink',
+        groupId: options.groupId ?? Groups.sink,
         topics: TOPICS,
         maxBatchSize: options.batchRows,
       });

@@ -1,8 +1,8 @@
 import { cpus, hostname, totalmem } from 'node:os';
 import {
+  Groups,
+  Channels,
   createLogThrottle,
-  statsContract,
-  Topics,
   type AppLogic,
   type Bus,
   type Lifecycle,
@@ -94,7 +94,7 @@ function budgetsIn(plan: Plan): Map<string, Record<string, number>> {
  */
 export function createBackend(options: BackendOptions): Lifecycle<BackendStatus> {
   const logger = options.logger.child({ module: 'analyzers.backend', backend: options.id });
-  const groupId = options.groupId ?? 'panoptes.backend';
+  const groupId = options.groupId ?? Groups.backend;
   let state: BackendStatus['state'] = 'idle';
   const counts = { late: 0, batches: 0, imagesRun: 0 };
   let planEpoch: number | undefined;
@@ -196,7 +196,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     const snapshot = { ...stats.take(Date.now(), executor.queued()), device };
     options.onStats?.(snapshot);
     producer
-      .send(Topics.stats, [{ key: options.id, value: statsContract.encode(snapshot), headers: statsContract.headers }])
+      .send(Channels.stats.topic, [Channels.stats.record(snapshot)])
       .catch((err: unknown) => statsFailures.log('stats', (repeats) => logger.warn({ err, repeats }, repeats === 0 ? 'stats not published' : `stats not published ${repeats} more times in the last 30 s`)));
   };
   let statsTimer: NodeJS.Timeout | undefined;

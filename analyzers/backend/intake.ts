@@ -1,9 +1,9 @@
 import {
+  taskTopicModel,
+  Channels,
   describeError,
-  frameContract,
   planWeights,
   routingAssigner,
-  taskContract,
   Topics,
   type Batch,
   type Bus,
@@ -80,7 +80,7 @@ export function createIntake(options: IntakeOptions): Intake {
   const handleFrame = async (message: BusMessage, out: Outbox, after: Promise<unknown>): Promise<void> => {
     let frame;
     try {
-      frame = frameContract.decode(message.value);
+      frame = Channels.frames.decode(message.value);
     } catch (err) {
       return out.undecodable(message, err);
     }
@@ -93,7 +93,7 @@ export function createIntake(options: IntakeOptions): Intake {
   const handleTask = async (message: BusMessage, out: Outbox): Promise<void> => {
     let task;
     try {
-      task = taskContract.decode(message.value);
+      task = Channels.tasks(taskTopicModel(message.topic) ?? '').decode(message.value);
     } catch (err) {
       return out.undecodable(message, err);
     }

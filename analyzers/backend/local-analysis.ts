@@ -15,8 +15,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  Channels,
   describeError,
-  statsContract,
   Topics,
   type AppSpec,
   type Bus,
@@ -107,7 +107,7 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
         for (const message of batch.messages) {
           let stats;
           try {
-            stats = statsContract.decode(message.value);
+            stats = Channels.stats.decode(message.value);
           } catch {
             continue; // the backend that wrote it logs its own; congestion is read from the others
           }

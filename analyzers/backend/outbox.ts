@@ -1,9 +1,7 @@
 import {
+  Channels,
   deadLetter,
   describeError,
-  dropContract,
-  resultRowContract,
-  taskContract,
   Topics,
   type BusMessage,
   type Drop,
@@ -42,11 +40,12 @@ export class Outbox implements DagOutbox {
 
   row(row: ResultRow): void {
     this.tally.rowsByTable[row.table] = (this.tally.rowsByTable[row.table] ?? 0) + 1;
-    this.post(Topics.results, { key: row.source, value: resultRowContract.encode(row), headers: resultRowContract.headers });
+    this.post(Channels.results.topic, Channels.results.record(row));
   }
 
   task(model: string, task: Task): void {
-    this.post(Topics.tasks(model), { key: task.source, value: taskContract.encode(task), headers: taskContract.headers });
+    const tasks = Channels.tasks(model);
+    this.post(tasks.topic, tasks.record(task));
   }
 
   drop(what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): void {
@@ -57,7 +56,7 @@ export class Outbox implements DagOutbox {
     const message: Drop = { what, where: this.where, why, detail, atMs: Date.now() };
     if (at.source !== undefined) message.source = at.source;
     if (at.seq !== undefined) message.frameSeq = at.seq;
-    this.post(Topics.drops, { key: at.source ?? 'unknown', value: dropContract.encode(message), headers: dropContract.headers });
+    this.post(Channels.drops.topic, Channels.drops.record(message));
   }
 
   /** An undecodable message: its bytes to the dead-letter topic, a drop for the drops table. */
@@ -68,7 +67,7 @@ export class Outbox implements DagOutbox {
 
   async send(producer: Producer): Promise<void> {
     for (const [topic, records] of this.records) await producer.send(topic, records);
-    this.tally.rows += this.records.get(Topics.results)?.length ?? 0;
+    this.tally.rows += this.records.get(Channels.results.topic)?.length ?? 0;
   }
 
   private post(topic: string, record: ProducerRecord): void {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { describeError, planContract, Topics, type Batch, type Bus, type Consumer, type Logger, type Plan } from '../../core/index.js';
+import { Channels, describeError, Topics, type Batch, type Bus, type Consumer, type Logger, type Plan } from '../../core/index.js';
 
 export interface PlanFollowerOptions {
   id: string;
@@ -32,7 +32,7 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
     let newest: Plan | undefined;
     for (const message of batch.messages) {
       try {
-        const next = planContract.decode(message.value);
+        const next = Channels.plan.decode(message.value);
         if (!newest || next.createdAtMs > newest.createdAtMs) newest = next;
       } catch (err) {
         options.logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable plan skipped');

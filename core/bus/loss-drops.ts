@@ -8,7 +8,7 @@
  * last second's consumption may not have been seen, so a frame can have its rows and a drop
  * that says they may have been lost; never a frame with neither.
  */
-import { dropContract, frameContract, resultRowContract, taskContract, Topics, type Drop } from '../contracts/index.js';
+import { taskTopicModel, Channels, Topics, type Drop } from '../contracts/index.js';
 import type { Logger } from '../logger.js';
 import type { BusLoss, LossWatchOptions } from './kafka/index.js';
 import type { Bus, ProducerRecord } from './types.js';
@@ -28,15 +28,16 @@ export interface LossNote {
 export function lossNote(topic: string, record: ProducerRecord): LossNote | undefined {
   try {
     if (topic === Topics.frames) {
-      const { source, seq } = frameContract.decode(record.value);
+      const { source, seq } = Channels.frames.decode(record.value);
       return { what: 'frame', source, frameSeq: seq };
     }
-    if (topic.startsWith(Topics.tasks(''))) {
-      const { source, frameSeq } = taskContract.decode(record.value);
+    const model = taskTopicModel(topic);
+    if (model !== undefined) {
+      const { source, frameSeq } = Channels.tasks(model).decode(record.value);
       return { what: 'task', source, frameSeq };
     }
     if (topic === Topics.results) {
-      const row = resultRowContract.decode(record.value);
+      const row = Channels.results.decode(record.value);
       const seq = row.fields.frame_seq;
       return { what: 'row', source: row.source, table: row.table, ...(typeof seq === 'number' && seq >= 0 ? { frameSeq: seq } : {}) };
     }
@@ -74,11 +75,11 @@ export function lossDrops(loss: BusLoss<LossNote>, where: string, atMs = Date.no
       detail: `${what} on ${[...topics].sort().join(', ')} may be lost: ${loss.detail}; produced, and not seen consumed before that`,
       ...(note.frameSeq !== undefined ? { frameSeq: note.frameSeq } : {}),
     };
-    return { key: note.source, value: dropContract.encode(drop), headers: { ...dropContract.headers } };
+    return Channels.drops.record(drop);
   });
   if (loss.unrecorded > 0) {
     const drop: Drop = { what: 'message', where, why: loss.reason, atMs, detail: `${loss.unrecorded} more records on ${loss.topics.join(', ')} were lost that this process had no room to remember one by one: ${loss.detail}` };
-    drops.push({ key: 'unknown', value: dropContract.encode(drop), headers: { ...dropContract.headers } });
+    drops.push(Channels.drops.record(drop));
   }
   return { drops, resent };
 }

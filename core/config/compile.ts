@@ -115,6 +115,37 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
 export interface CompileOptions {
   /** Overrides the deployment's `dataDir`; both are relative to the working directory. */
   dataDir?: string;
+  /** Where the environment overrides are read (`ENVIRONMENT_OVERRIDES`). @defaultValue process.env */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/**
+ * Settings the environment overrides, read here and nowhere else: what a compiled config says is
+ * what runs. Secrets (Twitch credentials, a ClickHouse password in its URL) can then stay out
+ * of deployment files.
+ */
+export const ENVIRONMENT_OVERRIDES = {
+  PANOPTES_KAFKA_BROKERS: 'bus.brokers (comma-separated host:port)',
+  PANOPTES_CLICKHOUSE_URL: 'sink.url',
+  PANOPTES_TWITCH_CLIENT_ID: "every Twitch source's twitch.clientId",
+  PANOPTES_TWITCH_OAUTH_TOKEN: "every Twitch source's twitch.oauthToken",
+} as const;
+
+type Environment = Readonly<Record<string, string | undefined>>;
+
+function withEnvironment(deployment: Deployment, env: Environment): Deployment {
+  const brokers = env.PANOPTES_KAFKA_BROKERS?.split(',').filter(Boolean);
+  const url = env.PANOPTES_CLICKHOUSE_URL;
+  const bus = deployment.bus.kind === 'kafka' && brokers && brokers.length > 0 ? { ...deployment.bus, brokers } : deployment.bus;
+  const sink = deployment.sink.kind === 'clickhouse' && url ? { ...deployment.sink, url } : deployment.sink;
+  return { ...deployment, bus, sink };
+}
+
+function sourceWithEnvironment(source: SourceConfig, env: Environment): SourceConfig {
+  if (!source.twitch) return source;
+  const clientId = env.PANOPTES_TWITCH_CLIENT_ID ?? source.twitch.clientId;
+  const oauthToken = env.PANOPTES_TWITCH_OAUTH_TOKEN ?? source.twitch.oauthToken;
+  return { ...source, twitch: { ...source.twitch, ...(clientId ? { clientId } : {}), ...(oauthToken ? { oauthToken } : {}) } };
 }
 
 export function loadDeployment(file: string, options: CompileOptions = {}): CompiledConfig {
@@ -125,7 +156,9 @@ export function loadDeployment(file: string, options: CompileOptions = {}): Comp
  * Cross-checks a validated deployment and resolves its paths. `file` names it in errors and
  * anchors relative paths (a replay passes a path inside `configs/`).
  */
-export function compileDeployment(deployment: Deployment, file: string, options: CompileOptions = {}): CompiledConfig {
+export function compileDeployment(configured: Deployment, file: string, options: CompileOptions = {}): CompiledConfig {
+  const env = options.env ?? process.env;
+  const deployment = withEnvironment(configured, env);
   const baseDir = dirname(resolve(file));
   const models = loadModelZoo(resolve(baseDir, deployment.models));
 
@@ -144,7 +177,7 @@ export function compileDeployment(deployment: Deployment, file: string, options:
     ids.add(source.id);
     const checked = checkSource(source, { file, at: `sources[${i}]`, baseDir, apps }, issues);
     if (checked === 'skipped') skipped.push({ id: source.id, reason: `file not found: ${resolve(baseDir, source.path!)}` });
-    else if (checked) sources.push(checked);
+    else if (checked) sources.push(sourceWithEnvironment(checked, env));
   });
   const local = deployment.ingest.localAnalysis;
   if (local) {
@@ -180,7 +213,7 @@ export function compileSource(text: string, config: CompiledConfig, where: strin
   const checked = checkSource(source, { file: where, at: '', baseDir: dirname(config.file), apps: config.apps }, issues);
   if (checked === 'skipped') issues.push({ file: where, path: 'path', message: `got "${source.path}"; expected an existing file` });
   if (issues.length > 0 || !checked || checked === 'skipped') throw configError(where, issues);
-  return deepFreeze(checked);
+  return deepFreeze(sourceWithEnvironment(checked, process.env));
 }
 
 /**

@@ -348,6 +348,21 @@ describe('loadDeployment', () => {
     }).toThrow(TypeError);
   });
 
+  it('takes the environment overrides once, at compile time: what the compiled config says is what runs', () => {
+    const servers = 'bus: { kind: kafka, brokers: ["kafka.internal:9092"] }\nsink: { kind: clickhouse, url: "http://ch.internal:8123" }\n';
+    const streamer = '  - id: streamer\n    twitch: { channel: some_channel, clientId: from-file }\n    apps: [traffic]\n';
+    const dir = project({ 'deploy.yaml': deployment(streamer, servers) });
+    const env = { PANOPTES_KAFKA_BROKERS: '127.0.0.1:19092,127.0.0.1:29092', PANOPTES_CLICKHOUSE_URL: 'http://127.0.0.1:18123', PANOPTES_TWITCH_OAUTH_TOKEN: 'token-from-env' };
+    const config = loadDeployment(join(dir, 'deploy.yaml'), { env });
+    expect(config.deployment.bus).toMatchObject({ kind: 'kafka', brokers: ['127.0.0.1:19092', '127.0.0.1:29092'] });
+    expect(config.deployment.sink).toMatchObject({ kind: 'clickhouse', url: 'http://127.0.0.1:18123' });
+    expect(config.sources[0]?.twitch).toMatchObject({ clientId: 'from-file', oauthToken: 'token-from-env' });
+    // Without them, the file's settings.
+    const plain = loadDeployment(join(dir, 'deploy.yaml'), { env: {} });
+    expect(plain.deployment.bus).toMatchObject({ brokers: ['kafka.internal:9092'] });
+    expect(plain.sources[0]?.twitch).not.toHaveProperty('oauthToken');
+  });
+
   it('rejects a source naming an app that does not exist', () => {
     const dir = project({ 'deploy.yaml': deployment(GOOD_SOURCE.replace('apps: [traffic]', 'apps: [traffic, parking]')) });
     const file = join(dir, 'deploy.yaml');
