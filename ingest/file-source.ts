@@ -37,6 +37,7 @@ import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from
 import { parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
 import { classifyExit, type SourceErrorFactory } from './ffmpeg-exit.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
+import type { FrameCounts, FrameSource } from './frame-source.js';
 import { ShowinfoTimestamps } from './showinfo.js';
 
 /** `1` = real time, `N` = N times faster, `'max'` = as fast as ffmpeg decodes. */
@@ -102,17 +103,6 @@ export interface FileSourceOptions {
 
 export type FileSourceState = 'idle' | 'running' | 'ended' | 'stopped' | 'failed';
 
-/** What every source counts, file or live. */
-export interface FrameCounts {
-  framesEmitted: number;
-  /** Frames ffmpeg decoded, before sampling. */
-  framesDecoded: number;
-  /** Frames sampled but not emitted because they were not a readable JPEG. */
-  framesSkipped: number;
-  /** The video stream's own frame rate as ffmpeg reported it, once known. */
-  nativeFps: number | undefined;
-}
-
 export interface FileSourceStatus extends FrameCounts {
   state: FileSourceState;
   /** ffmpeg's process id while it runs. */
@@ -127,18 +117,11 @@ export interface FileSourceStatus extends FrameCounts {
   shortfall: Shortfall | undefined;
 }
 
-export interface FileSource {
-  readonly id: string;
-  /**
-   * The frames, in order. Can be iterated once. Ends when the clip ends (never with `loop`) or
-   * after `stop()`; throws a PanoptesError naming the source when the clip can't be read or
-   * ffmpeg dies.
-   */
-  frames(): AsyncIterable<Frame>;
-  /** Kills ffmpeg and ends `frames()` without an error; resolves once ffmpeg has exited. */
-  stop(): Promise<void>;
-  status(): FileSourceStatus;
-}
+/**
+ * A file replayed: its frames end when the clip ends (never with `loop`) or after `stop()`;
+ * `frames()` throws a PanoptesError naming the source when the clip can't be read or ffmpeg dies.
+ */
+export type FileSource = FrameSource<FileSourceStatus>;
 
 const DEFAULT_QUALITY = 5;
 

@@ -8,13 +8,14 @@ export {
   type FileSourceOptions,
   type FileSourceState,
   type FileSourceStatus,
-  type FrameCounts,
   type ReplaySpeed,
 } from './file-source.js';
 export { resolveFfmpegPath } from './ffmpeg.js';
 export { backoffMs, createLiveSource, DEFAULT_BACKOFF, type Backoff, type LiveSource, type LiveSourceOptions, type LiveSourceStatus } from './live-source.js';
 export { JpegSplitter, readJpegSize, type JpegSize, type JpegSplitterOptions } from './jpeg-splitter.js';
-export { createIngest, isLive, LATENCY_WINDOW, runIngest, type Ingest, type IngestOptions, type LocalAnalysis, type SourceMetrics, type SourceOrigin, type SourceResult } from './worker.js';
+export type { FrameCounts, FrameSource } from './frame-source.js';
+export { isLive, openFrameSource } from './sources.js';
+export { createIngest, LATENCY_WINDOW, runIngest, type Ingest, type IngestOptions, type LocalAnalysis, type SourceMetrics, type SourceOrigin, type SourceResult } from './worker.js';
 export { ensureSyntheticClip, type SyntheticClip } from './synthetic.js';
 export { createHlsStats, followHls, type FollowHlsOptions, type HlsStats, type HlsStream } from './hls.js';
 export { chooseVariant, parseMasterPlaylist, parseMediaPlaylist, type HlsVariant } from './hls-playlist.js';

@@ -21,7 +21,8 @@ import {
   type Logger,
   type SamplePolicy,
 } from '../core/index.js';
-import { createFileSource, type FileSource, type FrameCounts } from './file-source.js';
+import { createFileSource, type FileSource } from './file-source.js';
+import type { FrameCounts, FrameSource } from './frame-source.js';
 import type { HlsStats } from './hls.js';
 
 export interface Backoff {
@@ -83,13 +84,8 @@ export interface LiveSourceStatus extends FrameCounts {
   lastError: string | undefined;
 }
 
-export interface LiveSource {
-  readonly id: string;
-  /** The frames, until `stop()`; never ends or throws on its own. Can be iterated once. */
-  frames(): AsyncIterable<Frame>;
-  stop(): Promise<void>;
-  status(): LiveSourceStatus;
-}
+/** A live input: its frames never end or throw on their own, only after `stop()`. */
+export type LiveSource = FrameSource<LiveSourceStatus>;
 
 /** The wait before reconnect attempt `attempt` (0 = the first after a loss). */
 export function backoffMs(attempt: number, backoff: Backoff, random: () => number): number {

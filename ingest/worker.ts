@@ -1,10 +1,7 @@
-import { statSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   Channels,
   describeError,
   ErrorCode,
-  isUrl,
   PanoptesError,
   type Bus,
   type Drop,
@@ -14,11 +11,9 @@ import {
   type SourceConfig,
 } from '../core/index.js';
 import { describeShortfall, type Shortfall } from './accounting.js';
-import { createFileSource, type FileSource } from './file-source.js';
-import { createLiveSource, type LiveSource } from './live-source.js';
-import { ensureSyntheticClip } from './synthetic.js';
-import { createHlsStats, followHls } from './hls.js';
-import { twitchConnect } from './twitch.js';
+import type { FileSource } from './file-source.js';
+import type { LiveSource } from './live-source.js';
+import { isLive, openFrameSource } from './sources.js';
 
 export interface IngestOptions {
   bus: Bus;
@@ -153,7 +148,7 @@ export function createIngest(options: IngestOptions): Ingest {
     const { config } = entry;
     const sourceLogger = logger.child({ module: 'ingest', source: config.id });
     try {
-      const source = await open(config, options.dataDir, sourceLogger);
+      const source = await openFrameSource(config, options.dataDir, sourceLogger);
       entry.source = source;
       if (entry.stopped) await source.stop();
       for await (const read of source.frames()) {
@@ -287,53 +282,6 @@ export async function runIngest(options: IngestOptions & { sources: readonly Sou
   return ingest.close();
 }
 
-/** Streams that never end by themselves: `live` when set, else Twitch, listeners and the URL schemes of cameras and streams. */
-export function isLive(config: SourceConfig): boolean {
-  return config.live ?? (config.twitch !== undefined || config.listen === true || /^(rtsps?|rtmps?|udp|srt|tcp):\/\/|^\/dev\/video/i.test(config.path ?? ''));
-}
-
-async function open(config: SourceConfig, dataDir: string, logger: Logger): Promise<Source> {
-  const sampling = {
-    logger,
-    ...(config.fps ? { fps: config.fps } : {}),
-    ...(config.sample ? { sample: config.sample } : {}),
-    ...(config.width ? { width: config.width } : {}),
-  };
-  if (config.twitch) {
-    const twitch = config.twitch;
-    const connect = twitchConnect({
-      channel: twitch.channel,
-      quality: twitch.quality,
-      ...secret('clientId', twitch.clientId),
-      ...secret('oauthToken', twitch.oauthToken),
-      ...(twitch.gqlUrl ? { gqlUrl: twitch.gqlUrl } : {}),
-      ...(twitch.usherUrl ? { usherUrl: twitch.usherUrl } : {}),
-      logger,
-    });
-    return createLiveSource({ id: config.id, url: `twitch://${twitch.channel}`, connect, inputStats: () => connect.stats, ...sampling });
-  }
-  const path = config.synthetic ? await ensureSyntheticClip(config.id, config.synthetic, join(dataDir, 'footage'), logger) : config.path!;
-  if (isLive(config) && isHlsUrl(path)) {
-    // Followed here rather than by ffmpeg: ad breaks are skipped and signed URLs stay off its command line.
-    const stats = createHlsStats();
-    const connect = async (signal: AbortSignal) => {
-      const stream = followHls({ url: path, signal, logger, stats });
-      await stream.ready();
-      return stream;
-    };
-    return createLiveSource({ id: config.id, url: path, connect, inputStats: () => stats, ...sampling });
-  }
-  if (isLive(config)) {
-    return createLiveSource({ id: config.id, url: path, ...(config.listen ? { listen: true } : {}), ...(config.rtspTransport ? { rtspTransport: config.rtspTransport } : {}), ...sampling });
-  }
-  const mediaStartMs = recordedAt(config, path);
-  return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...sampling });
-}
-
-const isHlsUrl = (path: string): boolean => /^https?:\/\/[^?#]*\.m3u8?([?#]|$)/i.test(path);
-
-const secret = <K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> => (value ? ({ [key]: value } as Record<K, string>) : {});
-
 function metricsOf(entry: Running): SourceMetrics {
   const status = entry.source?.status();
   const live = status && 'downtimeMs' in status ? status : undefined;
@@ -375,8 +323,3 @@ const sameConfig = (a: SourceConfig, b: SourceConfig): boolean => JSON.stringify
  * the source's `startTime`, else the file's modification time. Undefined for URLs, whose frames
  * are stamped as they arrive.
  */
-function recordedAt(config: SourceConfig, path: string): number | undefined {
-  if (config.startTime) return Date.parse(config.startTime);
-  if (isUrl(path)) return undefined;
-  return Math.floor(statSync(path).mtimeMs);
-}
