@@ -7,6 +7,7 @@
  * the segment's program date-time, or an EXTINF title other than `live`) and SCTE-35 breaks
  * (between EXT-X-CUE-OUT and EXT-X-CUE-IN).
  */
+import { Parser, type Manifest } from 'm3u8-parser';
 import { ErrorCode, PanoptesError } from '../core/index.js';
 
 /** Why a segment counts as an ad. */
@@ -87,29 +88,14 @@ export function badPlaylist(what: string): PanoptesError {
   return new PanoptesError(ErrorCode.SourceDecode, what, { retriable: true });
 }
 
-/** `KEY=VALUE,KEY="quoted, with commas"` → { KEY: VALUE, ... } (RFC 8216 §4.2). */
-export function parseAttributes(list: string): Record<string, string> {
-  const attributes: Record<string, string> = {};
-  for (const m of list.matchAll(/([A-Z0-9-]+)=("[^"]*"|[^,]*)/g)) {
-    const value = m[2] ?? '';
-    attributes[m[1]!] = value.startsWith('"') ? value.slice(1, -1) : value;
-  }
-  return attributes;
-}
-
-function lines(text: string): string[] {
-  const all = text.replace(/^\uFEFF/, '').split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== '');
-  if (all[0] !== '#EXTM3U') throw badPlaylist(`not an HLS playlist (it starts ${JSON.stringify((all[0] ?? '').slice(0, 40))})`);
-  return all;
+function checkHeader(text: string): void {
+  const first = text.replace(/^\uFEFF/, '').trimStart().split(/\r?\n/, 1)[0]?.trim() ?? '';
+  if (first !== '#EXTM3U') throw badPlaylist(`not an HLS playlist (it starts ${JSON.stringify(first.slice(0, 40))})`);
 }
 
 /** A master (multivariant) playlist lists variants rather than segments. */
 export function isMasterPlaylist(text: string): boolean {
   return /^#EXT-X-STREAM-INF:/m.test(text);
-}
-
-function tagValue(line: string): string {
-  return line.slice(line.indexOf(':') + 1);
 }
 
 function dateMs(value: string | undefined): number | undefined {
@@ -118,25 +104,61 @@ function dateMs(value: string | undefined): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
-function toDateRange(attributes: Record<string, string>): HlsDateRange {
-  const startMs = dateMs(attributes['START-DATE']);
-  const seconds = Number(attributes.DURATION ?? attributes['PLANNED-DURATION']);
-  const endMs = dateMs(attributes['END-DATE']) ?? (startMs !== undefined && Number.isFinite(seconds) ? startMs + seconds * 1000 : undefined);
-  return { id: attributes.ID ?? '', class: attributes.CLASS, startMs, endMs, attributes };
+/** An EXT-X-DATERANGE as the parser gives it: attributes named in camel case (`startDate`, `xTvTwitchAdRollType`). */
+function toDateRange(range: Manifest['dateRanges'][number]): HlsDateRange {
+  const attributes = Object.fromEntries(Object.entries(range).map(([key, value]) => [key, String(value)]));
+  const startMs = dateMs(attributes.startDate);
+  const seconds = Number(attributes.duration ?? attributes.plannedDuration);
+  const endMs = dateMs(attributes.endDate) ?? (startMs !== undefined && Number.isFinite(seconds) ? startMs + seconds * 1000 : undefined);
+  return { id: attributes.id ?? '', class: attributes.class, startMs, endMs, attributes };
 }
 
-/** Twitch marks a stitched ad with its class, its id, or its X-TV-TWITCH-AD-* attributes (as streamlink reads them). */
+/** A line as the parser's stream reads it (the types leave these events out). */
+interface ParsedLine {
+  type: string;
+  tagType?: string;
+  customType?: string;
+  data?: string;
+}
+
+/** Twitch marks a stitched ad with its class, its id, or its X-TV-TWITCH-AD-* attributes (as streamlink reads them; the parser names them `xTvTwitchAd…`). */
 export function isTwitchAdDateRange(range: HlsDateRange): boolean {
-  return (
-    range.class === 'twitch-stitched-ad' ||
-    range.id.startsWith('stitched-ad-') ||
-    Object.keys(range.attributes).some((key) => key.startsWith('X-TV-TWITCH-AD-'))
-  );
+  return range.class === 'twitch-stitched-ad' || range.id.startsWith('stitched-ad-') || Object.keys(range.attributes).some((key) => key.startsWith('xTvTwitchAd'));
 }
 
 function inRange(ms: number | undefined, range: HlsDateRange): boolean {
   if (ms === undefined || range.startMs === undefined) return false;
   return ms >= range.startMs && (range.endMs === undefined || ms < range.endMs);
+}
+
+/**
+ * The playlist as m3u8-parser reads it, with Twitch's tags through its extension hook: the
+ * low-latency segments (EXT-X-TWITCH-PREFETCH, each with whether a discontinuity came before it,
+ * which the parse stream tells in order) and whether any EXT-X-TWITCH-* tag appears.
+ */
+function parse(text: string): { manifest: Manifest; prefetch: { uri: string; discontinuity: boolean }[]; twitchTags: boolean } {
+  checkHeader(text);
+  const parser = new Parser();
+  const prefetch: { uri: string; discontinuity: boolean }[] = [];
+  let twitchTags = false;
+  let discontinuity = false;
+  parser.addParser({ expression: /^#EXT-X-TWITCH-PREFETCH:/, customType: 'twitchPrefetch' });
+  parser.addParser({ expression: /^#EXT-X-TWITCH-/, customType: 'twitch' });
+  parser.parseStream.on('data', (...data: unknown[]) => {
+    const entry = data[0] as ParsedLine;
+    if (entry.type === 'tag' && entry.tagType === 'discontinuity') discontinuity = true;
+    else if (entry.type === 'uri') discontinuity = false;
+    else if (entry.type === 'custom') {
+      twitchTags = true;
+      if (entry.customType !== 'twitchPrefetch') return;
+      const line = entry.data ?? '';
+      prefetch.push({ uri: line.slice(line.indexOf(':') + 1).trim(), discontinuity });
+      discontinuity = false;
+    }
+  });
+  parser.push(text);
+  parser.end();
+  return { manifest: parser.manifest, prefetch, twitchTags };
 }
 
 /**
@@ -147,82 +169,59 @@ function inRange(ms: number | undefined, range: HlsDateRange): boolean {
  */
 export function parseMediaPlaylist(text: string, url: string, options: ParseMediaOptions = {}): HlsMediaPlaylist {
   if (isMasterPlaylist(text)) throw badPlaylist('a master playlist where a media playlist was expected');
-  const playlist: HlsMediaPlaylist = { targetDurationS: 0, mediaSequence: 0, endList: false, segments: [], dateRanges: [], twitch: false };
-  /** Tags that apply to the next segment. */
-  let pending: { durationS?: number; title?: string; discontinuity?: boolean; programDateTimeMs?: number } = {};
-  let nextDateMs: number | undefined;
+  const { manifest, prefetch, twitchTags } = parse(text);
+  const mediaSequence = manifest.mediaSequence ?? 0;
+  const playlist: HlsMediaPlaylist = {
+    targetDurationS: manifest.targetDuration ?? 0,
+    mediaSequence,
+    endList: manifest.endList === true,
+    segments: [],
+    dateRanges: (manifest.dateRanges ?? []).map(toDateRange),
+    twitch: twitchTags,
+  };
   let cueOut = options.cueOutOpenAtStart ?? false;
-  let mapUrl: string | undefined;
-  const prefetchUris: { uri: string; discontinuity: boolean }[] = [];
-
-  const addSegment = (uri: string, extra: Partial<HlsSegment>): void => {
-    const durationS = pending.durationS ?? 0;
-    const programDateTimeMs = pending.programDateTimeMs ?? nextDateMs;
+  let nextDateMs: number | undefined;
+  for (const segment of manifest.segments) {
+    if (!Number.isFinite(segment.duration)) throw badPlaylist(`a segment duration that is not a number (segment ${segment.uri.slice(0, 60)})`);
+    const method = segment.key?.method ?? 'NONE';
+    if (method !== 'NONE') throw badPlaylist(`encrypted segments (EXT-X-KEY METHOD=${method}) are not supported`);
+    if (segment.cueIn !== undefined) cueOut = false;
+    // CONT repeats on each segment of a break, so a window that begins mid-break still knows.
+    if (segment.cueOut !== undefined || segment.cueOutCont !== undefined) cueOut = true;
+    const programDateTimeMs = segment.programDateTime ?? nextDateMs;
     playlist.segments.push({
-      sequence: playlist.mediaSequence + playlist.segments.length,
-      url: new URL(uri, url).href,
-      durationS,
-      title: pending.title ?? '',
-      discontinuity: pending.discontinuity ?? false,
+      sequence: mediaSequence + playlist.segments.length,
+      url: new URL(segment.uri, url).href,
+      durationS: segment.duration,
+      title: segment.title?.trim() ?? '',
+      discontinuity: segment.discontinuity === true,
       programDateTimeMs,
       cueOut,
       ad: undefined,
       prefetch: false,
-      mapUrl,
-      ...extra,
+      mapUrl: segment.map?.uri === undefined ? undefined : new URL(segment.map.uri, url).href,
     });
-    nextDateMs = programDateTimeMs === undefined ? undefined : programDateTimeMs + durationS * 1000;
-    pending = {};
-  };
-
-  for (const line of lines(text)) {
-    if (!line.startsWith('#')) {
-      addSegment(line, {});
-    } else if (line.startsWith('#EXTINF:')) {
-      const value = tagValue(line);
-      const comma = value.indexOf(',');
-      pending.durationS = Number(comma < 0 ? value : value.slice(0, comma));
-      pending.title = comma < 0 ? '' : value.slice(comma + 1).trim();
-      if (!Number.isFinite(pending.durationS)) throw badPlaylist(`a segment duration that is not a number: ${line.slice(0, 60)}`);
-    } else if (line.startsWith('#EXT-X-TARGETDURATION:')) {
-      playlist.targetDurationS = Number(tagValue(line));
-    } else if (line.startsWith('#EXT-X-MEDIA-SEQUENCE:')) {
-      playlist.mediaSequence = Number(tagValue(line));
-    } else if (line === '#EXT-X-ENDLIST') {
-      playlist.endList = true;
-    } else if (line === '#EXT-X-DISCONTINUITY') {
-      pending.discontinuity = true;
-    } else if (line.startsWith('#EXT-X-PROGRAM-DATE-TIME:')) {
-      const ms = dateMs(tagValue(line));
-      if (ms !== undefined) pending.programDateTimeMs = ms;
-    } else if (line.startsWith('#EXT-X-DATERANGE:')) {
-      playlist.dateRanges.push(toDateRange(parseAttributes(tagValue(line))));
-    } else if (line.startsWith('#EXT-X-CUE-OUT-CONT') || line.startsWith('#EXT-X-CUE-OUT')) {
-      // CONT repeats on each segment of a break, so a window that begins mid-break still knows.
-      cueOut = true;
-    } else if (line.startsWith('#EXT-X-CUE-IN')) {
-      cueOut = false;
-    } else if (line.startsWith('#EXT-X-MAP:')) {
-      const uri = parseAttributes(tagValue(line)).URI;
-      mapUrl = uri === undefined ? undefined : new URL(uri, url).href;
-    } else if (line.startsWith('#EXT-X-KEY:')) {
-      const method = parseAttributes(tagValue(line)).METHOD ?? 'NONE';
-      if (method !== 'NONE') throw badPlaylist(`encrypted segments (EXT-X-KEY METHOD=${method}) are not supported`);
-    } else if (line.startsWith('#EXT-X-TWITCH-PREFETCH:')) {
-      prefetchUris.push({ uri: tagValue(line), discontinuity: pending.discontinuity ?? false });
-      pending.discontinuity = false;
-      playlist.twitch = true;
-    } else if (line.startsWith('#EXT-X-TWITCH-')) {
-      playlist.twitch = true;
-    }
+    nextDateMs = programDateTimeMs === undefined ? undefined : programDateTimeMs + segment.duration * 1000;
   }
 
   // Prefetch segments come last; they take the duration of the last full one, and a start time
   // carried on from it, so that a date range can still tell whether they are ads.
   const last = playlist.segments.at(-1);
-  for (const { uri, discontinuity } of prefetchUris) {
-    pending = { durationS: last?.durationS ?? playlist.targetDurationS, discontinuity };
-    addSegment(uri, { prefetch: true, ad: discontinuity ? 'prefetch-discontinuity' : undefined });
+  for (const { uri, discontinuity } of prefetch) {
+    const durationS = last?.durationS ?? playlist.targetDurationS;
+    playlist.segments.push({
+      sequence: mediaSequence + playlist.segments.length,
+      url: new URL(uri, url).href,
+      durationS,
+      title: '',
+      discontinuity,
+      programDateTimeMs: nextDateMs,
+      cueOut,
+      ad: discontinuity ? 'prefetch-discontinuity' : undefined,
+      prefetch: true,
+      mapUrl: last?.mapUrl,
+    });
+    nextDateMs = nextDateMs === undefined ? undefined : nextDateMs + durationS * 1000;
   }
 
   playlist.twitch ||= playlist.segments.some((s) => s.title === 'live' || s.title.startsWith('Amazon'));
@@ -244,34 +243,25 @@ export function parseMediaPlaylist(text: string, url: string, options: ParseMedi
  * rendition where there is one (Twitch's `720p60`).
  */
 export function parseMasterPlaylist(text: string, url: string): HlsVariant[] {
-  const videoNames = new Map<string, string>();
-  const variants: HlsVariant[] = [];
-  let pending: Record<string, string> | undefined;
-  for (const line of lines(text)) {
-    if (line.startsWith('#EXT-X-MEDIA:')) {
-      const media = parseAttributes(tagValue(line));
-      if (media.TYPE === 'VIDEO' && media['GROUP-ID'] && media.NAME) videoNames.set(media['GROUP-ID'], media.NAME);
-    } else if (line.startsWith('#EXT-X-STREAM-INF:')) {
-      pending = parseAttributes(tagValue(line));
-    } else if (!line.startsWith('#') && pending) {
-      const [width, height] = (pending.RESOLUTION ?? '').split('x').map(Number);
-      const group = pending.VIDEO;
-      const name = (group && videoNames.get(group)) ?? group ?? (height ? `${height}p` : `${pending.BANDWIDTH ?? 0}bps`);
-      const namedHeight = Number(/(\d{3,4})p/.exec(name)?.[1]);
-      const codecs = pending.CODECS;
-      variants.push({
-        url: new URL(line, url).href,
-        bandwidth: Number(pending.BANDWIDTH ?? 0),
-        width: width || undefined,
-        height: height || namedHeight || undefined,
-        frameRate: Number(pending['FRAME-RATE']) || undefined,
-        name,
-        audioOnly: !height && (/audio/i.test(name) || (codecs !== undefined && !/avc|hvc|hev|av01|vp0?[89]/i.test(codecs))),
-      });
-      pending = undefined;
-    }
-  }
-  return variants;
+  const { manifest } = parse(text);
+  const videoGroups = manifest.mediaGroups?.VIDEO ?? {};
+  return (manifest.playlists ?? []).map((variant) => {
+    const attributes = variant.attributes ?? {};
+    const { width, height } = attributes.RESOLUTION ?? {};
+    const group = typeof attributes.VIDEO === 'string' ? attributes.VIDEO : undefined;
+    const name = (group !== undefined ? Object.keys(videoGroups[group] ?? {})[0] : undefined) ?? group ?? (height ? `${height}p` : `${attributes.BANDWIDTH ?? 0}bps`);
+    const namedHeight = Number(/(\d{3,4})p/.exec(name)?.[1]);
+    const codecs = attributes.CODECS;
+    return {
+      url: new URL(variant.uri, url).href,
+      bandwidth: Number(attributes.BANDWIDTH ?? 0),
+      width: width || undefined,
+      height: height || namedHeight || undefined,
+      frameRate: Number(attributes['FRAME-RATE']) || undefined,
+      name,
+      audioOnly: !height && (/audio/i.test(name) || (codecs !== undefined && !/avc|hvc|hev|av01|vp0?[89]/i.test(codecs))),
+    };
+  });
 }
 
 /**

@@ -4,7 +4,6 @@ import { ErrorCode, redactUrl } from '../../core/index.js';
 import {
   chooseVariant,
   isMasterPlaylist,
-  parseAttributes,
   parseMasterPlaylist,
   parseMediaPlaylist,
 } from '../../ingest/hls-playlist.js';
@@ -12,17 +11,6 @@ import { thrown } from '../helpers.js';
 
 const BASE = 'https://cdn.example/live/stream.m3u8?token=secret';
 const m3u8 = (...lines: string[]): string => ['#EXTM3U', ...lines].join('\n') + '\n';
-
-describe('parseAttributes', () => {
-  it('reads quoted values with commas and plain ones', () => {
-    expect(parseAttributes('ID="a,b",CLASS="x",DURATION=30.5,X-TV-TWITCH-AD-ROLL-TYPE="MIDROLL"')).toEqual({
-      ID: 'a,b',
-      CLASS: 'x',
-      DURATION: '30.5',
-      'X-TV-TWITCH-AD-ROLL-TYPE': 'MIDROLL',
-    });
-  });
-});
 
 describe('parseMediaPlaylist', () => {
   it('numbers segments from the media sequence and resolves their URLs against the playlist', () => {
