@@ -150,6 +150,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
       return [...(topics.get(session.id) ?? [])].map((topic) => ({ session: session.id, topic, weights: shares }));
     }),
   };
+  if (warnings.length > 0) plan.warnings = [...warnings];
   return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
 }
 

@@ -198,6 +198,8 @@ const plan = z.object({
       sessions: z.array(z.object({ session: z.string().min(1), batch: z.number().int().positive() })),
     }),
   ),
+  /** What an operator should know of this plan: an SLO split evenly because query analysis found none, sessions without a backend. */
+  warnings: z.array(z.string()).optional(),
   /** Per session and topic, the share of partitions each backend consumes. */
   routing: z.array(
     z.object({

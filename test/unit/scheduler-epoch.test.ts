@@ -71,6 +71,9 @@ describe('planEpoch', () => {
     const { plan, warnings } = planEpoch({ epoch: 1, nowMs: 0, apps: [tight], backends: ['b1', 'b2'] }, profileOf, { epsilonMs: 10 });
     expect(warnings.join('\n')).toMatch(/app tight: .*splitting evenly/);
     expect(plan.sessions.map((s) => s.sloMs)).toEqual([30, 30]);
+    // The plan itself says so, for whoever reads it off the topic.
+    expect(plan.warnings?.join('\n')).toMatch(/app tight: .*splitting evenly/);
+    expect(planContract.decode(planContract.encode(plan)).warnings).toEqual(plan.warnings);
   });
 });
 
