@@ -83,12 +83,21 @@ export function compileProfile(profile: BatchProfile): ModelProfile {
 }
 
 /**
- * Linear between measured batch sizes. Below the smallest measured batch the value at that
- * batch is used: with ℓ(b) non-decreasing it is an upper bound, so the plan stays safe.
+ * Linear between measured batch sizes. Below the smallest measured batch, the line through the
+ * two smallest, kept between the bounds the packer's assumptions allow (ℓ(b) non-decreasing:
+ * at most the smallest's value; ℓ(b)/b non-increasing: at least its share, value·b/batch); with
+ * one measured batch, that batch's value. A profile measured from batch 4 up no longer makes a
+ * batch of 1 cost as much as a batch of 4.
  */
 function interpolate(points: readonly { batch: number; value: number }[], batch: number): number {
   let lower = points[0];
-  if (!lower || batch <= lower.batch) return lower?.value ?? Infinity;
+  if (!lower) return Infinity;
+  if (batch <= lower.batch) {
+    const next = points[1];
+    if (batch === lower.batch || !next) return lower.value;
+    const line = lower.value - ((lower.batch - batch) * (next.value - lower.value)) / (next.batch - lower.batch);
+    return Math.min(lower.value, Math.max((lower.value * batch) / lower.batch, line));
+  }
   for (const upper of points) {
     if (upper.batch >= batch) {
       const t = (batch - lower.batch) / (upper.batch - lower.batch);

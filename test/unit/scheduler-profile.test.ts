@@ -33,14 +33,23 @@ describe('batch profiles', () => {
     return dir;
   };
 
-  it('ℓ(b) is mean + 1 std, linear between measured batches, the smallest measured below them, Infinity above', () => {
+  it('ℓ(b) is mean + 1 std, linear between measured batches and extended below them, Infinity above', () => {
     const compiled = compileProfile(profile([
       [4, 50, 2],
       [8, 70, 6],
     ]));
-    expect([1, 4, 5, 6, 8, 9].map((b) => compiled.latency(b))).toEqual([52, 52, 58, 64, 76, Infinity]);
-    expect([1, 6, 8, 9].map((b) => compiled.memoryMB(b))).toEqual([400, 600, 800, Infinity]);
+    expect([1, 2, 4, 5, 6, 8, 9].map((b) => compiled.latency(b))).toEqual([34, 40, 52, 58, 64, 76, Infinity]);
+    expect([1, 6, 8, 9].map((b) => compiled.memoryMB(b))).toEqual([100, 600, 800, Infinity]);
     expect(compiled.maxBatch).toBe(8);
+  });
+
+  it('below the smallest measured batch, the line stays within what the packer assumes: ℓ(b) ≤ ℓ(b₀), ℓ(b)/b ≥ ℓ(b₀)/b₀', () => {
+    // Steep: the line would reach −5 ms at batch 1; the share of batch 2's time is the floor.
+    expect(compileProfile(profile([[2, 10], [4, 40]])).latency(1)).toBe(5);
+    // Falling (a bad profile): never above the smallest measured batch's time.
+    expect(compileProfile(profile([[2, 10], [4, 8]])).latency(1)).toBe(10);
+    // One measured batch: its time.
+    expect(compileProfile(profile([[4, 20]])).latency(1)).toBe(20);
   });
 
   it('measurements in any order; pre- and post-processing add up to the overhead', () => {
