@@ -1,6 +1,6 @@
 import { describeError, Topics, type Plan } from '../core/index.js';
 import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
-import type { ProfileLookup } from './profile.js';
+import type { ModelProfile, ProfileLookup } from './profile.js';
 import { FRAMES, analyzeQuery } from './query-analysis.js';
 import { repack } from './repack.js';
 import { planViolations } from './plan-check.js';
@@ -103,14 +103,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
     }
   }
 
-  const hasProfile = (model: string): boolean => {
-    try {
-      return profileOf(model) !== undefined;
-    } catch {
-      return false;
-    }
-  };
-  const merge = mergeSharedPrefixes([...rates.values()], input.families ?? [], hasProfile);
+  const merge = mergeSharedPrefixes([...rates.values()], input.families ?? [], (model) => profileIfAny(model, profileOf) !== undefined);
   warnings.push(...merge.notes);
   for (const [id, members] of Object.entries(merge.members)) {
     topics.set(id, new Set(members.flatMap((m) => [...(topics.get(m.id) ?? [])])));
@@ -154,17 +147,22 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
 }
 
+/** A model's profile; undefined where none was measured (the lookup throws for those). */
+function profileIfAny(model: string, profileOf: ProfileLookup): ModelProfile | undefined {
+  try {
+    return profileOf(model);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * ℓ(b) and the CPU time per request from a model's profile, as a plan carries them: backends
  * judge early drop by the same numbers the plan was packed with. Nothing without a profile.
  */
 function profiled(model: string, profileOf: ProfileLookup): { latencyMs?: number[]; overheadMs?: number } {
-  let profile;
-  try {
-    profile = profileOf(model);
-  } catch {
-    return {};
-  }
+  const profile = profileIfAny(model, profileOf);
+  if (!profile) return {};
   const round = (ms: number): number => Math.round(ms * 100) / 100;
   return { latencyMs: Array.from({ length: profile.maxBatch }, (_, i) => round(profile.latency(i + 1))), overheadMs: round(profile.overheadMs) };
 }
