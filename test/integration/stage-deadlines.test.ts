@@ -33,12 +33,15 @@ import { runSimulation } from '../../scheduler/simulator/index.js';
 import { waitFor } from '../conformance/wait-for.js';
 
 const root = projectRoot();
-/** ℓ(1) of each stage, ms: what the plan's profiles say and what the paced runtime takes. */
-const DETECT_MS = 600;
-const READ_MS = 100;
-/** Stage budgets: the reader's share of the app's 1400 ms is small. */
-const DETECT_BUDGET_MS = 900;
-const READ_BUDGET_MS = 500;
+/**
+ * ℓ(1) of each stage, ms: what the plan's profiles say and what the paced runtime takes. Long
+ * enough that the real models finish within them on a loaded 2-core machine.
+ */
+const DETECT_MS = 1000;
+const READ_MS = 200;
+/** Stage budgets: the detector's leaves 600 ms for decoding and queueing the first frame. */
+const DETECT_BUDGET_MS = 1600;
+const READ_BUDGET_MS = 1400;
 const SLO_MS = DETECT_BUDGET_MS + READ_BUDGET_MS;
 /** Frames: one, then the rest together this much later, while the first runs. */
 const BURST = 3;
@@ -106,6 +109,11 @@ describe('stage deadlines from the plan', () => {
   const rows: ResultRow[] = [];
   const drops: Drop[] = [];
   let tasks = 0;
+  const hud = sharp(join(root, 'test/fixtures/ocr/hud.png')).jpeg().toBuffer();
+  const publish = async (source: string, seqs: number[]) => {
+    const [jpeg, captureTimeMs] = [await hud, Date.now()];
+    await bus.producer().send(Topics.frames, seqs.map((seq) => ({ key: source, value: frameContract.encode({ source, seq, captureTimeMs, ptsMs: 0, width: 640, height: 360, jpeg }) })));
+  };
 
   beforeAll(async () => {
     await bus.createTopics([Topics.frames, Topics.tasks('ppocr-rec'), Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
@@ -113,13 +121,22 @@ describe('stage deadlines from the plan', () => {
       for (const m of batch.messages) {
         if (batch.topic === Topics.results) rows.push(resultRowContract.decode(m.value));
         else if (batch.topic === Topics.drops) drops.push(dropContract.decode(m.value));
-        else if (taskContract.decode(m.value).frameSeq === 0) tasks += 1;
+        else {
+          const task = taskContract.decode(m.value);
+          if (task.source === 'hud' && task.frameSeq === 0) tasks += 1;
+        }
       }
     });
     await backend.start();
     await bus.producer().send(Topics.plan, [{ key: 'plan', value: planContract.encode(plan('stages')) }]);
     await waitFor(() => backend.status().planEpoch === 1, 'the plan followed');
-  }, 60_000);
+    // A first frame through both stages, so the timed ones do not pay for loading the models.
+    await publish('warm-up', [0]);
+    await waitFor(() => rows.some((r) => r.fields.node === 'read-text'), 'the warm-up frame read', { timeoutMs: 60_000 });
+    await sleep(READ_MS * 3);
+    rows.length = 0;
+    drops.length = 0;
+  }, 120_000);
   afterAll(async () => {
     await backend.close();
     await runtime.close();
@@ -127,28 +144,22 @@ describe('stage deadlines from the plan', () => {
   });
 
   it('drops at the detector the frames that would spend the reader\'s budget, as the simulator does', async () => {
-    const hud = await sharp(join(root, 'test/fixtures/ocr/hud.png')).jpeg().toBuffer();
-    const producer = bus.producer();
-    const publish = (seqs: number[]) => {
-      const captureTimeMs = Date.now();
-      return producer.send(Topics.frames, seqs.map((seq) => ({ key: 'hud', value: frameContract.encode({ source: 'hud', seq, captureTimeMs, ptsMs: 0, width: 640, height: 360, jpeg: hud }) })));
-    };
-    await publish([0]);
+    await publish('hud', [0]);
     await sleep(LATER_MS);
-    await publish(Array.from({ length: BURST - 1 }, (_, i) => i + 1));
+    await publish('hud', Array.from({ length: BURST - 1 }, (_, i) => i + 1));
     await waitFor(() => drops.length === BURST - 1 && rows.some((r) => r.fields.node === 'read-text'), 'the frames handled');
     await sleep(READ_MS * 3);
 
-    // The first frame runs (0–600 ms); the next ones, captured 50 ms later, would end at 1200 ms:
-    // after their detector stage deadline (950 ms), though within the app's SLO (1450 ms).
-    // Dropped, naming the stage.
-    expect(drops.map((d) => [d.what, d.why, d.frameSeq]).sort()).toEqual([['frame', 'deadline', 1], ['frame', 'deadline', 2]]);
+    // The first frame runs (0–1000 ms); the next one, captured 50 ms later, would end at 2000 ms:
+    // after its detector stage deadline (1650 ms), though within the app's SLO (3050 ms). It and
+    // the one behind it are dropped, naming the stage.
+    expect(drops.map((d) => [d.what, d.why, d.frameSeq]).sort(), JSON.stringify(drops)).toEqual([['frame', 'deadline', 1], ['frame', 'deadline', 2]]);
     expect(drops[0]!.detail).toContain('stage signs/find-text');
     // The first frame's regions were read within the reader's own budget.
     expect(tasks).toBeGreaterThan(0);
     const read = rows.filter((r) => r.fields.node === 'read-text' && r.fields.kind === 'text');
     expect(read.length).toBeGreaterThan(0);
-    expect(backend.status().late).toBe(0);
+    expect(backend.status().late, JSON.stringify(backend.status())).toBe(0);
 
     // The simulator, given the same arrivals, the plan's sessions and profiles, and the fan-out
     // the backend measured, makes the same decisions.
