@@ -175,11 +175,8 @@ function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOption
   } catch (err) {
     warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
   }
-  const parent = new Map(edges.map((e) => [e.to, e]));
-  const rateOf = (node: string): number => {
-    const edge = parent.get(node);
-    return !edge || edge.from === FRAMES ? app.framesRate : edge.gamma * rateOf(edge.from);
-  };
+  // A node's rate: the frames, or γ times each parent's rate, summed over its inputs.
+  const rateOf = (node: string): number => edges.filter((e) => e.to === node).reduce((sum, e) => sum + (e.from === FRAMES ? app.framesRate : e.gamma * rateOf(e.from)), 0);
   return { sloMs: evenSloSplit(app), rates: Object.fromEntries(app.nodes.map((n) => [n.id, rateOf(n.id)])) };
 }
 

@@ -44,58 +44,99 @@ export interface QuerySplit {
 }
 
 /**
- * The tree DP: f(u, t) = min over k ≤ t of c_u(k) + Σ_children f(v, t − k), with t and k in
+ * The DP of §6.2: f(u, t) = min over k ≤ t of c_u(k) + Σ_children f(v, t − k), with t and k in
  * units of ε and c_u(k) = R_u / T_u(k·ε). Every node gets at least one ε. Among equally good
  * splits a node takes the larger share, so a leaf takes all that is left on its path.
+ *
+ * The paper shows trees and claims fork-join graphs. Here a node with several parents (fan-in)
+ * runs on the inputs of each, so its rate is the sum, and its requests wait for its latest
+ * parent: every path from `frames` must fit the SLO. Each such node's start time is enumerated;
+ * once they are fixed every node has one parent left, and the DP runs over that forest in
+ * absolute time, a parent of a fan-in node ending by the node's start.
  * `framesRate` is the request rate entering at `frames` (frames/s).
  */
 export function analyzeQuery(query: QuerySpec, framesRate: number, profileOf: ProfileLookup, options: QueryAnalysisOptions): QuerySplit {
-  const { children, rates } = queryTree(query, framesRate);
+  const graph = queryGraph(query, framesRate);
   const steps = Math.floor(query.sloMs / options.epsilonMs + 1e-9);
-  const cost = nodeCosts(query, rates, profileOf, steps, options);
-  // best[u][t]: fewest GPUs for u's subtree within t steps; share[u][t]: the k that achieves it.
-  const best = new Map<string, Float64Array>();
-  const share = new Map<string, Int32Array>();
-  const subtrees = (u: string): Float64Array => {
-    const sum = new Float64Array(steps + 1);
-    for (const v of children.get(u) ?? []) {
-      const f = best.get(v) as Float64Array;
-      for (let t = 0; t <= steps; t++) sum[t] = (sum[t] ?? 0) + (f[t] ?? Infinity);
-    }
-    return sum;
-  };
-  for (const u of postOrder(children)) {
-    if (u === FRAMES) continue;
-    const below = subtrees(u);
-    const c = cost.get(u) as Float64Array;
-    const f = new Float64Array(steps + 1).fill(Infinity);
-    const k = new Int32Array(steps + 1);
-    for (let t = 1; t <= steps; t++) {
-      for (let mine = 1; mine <= t; mine++) {
-        const total = (c[mine] ?? Infinity) + (below[t - mine] ?? Infinity);
-        if (total <= (f[t] ?? Infinity) && total < Infinity) {
-          f[t] = total;
-          k[t] = mine;
-        }
-      }
-    }
-    best.set(u, f);
-    share.set(u, k);
+  const cost = nodeCosts(query, graph.rates, profileOf, steps, options);
+  const joins = query.nodes.map((n) => n.id).filter((id) => (graph.parents.get(id) ?? []).length > 1);
+  const work = Math.max(1, steps - 1) ** joins.length * query.nodes.length * steps * steps;
+  if (work > MAX_SEARCH_WORK) {
+    throw new PanoptesError(ErrorCode.SchedulerInput, `${joins.length} nodes with several parents (${joins.join(', ')}) over ${steps} steps of ${options.epsilonMs} ms are too many to search exactly; raise epsilonMs or simplify the DAG`, {
+      details: { joins, steps },
+    });
   }
-  const gpus = subtrees(FRAMES)[steps] ?? Infinity;
-  if (!Number.isFinite(gpus)) {
+  let best: { gpus: number; shares: Map<string, number> } | undefined;
+  for (const starts of startTimes(joins, steps)) {
+    const split = forestSplit(graph, cost, steps, starts);
+    if (split.gpus < (best?.gpus ?? Infinity)) best = split;
+  }
+  if (!best) {
     throw new PanoptesError(ErrorCode.SchedulerInput, `no split of ${query.sloMs} ms in steps of ${options.epsilonMs} ms meets every model's latency`, {
       details: { sloMs: query.sloMs, epsilonMs: options.epsilonMs },
     });
   }
-  const sloMs: Record<string, number> = {};
-  const assign = (u: string, t: number): void => {
-    const mine = u === FRAMES ? 0 : ((share.get(u) as Int32Array)[t] ?? 0);
-    if (u !== FRAMES) sloMs[u] = mine * options.epsilonMs;
-    for (const v of children.get(u) ?? []) assign(v, t - mine);
+  const sloMs = Object.fromEntries([...best.shares].map(([id, k]) => [id, k * options.epsilonMs]));
+  return { sloMs, rates: Object.fromEntries(graph.rates), gpus: best.gpus };
+}
+
+/** Bounds the exhaustive search over fan-in start times: about a second of work. */
+const MAX_SEARCH_WORK = 2e8;
+
+/** Every combination of start steps 1..steps−1 for the fan-in nodes; one empty combination without any. */
+function* startTimes(joins: readonly string[], steps: number): Generator<Map<string, number>> {
+  if (joins.length === 0) {
+    yield new Map();
+    return;
+  }
+  const [first, ...rest] = joins as [string, ...string[]];
+  for (let start = 1; start < steps; start++) {
+    for (const others of startTimes(rest, steps)) yield new Map(others).set(first, start);
+  }
+}
+
+/**
+ * The DP with the fan-in nodes' start steps fixed: g(u, s), the fewest GPUs for u and the nodes
+ * that follow it when u starts at step s, where u must end by the SLO and by the start of any
+ * fan-in node it feeds. Infinite GPUs when nothing fits.
+ */
+function forestSplit(
+  graph: QueryGraph,
+  cost: ReadonlyMap<string, Float64Array>,
+  steps: number,
+  starts: ReadonlyMap<string, number>,
+): { gpus: number; shares: Map<string, number> } {
+  const best = new Map<string, Float64Array>();
+  const share = new Map<string, Int32Array>();
+  for (const u of [...graph.order].reverse()) {
+    const followers = (graph.children.get(u) ?? []).filter((v) => !starts.has(v));
+    const end = Math.min(steps, ...(graph.children.get(u) ?? []).map((v) => starts.get(v) ?? steps));
+    const c = cost.get(u) as Float64Array;
+    const g = new Float64Array(steps + 1).fill(Infinity);
+    const k = new Int32Array(steps + 1);
+    for (let s = 0; s < end; s++) {
+      for (let mine = 1; s + mine <= end; mine++) {
+        let total = c[mine] ?? Infinity;
+        for (const v of followers) total += (best.get(v) as Float64Array)[s + mine] ?? Infinity;
+        if (total <= (g[s] ?? Infinity) && total < Infinity) {
+          g[s] = total;
+          k[s] = mine;
+        }
+      }
+    }
+    best.set(u, g);
+    share.set(u, k);
+  }
+  const entries: [string, number][] = [...(graph.children.get(FRAMES) ?? []).filter((r) => !starts.has(r)).map((r): [string, number] => [r, 0]), ...starts];
+  const gpus = entries.reduce((sum, [u, s]) => sum + ((best.get(u) as Float64Array)[s] ?? Infinity), 0);
+  const shares = new Map<string, number>();
+  const assign = (u: string, s: number): void => {
+    const mine = (share.get(u) as Int32Array)[s] ?? 0;
+    shares.set(u, mine);
+    for (const v of graph.children.get(u) ?? []) if (!starts.has(v)) assign(v, s + mine);
   };
-  assign(FRAMES, steps);
-  return { sloMs, rates: Object.fromEntries(rates), gpus };
+  if (Number.isFinite(gpus)) for (const [u, s] of entries) assign(u, s);
+  return { gpus, shares };
 }
 
 /** GPUs a given split needs, Σ_v R_v / T_v(L_v): to compare splits, e.g. the even split, with the DP's. */
@@ -106,7 +147,7 @@ export function queryGpus(
   profileOf: ProfileLookup,
   options: { deviceMemoryMB?: number } = {},
 ): number {
-  const { rates } = queryTree(query, framesRate);
+  const { rates } = queryGraph(query, framesRate);
   return query.nodes.reduce((sum, node) => {
     const rate = rates.get(node.id) ?? 0;
     const peak = peakThroughput(profileOf(node.model), sloMsByNode[node.id] ?? 0, options.deviceMemoryMB ?? Infinity);
@@ -137,50 +178,56 @@ function nodeCosts(
   );
 }
 
+interface QueryGraph {
+  /** Distinct parents and children of each node (`frames` included as a parent). */
+  parents: Map<string, string[]>;
+  children: Map<string, string[]>;
+  /** The nodes, every parent before its children. */
+  order: string[];
+  rates: Map<string, number>;
+}
+
 /**
- * The tree under `frames` and each node's rate. Parallel edges from one parent add their γ; a
- * node with two different parents (a DAG), an edge to or from an unknown node, or a node not
- * reached from `frames` is PANOPTES_SCHEDULER_INPUT.
+ * The DAG under `frames` and each node's rate: Σ over its edges of γ times the parent's rate
+ * (parallel edges from one parent add their γ). An edge to or from an unknown node, a cycle, or
+ * a node not reached from `frames` is PANOPTES_SCHEDULER_INPUT.
  */
-function queryTree(query: QuerySpec, framesRate: number): { children: Map<string, string[]>; rates: Map<string, number> } {
+function queryGraph(query: QuerySpec, framesRate: number): QueryGraph {
   const ids = new Set(query.nodes.map((n) => n.id));
-  const parent = new Map<string, string>();
-  const gamma = new Map<string, number>();
+  const parents = new Map<string, string[]>();
+  const children = new Map<string, string[]>();
+  const link = (map: Map<string, string[]>, key: string, value: string): void => {
+    const list = map.get(key) ?? [];
+    if (!list.includes(value)) map.set(key, [...list, value]);
+  };
   for (const edge of query.edges) {
     if (!ids.has(edge.to) || (edge.from !== FRAMES && !ids.has(edge.from))) {
-      throw treeError(`edge ${edge.from} → ${edge.to} names an unknown node`, query);
+      throw graphError(`edge ${edge.from} → ${edge.to} names an unknown node`, query);
     }
-    const other = parent.get(edge.to);
-    if (other !== undefined && other !== edge.from) throw treeError(`${edge.to} has two parents (${other}, ${edge.from}); query analysis takes trees`, query);
-    parent.set(edge.to, edge.from);
-    gamma.set(edge.to, (gamma.get(edge.to) ?? 0) + edge.gamma);
+    link(parents, edge.to, edge.from);
+    link(children, edge.from, edge.to);
   }
-  const children = new Map<string, string[]>();
-  for (const [child, from] of parent) children.set(from, [...(children.get(from) ?? []), child]);
-  const rates = new Map<string, number>();
-  const visit = (u: string, rate: number): void => {
-    for (const v of children.get(u) ?? []) {
-      const r = rate * (gamma.get(v) ?? 0);
-      rates.set(v, r);
-      visit(v, r);
-    }
-  };
-  visit(FRAMES, framesRate);
-  const unreached = query.nodes.filter((n) => !rates.has(n.id)).map((n) => n.id);
-  if (unreached.length > 0) throw treeError(`not reached from ${FRAMES}: ${unreached.join(', ')}`, query);
-  return { children, rates };
-}
-
-const treeError = (message: string, query: QuerySpec): PanoptesError =>
-  new PanoptesError(ErrorCode.SchedulerInput, message, { details: { edges: query.edges } });
-
-/** Children before parents, ending with `frames`. */
-function postOrder(children: ReadonlyMap<string, readonly string[]>): string[] {
   const order: string[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
   const visit = (u: string): void => {
+    if (state.get(u) === 'done') return;
+    if (state.get(u) === 'visiting') throw graphError(`the graph has a cycle through ${u}`, query);
+    state.set(u, 'visiting');
     for (const v of children.get(u) ?? []) visit(v);
-    order.push(u);
+    state.set(u, 'done');
+    if (u !== FRAMES) order.push(u);
   };
   visit(FRAMES);
-  return order;
+  order.reverse();
+  const unreached = query.nodes.filter((n) => !state.has(n.id)).map((n) => n.id);
+  if (unreached.length > 0) throw graphError(`not reached from ${FRAMES}: ${unreached.join(', ')}`, query);
+  const rates = new Map<string, number>([[FRAMES, framesRate]]);
+  for (const v of order) {
+    rates.set(v, query.edges.filter((e) => e.to === v).reduce((sum, e) => sum + e.gamma * (rates.get(e.from) ?? 0), 0));
+  }
+  rates.delete(FRAMES);
+  return { parents, children, order, rates };
 }
+
+const graphError = (message: string, query: QuerySpec): PanoptesError =>
+  new PanoptesError(ErrorCode.SchedulerInput, message, { details: { edges: query.edges } });

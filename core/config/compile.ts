@@ -76,16 +76,17 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
       });
     }
   });
-  const parents = new Map<string, string>();
+  // A node may have several inputs (fan-in): it runs on what flows along each of its edges.
+  const parents = new Map<string, string[]>();
   app.edges.forEach((edge, i) => {
     if (edge.from !== 'frames' && !nodeIds.has(edge.from)) {
       issues.push({ path: `edges[${i}].from`, message: `got "${edge.from}"; expected "frames" or a node id` });
     }
     if (!nodeIds.has(edge.to)) issues.push({ path: `edges[${i}].to`, message: `got "${edge.to}"; expected a node id` });
-    if (parents.has(edge.to)) {
-      issues.push({ path: `edges[${i}].to`, message: `node "${edge.to}" already has an input; expected one input per node` });
+    if (edge.from === edge.to || (parents.get(edge.to) ?? []).includes(edge.from)) {
+      issues.push({ path: `edges[${i}]`, message: `edge ${edge.from} → ${edge.to} ${edge.from === edge.to ? 'loops on one node' : 'is given twice'}` });
     }
-    parents.set(edge.to, edge.from);
+    parents.set(edge.to, [...(parents.get(edge.to) ?? []), edge.from]);
     const filter = edge.filter as Record<string, unknown>;
     if (edge.from === 'frames' && Object.keys(filter).length > 0) {
       issues.push({ path: `edges[${i}].filter`, message: `got ${JSON.stringify(filter)}; expected no filter on an edge from "frames" (filters select a node's outputs)` });
@@ -93,22 +94,28 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
   });
   app.nodes.forEach((node, i) => {
     // A tracker follows whole frames; a node fed crops runs several times per frame.
-    if (node.track && parents.has(node.id) && parents.get(node.id) !== 'frames') {
-      issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" is fed crops by "${parents.get(node.id)}"; only a node fed by "frames" can track` });
+    const cropper = (parents.get(node.id) ?? []).find((p) => p !== 'frames');
+    if (node.track && cropper) {
+      issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" is fed crops by "${cropper}"; only a node fed by "frames" alone can track` });
     }
   });
-  for (const node of nodeIds) {
-    const seen = new Set<string>();
-    let at: string | undefined = node;
-    while (at && at !== 'frames' && !seen.has(at)) {
-      seen.add(at);
-      at = parents.get(at);
-    }
-    if (at !== 'frames') {
-      const i = app.nodes.findIndex((n) => n.id === node);
-      issues.push({ path: `nodes[${i}].id`, message: `node "${node}" is not reachable from "frames" (missing edge or cycle)` });
-    }
-  }
+  // Every node is reached from frames, and no path comes back to where it started.
+  const children = new Map<string, string[]>();
+  for (const [child, froms] of parents) for (const from of froms) children.set(from, [...(children.get(from) ?? []), child]);
+  const state = new Map<string, 'visiting' | 'done'>();
+  const cycles = new Set<string>();
+  const visit = (at: string): void => {
+    if (state.get(at) === 'visiting') cycles.add(at);
+    if (state.has(at)) return;
+    state.set(at, 'visiting');
+    for (const next of children.get(at) ?? []) visit(next);
+    state.set(at, 'done');
+  };
+  visit('frames');
+  app.nodes.forEach((node, i) => {
+    if (!state.has(node.id)) issues.push({ path: `nodes[${i}].id`, message: `node "${node.id}" is not reachable from "frames" (missing edge or cycle)` });
+    if (cycles.has(node.id)) issues.push({ path: `nodes[${i}].id`, message: `node "${node.id}" is on a cycle; an app's graph must be acyclic` });
+  });
   return issues;
 }
 

@@ -297,7 +297,7 @@ describe('loadModelZoo and loadApp', () => {
     expect(detector.err.message).toContain('text recognizer');
   });
 
-  it('checks the DAG: unknown edge target, second input, cycle, unreachable node', () => {
+  it('checks the DAG: unknown edge target, an edge given twice, cycle, unreachable node; a second input is fan-in', () => {
     const dir = project();
     const models = loadModelZoo(join(dir, 'models.yaml'));
     const app = (name: string, graph: string): string => {
@@ -314,9 +314,16 @@ describe('loadModelZoo and loadApp', () => {
     const unknownFrom = invalid(() => loadApp(app('unknown-from', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: z, to: b }\n`), models));
     expect(unknownFrom.issues.map((i) => i.path)).toContain('edges[1].from');
 
-    const twoInputs = invalid(() => loadApp(app('two-inputs', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: frames, to: b }\n  - { from: a, to: b }\n`), models));
-    expect(twoInputs.issues.map((i) => i.path)).toEqual(['edges[2].to']);
-    expect(twoInputs.err.message).toContain('"b"');
+    const twoInputs = loadApp(app('two-inputs', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: frames, to: b }\n  - { from: a, to: b }\n`), models);
+    expect(twoInputs.edges.filter((e) => e.to === 'b').map((e) => e.from)).toEqual(['frames', 'a']);
+
+    const twice = invalid(() => loadApp(app('twice', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: a, to: b }\n  - { from: a, to: b }\n`), models));
+    expect(twice.issues.map((i) => i.path)).toEqual(['edges[2]']);
+    expect(twice.err.message).toContain('given twice');
+
+    const loop = invalid(() => loadApp(app('loop', `${nodes}edges:\n  - { from: frames, to: a }\n  - { from: a, to: b }\n  - { from: b, to: a }\n`), models));
+    expect(loop.issues.map((i) => i.path).sort()).toEqual(['nodes[0].id']);
+    expect(loop.err.message).toContain('acyclic');
 
     const cycle = invalid(() => loadApp(app('cycle', `${nodes}edges:\n  - { from: a, to: b }\n  - { from: b, to: a }\n`), models));
     expect(cycle.issues.map((i) => i.path).sort()).toEqual(['nodes[0].id', 'nodes[1].id']);

@@ -39,3 +39,39 @@ describe('the DAG runner', () => {
     expect(await rootDeadline({ find: 700 })).toBe(1450);
   });
 });
+
+describe('the DAG runner with fan-in', () => {
+  // read runs on people's boxes and on text's boxes; its stage starts when the longer of the two paths ends.
+  const fanIn = createAppLogic(
+    parseConfig(
+      appSpecSchema,
+      `name: fan-in
+sloMs: 1000
+nodes: [{ id: people, model: centernet }, { id: text, model: ppocr-det }, { id: read, model: ppocr-rec }]
+edges: [{ from: frames, to: people }, { from: frames, to: text }, { from: people, to: read, filter: { classes: [person] } }, { from: text, to: read }]
+`,
+      'fan-in.yaml',
+    ),
+  );
+
+  it('sends a task down each parent\'s edge, due at capture + the longest path to the node + its budget', async () => {
+    const box = { x1: 100, y1: 80, x2: 300, y2: 300 };
+    const tasks: { node: string; parent: string | undefined; deadlineMs: number; budgetMs: number }[] = [];
+    const runner = createDagRunner({
+      apps: [fanIn],
+      parseParams: async (_, params) => params,
+      infer: async ({ node }) => ({ kind: 'detections', detections: [{ box, classId: 0, className: node === 'people' ? 'person' : 'text', score: 0.9 }] }),
+      budgets: () => ({ people: 500, text: 300, read: 400 }),
+      realtime: () => true,
+      crops: 'pixels',
+      onFanOut: () => {},
+    });
+    await runner.start();
+    const out: DagOutbox = { ...outbox, task: (_, task) => tasks.push({ node: task.node, parent: task.lineage[0]?.split('/').at(-2), deadlineMs: task.deadlineMs, budgetMs: task.budgetMs }) };
+    await runner.runFrame({ source: 'cam', seq: 0, captureTimeMs: 1000, ptsMs: 0, width: 768, height: 432, jpeg }, ['fan-in'], out, Promise.resolve());
+    expect(tasks.sort((a, b) => (a.parent ?? '').localeCompare(b.parent ?? ''))).toEqual([
+      { node: 'read', parent: 'people', deadlineMs: 1000 + 500 + 400, budgetMs: 400 },
+      { node: 'read', parent: 'text', deadlineMs: 1000 + 500 + 400, budgetMs: 400 },
+    ]);
+  });
+});

@@ -75,6 +75,35 @@ describe('planEpoch', () => {
     expect(plan.warnings?.join('\n')).toMatch(/app tight: .*splitting evenly/);
     expect(planContract.decode(planContract.encode(plan)).warnings).toEqual(plan.warnings);
   });
+
+  it('splits a fork-join app by query analysis, each path within the SLO, the joining stage at the rate of both inputs', () => {
+    // frames → detect → {read, look} → read-again: the last reader runs on both branches' outputs.
+    const forkJoin: AppDemand = {
+      ...app('fork-join', 100),
+      nodes: [
+        { id: 'detect', model: 'detector' },
+        { id: 'read', model: 'reader' },
+        { id: 'look', model: 'reader' },
+        { id: 'again', model: 'reader' },
+      ],
+      edges: [
+        { from: 'frames', to: 'detect' },
+        { from: 'detect', to: 'read' },
+        { from: 'detect', to: 'look' },
+        { from: 'read', to: 'again' },
+        { from: 'look', to: 'again' },
+      ],
+      gammas: { 'detect>read': 2, 'detect>look': 1, 'read>again': 1, 'look>again': 1 },
+    };
+    const { plan, state, warnings } = planEpoch({ epoch: 1, nowMs: 0, apps: [forkJoin], backends: ['b1', 'b2', 'b3', 'b4'] }, profileOf, options);
+    expect(warnings).toEqual([]);
+    // The readers: read 200/s, look 100/s, and again 200 + 100 crops/s.
+    const readers = state.nodes.flatMap((n) => n.sessions).filter((s) => s.model === 'reader');
+    expect(readers.reduce((sum, s) => sum + s.rate, 0)).toBeCloseTo(600, 6);
+    const budget = (node: string): number => plan.sessions.find((s) => s.nodes.some((n) => n.node === node))!.sloMs;
+    expect(budget('detect') + Math.max(budget('read'), budget('look')) + budget('again')).toBeLessThanOrEqual(1000);
+    expect(plan.sessions.flatMap((s) => s.nodes.map((n) => n.node)).sort()).toEqual(['again', 'detect', 'look', 'read']);
+  });
 });
 
 /** A clock the test moves: sleepers wake when it passes their time. */

@@ -157,7 +157,7 @@ describe('query analysis: trees', () => {
     }
   });
 
-  it('BAD CALL: a node with two parents, an unknown node, an SLO no split meets are PANOPTES_SCHEDULER_INPUT', () => {
+  it('BAD CALL: an unknown node, a cycle, a node not reached, an SLO no split meets are PANOPTES_SCHEDULER_INPUT', () => {
     const base: QuerySpec = {
       sloMs: 400,
       nodes: [
@@ -173,9 +173,99 @@ describe('query analysis: trees', () => {
     };
     const invalid = { code: 'PANOPTES_SCHEDULER_INPUT' };
     const run = (query: QuerySpec) => () => analyzeQuery(query, 10, profiles, { epsilonMs: 10 });
-    expect(run({ ...base, edges: [...base.edges, { from: 'b', to: 'c', gamma: 1 }] })).toThrow(expect.objectContaining(invalid));
     expect(run({ ...base, edges: [...base.edges, { from: 'z', to: 'c', gamma: 1 }] })).toThrow(expect.objectContaining(invalid));
+    expect(run({ ...base, edges: [...base.edges, { from: 'c', to: 'a', gamma: 1 }] })).toThrow(expect.objectContaining({ ...invalid, message: expect.stringContaining('cycle') }));
     expect(run({ ...base, nodes: [...base.nodes, { id: 'lonely', model: 'car' }] })).toThrow(expect.objectContaining(invalid));
     expect(run({ ...base, sloMs: 15 })).toThrow(expect.objectContaining(invalid));
+  });
+});
+
+describe('query analysis: fan-in and fork-join', () => {
+  const profiles = profileLookup([
+    linearProfile({ model: 'ssd', alphaMs: 16.4, betaMs: 35, maxBatch: 16 }),
+    linearProfile({ model: 'car', alphaMs: 0.5, betaMs: 4, maxBatch: 64 }),
+    linearProfile({ model: 'face', alphaMs: 1, betaMs: 6, maxBatch: 64 }),
+  ]);
+
+  it('fork-join: the node with two parents starts when the later one is done, and runs on the inputs of both', () => {
+    // detect → {cars, faces} → report: report's budget begins where the longer of its parents' paths ends.
+    const forkJoin: QuerySpec = {
+      sloMs: 400,
+      nodes: [
+        { id: 'detect', model: 'ssd' },
+        { id: 'cars', model: 'car' },
+        { id: 'faces', model: 'face' },
+        { id: 'report', model: 'face' },
+      ],
+      edges: [
+        { from: 'frames', to: 'detect', gamma: 1 },
+        { from: 'detect', to: 'cars', gamma: 3 },
+        { from: 'detect', to: 'faces', gamma: 0.5 },
+        { from: 'cars', to: 'report', gamma: 1 },
+        { from: 'faces', to: 'report', gamma: 2 },
+      ],
+    };
+    const { sloMs, rates, gpus } = analyzeQuery(forkJoin, 20, profiles, { epsilonMs: 10 });
+    expect(rates).toEqual({ detect: 20, cars: 60, faces: 10, report: 60 + 20 });
+    const path = (...ids: string[]) => ids.reduce((sum, id) => sum + (sloMs[id] ?? 0), 0);
+    expect(path('detect', 'cars', 'report')).toBeLessThanOrEqual(400);
+    expect(path('detect', 'faces', 'report')).toBeLessThanOrEqual(400);
+    expect(Math.max(path('detect', 'cars', 'report'), path('detect', 'faces', 'report'))).toBe(400);
+    expect(gpus).toBeCloseTo(queryGpus(forkJoin, 20, sloMs, profiles), 12);
+    expect(gpus).toBeLessThan(queryGpus(forkJoin, 20, evenSloSplit(forkJoin), profiles));
+  });
+
+  it('matches an exhaustive search over every split of random DAGs of up to 4 models with fan-in', () => {
+    const models = ['ssd', 'car', 'face'];
+    let withFanIn = 0;
+    let compared = 0;
+    for (let seed = 1; seed <= 150; seed++) {
+      const random = seededRandom(seed);
+      const ids = Array.from({ length: 3 + Math.floor(random() * 2) }, (_, i) => `n${i}`);
+      // Each node after the first has one or two parents among the nodes before it (or frames).
+      const edges = ids.flatMap((id, i) => {
+        const candidates = ['frames', ...ids.slice(0, i)];
+        const pick = () => candidates[Math.floor(random() * candidates.length)] as string;
+        const parents = new Set([i === 0 ? 'frames' : pick(), ...(i > 0 && random() < 0.6 ? [pick()] : [])]);
+        return [...parents].map((from) => ({ from, to: id, gamma: 0.2 + 3 * random() }));
+      });
+      const query: QuerySpec = {
+        sloMs: 150 + Math.round(random() * 150),
+        nodes: ids.map((id) => ({ id, model: models[Math.floor(random() * models.length)] as string })),
+        edges,
+      };
+      const epsilonMs = 25;
+      const steps = Math.floor(query.sloMs / epsilonMs);
+      const paths = (to: string): string[][] =>
+        edges.filter((e) => e.to === to).flatMap((e) => (e.from === 'frames' ? [[to]] : paths(e.from).map((p) => [...p, to])));
+      const allPaths = ids.flatMap(paths);
+      let best = Infinity;
+      const search = (i: number, split: Record<string, number>): void => {
+        if (i === ids.length) {
+          if (allPaths.every((p) => p.reduce((sum, id) => sum + (split[id] ?? 0), 0) <= query.sloMs)) best = Math.min(best, queryGpus(query, 30, split, profiles));
+          return;
+        }
+        for (let k = 1; k <= steps; k++) search(i + 1, { ...split, [ids[i] as string]: k * epsilonMs });
+      };
+      search(0, {});
+      if (!Number.isFinite(best)) continue;
+      const split = analyzeQuery(query, 30, profiles, { epsilonMs });
+      expect(split.gpus, `seed ${seed}`).toBeCloseTo(best, 9);
+      compared += 1;
+      if (edges.length > ids.length) withFanIn += 1;
+      expect(allPaths.every((p) => p.reduce((sum, id) => sum + (split.sloMs[id] ?? 0), 0) <= query.sloMs), `seed ${seed}`).toBe(true);
+    }
+    expect(compared).toBeGreaterThan(100);
+    expect(withFanIn).toBeGreaterThan(40);
+  });
+
+  it('too many fan-in nodes for the exact search is PANOPTES_SCHEDULER_INPUT, which the epoch turns into the even split with a warning', () => {
+    const ids = Array.from({ length: 8 }, (_, i) => `n${i}`);
+    const query: QuerySpec = {
+      sloMs: 1000,
+      nodes: ids.map((id) => ({ id, model: 'car' })),
+      edges: ids.flatMap((id, i) => (i < 2 ? [{ from: 'frames', to: id, gamma: 1 }] : [{ from: ids[i - 1] as string, to: id, gamma: 1 }, { from: ids[i - 2] as string, to: id, gamma: 1 }])),
+    };
+    expect(() => analyzeQuery(query, 10, profiles, { epsilonMs: 1 })).toThrow(expect.objectContaining({ code: 'PANOPTES_SCHEDULER_INPUT', message: expect.stringContaining('too many') }));
   });
 });
