@@ -6,7 +6,9 @@ export {
   extractSubgraph,
   groupBySharedPrefix,
   hashGraph,
+  loadMergedPrefixBatch,
   loadPrefixBatched,
+  mergePrefixBatch,
   readOnnxModel,
   sharedPrefix,
   splitAtSharedPrefix,
@@ -27,7 +29,7 @@ export {
   type SubgraphBounds,
 } from './onnx/index.js';
 export { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type RgbImage } from './image/index.js';
-export { cpuDeviceName, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
+export { cpuDeviceName, familyModel, findPrefixFamilies, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
 export {
   chooseBatch,
   createBackend,

@@ -1,5 +1,5 @@
 import { dirname, join, resolve } from 'node:path';
-import { createBackend, createLocalAnalysis, createOnnxRuntime, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
+import { createBackend, createLocalAnalysis, createOnnxRuntime, findPrefixFamilies, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import {
   consumerGroupOf,
@@ -17,6 +17,7 @@ import {
   type CompiledConfig,
   type Lifecycle,
   type Logger,
+  type ResolvedModel,
   type SourceConfig,
   type Stats,
   type TableSpec,
@@ -137,7 +138,9 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
 
   // Checked first, naming the path: chDB's own recursive mkdir never returns under /proc.
   if (roles.has('sink') && sinkConfig.kind === 'chdb') ensureDir(join(config.dataDir, 'clickhouse'), 'dataDir');
-  const scheduling = roles.has('scheduler') ? schedulerOptions(config, logger) : undefined;
+  const families = roles.has('backend') || roles.has('scheduler') ? await prefixFamilies(config, logger) : [];
+  const models = { ...config.models, ...Object.fromEntries(families.map((f) => [f.name, f])) };
+  const scheduling = roles.has('scheduler') ? schedulerOptions(config, families, logger) : undefined;
   const apps = Object.values(config.apps).map(createAppLogic);
   const tasks = taskTopics(apps);
   if (!roles.has('ingest') && !options.signal) throw new PanoptesError(ErrorCode.ConfigInvalid, 'a process without the ingest role needs a stop signal');
@@ -191,7 +194,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     id: `${process.pid}-0`,
     bus,
     runtime,
-    models: config.models,
+    models,
     apps,
     appsForSource: (source) => appsBySource.get(source) ?? [],
     realtime: (source) => !backfill.has(source),
@@ -326,7 +329,15 @@ function ownBatches(config: CompiledConfig, logger: Logger): (model: string) => 
 }
 
 /** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */
-function schedulerOptions(config: CompiledConfig, logger: Logger): Omit<EpochServiceOptions, 'bus'> {
+/** The apps' models that share a prefix: each family a model the plan may host in its members' place. */
+async function prefixFamilies(config: CompiledConfig, logger: Logger): Promise<ResolvedModel[]> {
+  const used = new Set(Object.values(config.apps).flatMap((app) => app.nodes.map((n) => n.model)));
+  const families = await findPrefixFamilies([...used].map((name) => config.models[name]!));
+  if (families.length > 0) logger.info({ families: families.map((f) => f.name) }, 'models sharing a prefix: each family merges where the plan finds it pays');
+  return families;
+}
+
+function schedulerOptions(config: CompiledConfig, families: readonly ResolvedModel[], logger: Logger): Omit<EpochServiceOptions, 'bus'> {
   const settings = config.deployment.scheduler!;
   const { profiles, warnings } = loadProfiles(resolve(dirname(config.file), settings.profiles));
   for (const warning of warnings) logger.warn(warning);
@@ -336,6 +347,7 @@ function schedulerOptions(config: CompiledConfig, logger: Logger): Omit<EpochSer
   return {
     apps: apps.map((a) => ({ app: a.name, sloMs: a.sloMs, nodes: a.nodes.map(({ id, model }) => ({ id, model })), edges: a.edges.map(({ from, to }) => ({ from, to })) })),
     profileOf,
+    families: families.map((f) => ({ name: f.name, models: (f.family ?? []).map((m) => m.name) })),
     epsilonMs: settings.epsilonMs,
     // Unset, the scheduler's own defaults apply: they are defined there only.
     ...(settings.epochS !== undefined ? { epochMs: settings.epochS * 1000 } : {}),

@@ -2,8 +2,8 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
-import { createOnnxRuntime, cpuDeviceName, decodeJpeg, profileModel } from '../analyzers/index.js';
-import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger } from '../core/index.js';
+import { createOnnxRuntime, cpuDeviceName, decodeJpeg, findPrefixFamilies, profileModel } from '../analyzers/index.js';
+import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger, type ResolvedModel } from '../core/index.js';
 import { batchProfileSchema, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, runExperiments, squishyBinPacking, type BatchProfile, type Packing } from '../scheduler/index.js';
 import { formatTable } from './output.js';
 
@@ -34,6 +34,17 @@ async function profileImages(files: readonly string[] | undefined): Promise<Awai
   return Promise.all(paths.map((path) => decodeJpeg(readFileSync(path))));
 }
 
+/** A zoo model by name, or the prefix family `a+b+…` of zoo models that share a prefix. */
+async function zooModel(name: string, zoo: Readonly<Record<string, ResolvedModel>>): Promise<ResolvedModel> {
+  const members = name.split('+');
+  const unknown = members.filter((m) => !zoo[m]);
+  if (unknown.length > 0) throw new PanoptesError(ErrorCode.ConfigInvalid, `no model named "${unknown.join('", "')}" in the zoo; known: ${Object.keys(zoo).join(', ')}`);
+  if (members.length === 1) return zoo[name]!;
+  const family = (await findPrefixFamilies(members.map((m) => zoo[m]!))).find((f) => f.name === name);
+  if (!family) throw new PanoptesError(ErrorCode.ConfigInvalid, `${members.join(', ')} do not form a prefix family: not one architecture and input, or they share too little of their weights`);
+  return family;
+}
+
 /** The plan as the issue's output format: nodes with their duty cycle and sessions. */
 const planJson = (packing: Packing): unknown => ({
   nodes: packing.nodes.map((node) => ({ dutyCycleMs: round(node.dutyCycleMs), sessions: node.sessions.map((s) => ({ ...s, rate: round(s.rate) })) })),
@@ -47,16 +58,15 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
   program
     .command('profile')
     .description("measure a zoo model's latency and memory at each batch size on this machine, for the scheduler")
-    .argument('<model>', 'a model of configs/models.yaml, e.g. centernet')
+    .argument('<model>', 'a model of configs/models.yaml, e.g. centernet; or a prefix family, its members joined by +')
     .option('--profiles <dir>', 'where profiles are kept', 'profiles')
+    .option('--models <file>', 'the model zoo (default: configs/models.yaml)')
     .option('--max-batch <n>', "largest batch measured (default: the model's maxBatch)", parseInteger)
     .option('--runs <n>', 'timed runs per batch size', parseInteger, 10)
     .option('--warmup <n>', 'untimed runs per batch size before them', parseInteger, 2)
     .option('--image <file...>', 'JPEG images to run on (default: the stills in test/fixtures/images)')
-    .action(async (name: string, opts: { profiles: string; maxBatch?: number; runs: number; warmup: number; image?: string[] }) => {
-      const zoo = loadModelZoo();
-      const spec = zoo[name];
-      if (!spec) throw new PanoptesError(ErrorCode.ConfigInvalid, `no model named "${name}" in the zoo; known: ${Object.keys(zoo).join(', ')}`);
+    .action(async (name: string, opts: { profiles: string; models?: string; maxBatch?: number; runs: number; warmup: number; image?: string[] }) => {
+      const spec = await zooModel(name, loadModelZoo(opts.models === undefined ? undefined : resolve(opts.models)));
       const runtime = createOnnxRuntime({ logger: logger() });
       try {
         const device = cpuDeviceName();

@@ -97,13 +97,14 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
       const session = rates.get(id) ?? { id, model: node.model, sloMs: Math.round(sloMs), rate: 0 };
       session.rate += rate;
       rates.set(id, session);
-      const fed = app.edges.find((e) => e.to === node.id)?.from === FRAMES ? Topics.frames : Topics.tasks(node.model);
-      topics.set(id, (topics.get(id) ?? new Set()).add(fed));
+      // A node fed by frames and by a parent's crops (fan-in) takes requests from both topics.
+      const fed = app.edges.filter((e) => e.to === node.id).map((e) => (e.from === FRAMES ? Topics.frames : Topics.tasks(node.model)));
+      topics.set(id, new Set([...(topics.get(id) ?? []), ...fed]));
       nodesOf.set(id, [...(nodesOf.get(id) ?? []), { app: app.app, node: node.id }]);
     }
   }
 
-  const merge = mergeSharedPrefixes([...rates.values()], input.families ?? [], (model) => profileIfAny(model, profileOf) !== undefined);
+  const merge = mergeSharedPrefixes([...rates.values()], input.families ?? [], profileOf, options);
   warnings.push(...merge.notes);
   for (const [id, members] of Object.entries(merge.members)) {
     topics.set(id, new Set(members.flatMap((m) => [...(topics.get(m.id) ?? [])])));

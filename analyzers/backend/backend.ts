@@ -133,7 +133,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     const submitted = Date.now();
     stats.arrival(session);
     try {
-      const output = await new Promise<NodeOutput>((resolve, reject) => hosting.enqueue(session, { deadlineMs, item: { image, params, resolve, reject } }));
+      const output = await new Promise<NodeOutput>((resolve, reject) => hosting.enqueue(session, { deadlineMs, item: { image, model, params, resolve, reject } }));
       const done = Date.now();
       stats.done(session, done - submitted, done > deadlineMs);
       if (done > deadlineMs) counts.late += 1;

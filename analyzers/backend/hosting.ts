@@ -10,6 +10,8 @@ import { createLatencyEstimate, profiledLatency, type LatencyEstimate } from './
 /** A request waiting in a session's queue, settled when its batch finishes or is dropped. */
 export interface Request {
   image: ImageInput;
+  /** The model the node names: the session's, or a member of the session's prefix family. */
+  model: string;
   params: unknown;
   resolve: (output: NodeOutput) => void;
   reject: (err: unknown) => void;
@@ -112,7 +114,12 @@ export function createHosting(options: HostingOptions): Hosting {
       targetBatch: Math.min(batch, runner.spec.maxBatch),
       latency: estimate.latency,
       overheadMs: 0,
-      prepare: (requests) => runner.prepare(requests.map((r) => r.item.image), requests.map((r) => r.item.params)),
+      // A family's session tells it which member each request is for.
+      prepare: (requests) =>
+        runner.prepare(
+          requests.map((r) => r.item.image),
+          requests.map((r) => (r.item.model === model ? r.item.params : { member: r.item.model, params: r.item.params })),
+        ),
       async execute(prepared) {
         const started = performance.now();
         const executed = await runner.execute(prepared);
@@ -165,7 +172,7 @@ export function createHosting(options: HostingOptions): Hosting {
         const image = { width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) };
         return Array.from({ length: (lanes + 1) * s.targetBatch }, () =>
           new Promise<void>((resolve, reject) =>
-            options.executor.submit(s.id, { deadlineMs: Infinity, item: { image, params, resolve: () => resolve(), reject, warmUp: true } }),
+            options.executor.submit(s.id, { deadlineMs: Infinity, item: { image, model: s.model, params, resolve: () => resolve(), reject, warmUp: true } }),
           ),
         );
       }),

@@ -1,6 +1,7 @@
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { loadFaceAttributes, loadFaceDetector, loadFaceVerifier } from './face-models.js';
+import { loadFamilyRunner } from './family.js';
 import { loadObjectDetector } from './object-detector.js';
 import type { ModelRunner } from './runner.js';
 import { loadTextDetector, loadTextRecognizer } from './text-models.js';
@@ -16,6 +17,7 @@ const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime) => Pr
 };
 
 export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner> {
+  if (spec.family) return loadFamilyRunner(spec, runtime, loadModelRunner) as Promise<ModelRunner>;
   const load = LOADERS[spec.architecture];
   if (!load) {
     throw new PanoptesError(

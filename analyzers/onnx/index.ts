@@ -19,3 +19,4 @@ export {
   type PrefixBatchFiles,
   type PrefixMember,
 } from './prefix-batch.js';
+export { loadMergedPrefixBatch, mergePrefixBatch, MEMBER_ROWS, type MergedPrefixBatch } from './merged-prefix.js';

@@ -130,8 +130,9 @@ export async function loadPrefixBatched(runtime: ModelRuntime, model: { name: st
   };
 }
 
-/** The rows (dim 0) a member's feeds hold: the same in every input. */
-function rowsOf(feeds: NamedTensors, inputs: readonly string[], who: string): number {
+/** The rows (dim 0) a member's feeds hold: the same in every input; none for no feeds (`{}`). */
+export function rowsOf(feeds: NamedTensors, inputs: readonly string[], who: string): number {
+  if (Object.keys(feeds).length === 0) return 0;
   const counts = inputs.map((input) => {
     const tensor = feeds[input];
     if (!tensor) throw new RangeError(`${who}: no feed for input '${input}'`);
@@ -149,7 +150,7 @@ const VIEWS = {
 } satisfies Record<TensorData['type'], (bytes: ArrayBuffer) => TensorData['data']>;
 
 /** Stacks tensors along dim 0 into a new buffer (the members' own stay theirs: a suffix may read a model input). */
-function concatRows(tensors: readonly TensorData[]): TensorData {
+export function concatRows(tensors: readonly TensorData[]): TensorData {
   const [first] = tensors;
   if (!first) throw new RangeError('concatRows: no tensors');
   const rowShape = first.dims.slice(1).join(',');

@@ -6,7 +6,12 @@ import { deploymentSchema, sourceSchema, type Deployment, type SourceConfig } fr
 import { appSpecSchema, modelZooSchema, type AppSpec, type ModelSpec } from './schema.js';
 
 /** A model spec whose files are absolute paths that exist. */
-export type ResolvedModel = ModelSpec & { file: string; charset?: string };
+export type ResolvedModel = ModelSpec & {
+  file: string;
+  charset?: string;
+  /** A prefix family's members (Nexus §6.3): found by the backend among the zoo's models, never written in the zoo. */
+  family?: readonly ResolvedModel[];
+};
 
 /** What runtime modules receive: validated, cross-checked, paths resolved, frozen. */
 export interface CompiledConfig {
@@ -96,7 +101,7 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
     // A tracker follows whole frames; a node fed crops runs several times per frame.
     const cropper = (parents.get(node.id) ?? []).find((p) => p !== 'frames');
     if (node.track && cropper) {
-      issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" is fed crops by "${cropper}"; only a node fed by "frames" alone can track` });
+      issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" is fed crops by "${cropper}"; only a node fed by "frames" (and nothing else) can track` });
     }
   });
   // Every node is reached from frames, and no path comes back to where it started.

@@ -138,8 +138,8 @@ edges: [{ from: frames, to: d }, { from: d, to: r }, { from: d, to: e }]
       'nodes[0].lines: node "d" has lines but no `track`; lines count tracked objects',
       'nodes[0].lines[1].name: duplicate name "l"',
       'nodes[1].track: node "r" runs ppocr-rec (recognize-text); track follows detections: use a detector',
-      'nodes[1].track: node "r" is fed crops by "d"; only a node fed by "frames" can track',
-      'nodes[2].track: node "e" is fed crops by "d"; only a node fed by "frames" can track',
+      'nodes[1].track: node "r" is fed crops by "d"; only a node fed by "frames" (and nothing else) can track',
+      'nodes[2].track: node "e" is fed crops by "d"; only a node fed by "frames" (and nothing else) can track',
     ]);
   });
 

@@ -5,7 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   createOnnxRuntime,
   decodeJpeg,
+  loadMergedPrefixBatch,
   loadPrefixBatched,
+  mergePrefixBatch,
   readOnnxModel,
   splitAtSharedPrefix,
   type ModelRuntime,
@@ -119,6 +121,25 @@ describe('a prefix-batched model (two heads on one backbone)', () => {
     const batched = await loadPrefixBatched(runtime, { name: 'bad-call', files: heads.split });
     await expect(batched.run([images([])])).rejects.toThrow(RangeError);
     await batched.dispose();
+  });
+
+  it('as one graph (prefix, a Split, each suffix behind an If): one run gives what each whole model gives, and nothing for a member without rows', async () => {
+    const [cars, empty, person] = await Promise.all(['road-two-cars.jpg', 'road-empty.jpg', 'room-person.jpg'].map(still));
+    const models = await Promise.all(heads.models.map((file) => readOnnxModel(file)));
+    const merged = await loadMergedPrefixBatch(runtime, 'merged', mergePrefixBatch(splitAtSharedPrefix(models)), join(scratch, 'merged'));
+    const perHead = [[cars!, person!, empty!], [cars!]];
+    const outputs = await merged.run(perHead.map(images));
+    expect(runs.get('merged')).toEqual([4]);
+    const whole = await Promise.all(heads.models.map((file) => runtime.load({ name: file, file })));
+    for (const [i, model] of whole.entries()) {
+      const expected = await model.run(images(perHead[i]!));
+      expect(outputs[i]?.detections?.dims).toEqual([perHead[i]!.length, 100, 6]);
+      expect(maxAbsDiff(outputs[i]!.detections!, expected.detections!)).toBeLessThan(1e-4);
+    }
+    const alone = await merged.run([images([]), images([person!])]);
+    expect(alone[0]).toEqual({});
+    expect(maxAbsDiff(alone[1]!.detections!, (await whole[1]!.run(images([person!]))).detections!)).toBeLessThan(1e-4);
+    await Promise.all([merged, ...whole].map((m) => m.dispose()));
   });
 
   it('EXPECTED FAILURE: members fed by different inputs are a ModelLoad error', () => {
