@@ -9,3 +9,4 @@ export * from './config/index.js';
 export * from './paths.js';
 export type * from './vision.js';
 export * from './results.js';
+export { seededRandom } from './random.js';

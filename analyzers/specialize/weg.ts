@@ -1,0 +1,220 @@
+import { cascadeAccuracy, dominantClasses, minimumSupport, type SpecializedBehaviour } from './estimates.js';
+
+/**
+ * Windowed ε-Greedy, thesis Algorithm 5.1, for one stream at one DAG node: when to explore (run
+ * the oracle h*), when to specialize (train h_D on the dominant classes D), when to exploit (run
+ * the cascade ĥ_D: h_D, falling through to h* on "other") and when to go back. A pure state
+ * machine: `next()` says what to run on the next input, and the caller reports what ran.
+ *
+ * Where the thesis is silent or inconsistent (`../shared/research/shen-thesis.md` §4.5):
+ * - Line 5's "within τ_r": the dominant sets differ in at most τ_r classes (symmetric difference).
+ * - Line 18's spot check: only inputs the specialized model answered itself, each with
+ *   probability ε, so n* ÷ (n_c·ε) estimates how often its answers disagree with the oracle.
+ * - p* in the specialized phase ("derived from S_j" in line 20, from the ε samples in the text):
+ *   the share in D of the last w cascade calls, counting an input h_D answered as in D (its
+ *   claims are what τ_FP checks) and a fall-through by the oracle's label of it, which the
+ *   cascade has anyway. Until w calls have been made, the window's labels fill the rest. The
+ *   spot checks alone come from inputs h_D answered, mostly in D, and would hide a change of
+ *   distribution for thousands of inputs.
+ * - Templates: the cheapest (first listed) whose estimate passes.
+ * - Training runs while the oracle keeps serving; its labels go on extending the window.
+ * - After an exit, the previous epoch's labels are its oracle labels (window and spot checks).
+ */
+
+export interface WegParams {
+  /** The oracle's accuracy a*. */
+  oracleAccuracy: number;
+  /** τ_a: the cascade's estimated accuracy must reach a* + τ_a (−0.05 for faces, +0.05 otherwise). */
+  accuracyMargin: number;
+  /** w_min. @defaultValue 30 */
+  minWindow?: number;
+  /** τ_r. @defaultValue 2 */
+  sameClasses?: number;
+  /** ε. @defaultValue 0.01 */
+  epsilon?: number;
+  /** τ_FP. @defaultValue 0.5 */
+  maxDisagreement?: number;
+}
+
+/** A template h_k: its behaviour once specialized to n classes (Eq. 5.1's inputs), cheapest first. */
+export interface Template {
+  name: string;
+  behaviour: (dominant: number) => SpecializedBehaviour;
+}
+
+/** What to run on the next input. */
+export type WegAction =
+  | { run: 'oracle' }
+  /** The cascade; where the specialized model answers itself and `spotCheck` is set, the oracle too. */
+  | { run: 'cascade'; spotCheck: boolean };
+
+export type WegPhase = 'window' | 'selecting' | 'training' | 'specialized';
+
+export interface WegStatus<Label> {
+  phase: WegPhase;
+  /** The epoch j. */
+  epoch: number;
+  /** w: the window the dominant classes are taken from. */
+  window: number;
+  dominant: Label[];
+  template?: string;
+  /** The last estimate of the cascade's accuracy (Eq. 5.1). */
+  estimate?: number;
+  /** Table 5.4: inputs seen, those in the specialized phase, cascade calls that fell through, entries into the specialized phase. */
+  inputs: number;
+  specialized: number;
+  fellThrough: number;
+  transitions: number;
+  /** Σ|D| and Σw over the entries into the specialized phase, for their means. */
+  dominantSum: number;
+  windowSum: number;
+}
+
+export interface Weg<Label> {
+  next(): WegAction;
+  /** The oracle's label for an input `next` sent to the oracle. Returns what to train when WEG decides to specialize. */
+  explored(label: Label): { template: Template; dominant: Label[] } | undefined;
+  /** h_D is trained for `dominant`: the specialized phase begins (if WEG still waits for it). */
+  trained(template: Template, dominant: readonly Label[]): void;
+  /** Training failed: WEG goes on exploring and may decide again. */
+  trainingFailed(): void;
+  /**
+   * A cascade's outcome: whether h_D answered itself (not "other"), and the oracle's label where
+   * it was spot-checked. Returns 'exit' when WEG leaves the specialized phase.
+   */
+  exploited(outcome: { answeredItself: boolean; answer: Label; oracleLabel?: Label }): 'exit' | undefined;
+  status(): WegStatus<Label>;
+}
+
+export function createWeg<Label>(params: WegParams, templates: readonly Template[], random: () => number = Math.random): Weg<Label> {
+  if (templates.length === 0) throw new RangeError('createWeg: at least one template');
+  const minWindow = params.minWindow ?? 30;
+  const sameClasses = params.sameClasses ?? 2;
+  const epsilon = params.epsilon ?? 0.01;
+  const maxDisagreement = params.maxDisagreement ?? 0.5;
+  const threshold = params.oracleAccuracy + params.accuracyMargin;
+
+  let phase: WegPhase = 'window';
+  let epoch = 1;
+  /** S_{j−1} and S_j: the oracle's labels of the previous epoch and of this one. */
+  let previous: Label[] = [];
+  let labels: Label[] = [];
+  let window = minWindow;
+  let dominant = new Set<Label>();
+  let template: Template | undefined;
+  let estimate: number | undefined;
+  /** n_c and n*: answers h_D gave itself, and spot checks where the oracle disagreed. */
+  let answered = 0;
+  let disagreed = 0;
+  /** The specialized phase's last w cascade calls: in D (answered by h_D, or the oracle's label in D) or not. */
+  let calls: boolean[] = [];
+  const counts = { inputs: 0, specialized: 0, fellThrough: 0, transitions: 0, dominantSum: 0, windowSum: 0 };
+
+  const recent = (): Label[] => labels.slice(-window);
+  const skewOf = (d: ReadonlySet<Label>): number => {
+    const seen = recent();
+    return seen.length === 0 ? 0 : seen.filter((l) => d.has(l)).length / seen.length;
+  };
+  /** p* in the specialized phase (see above). */
+  const cascadeSkew = (): number => {
+    const fromWindow = recent().slice(calls.length).filter((l) => dominant.has(l)).length;
+    const fromCalls = calls.filter((inDominant) => inDominant).length;
+    return (fromWindow + fromCalls) / Math.max(window, calls.length);
+  };
+
+  /** Lines 8–12: D from the last w labels; the first template whose Eq. 5.1 estimate passes is trained. */
+  const select = (): { template: Template; dominant: Label[] } | undefined => {
+    dominant = dominantClasses(recent(), minimumSupport(window));
+    const skew = skewOf(dominant);
+    estimate = undefined;
+    for (const candidate of templates) {
+      const accuracy = cascadeAccuracy(candidate.behaviour(dominant.size), skew, params.oracleAccuracy);
+      estimate = Math.max(estimate ?? -Infinity, accuracy);
+      if (dominant.size > 0 && accuracy >= threshold) {
+        phase = 'training';
+        template = candidate;
+        return { template: candidate, dominant: [...dominant] };
+      }
+    }
+    return undefined;
+  };
+
+  /** Lines 2–7: after w_min labels, the old epoch continues if the dominant classes barely changed. */
+  const closeWindow = (): void => {
+    const before = dominantClasses(previous, minimumSupport(previous.length));
+    const now = dominantClasses(labels, minimumSupport(labels.length));
+    const changed = [...before].filter((l) => !now.has(l)).length + [...now].filter((l) => !before.has(l)).length;
+    if (changed <= sameClasses) labels = [...previous, ...labels];
+    window = labels.length;
+    phase = 'selecting';
+  };
+
+  const exit = (): 'exit' => {
+    epoch += 1;
+    previous = labels;
+    labels = [];
+    phase = 'window';
+    template = undefined;
+    return 'exit';
+  };
+
+  return {
+    next() {
+      counts.inputs += 1;
+      if (phase !== 'specialized') return { run: 'oracle' };
+      counts.specialized += 1;
+      return { run: 'cascade', spotCheck: random() < epsilon };
+    },
+
+    explored(label) {
+      labels.push(label);
+      if (phase === 'window') {
+        if (labels.length >= minWindow) closeWindow();
+        else return undefined;
+      }
+      return phase === 'selecting' ? select() : undefined;
+    },
+
+    trained(trainedTemplate, trainedFor) {
+      if (phase !== 'training' || trainedTemplate !== template) return;
+      dominant = new Set(trainedFor);
+      [answered, disagreed, calls] = [0, 0, []];
+      phase = 'specialized';
+      counts.transitions += 1;
+      counts.dominantSum += dominant.size;
+      counts.windowSum += window;
+    },
+
+    trainingFailed() {
+      if (phase === 'training') phase = 'selecting';
+    },
+
+    exploited({ answeredItself, answer, oracleLabel }) {
+      if (phase !== 'specialized') return undefined;
+      // A fall-through's answer is the oracle's label.
+      calls = [...calls.slice(1 - window), answeredItself || dominant.has(answer)];
+      if (!answeredItself) counts.fellThrough += 1;
+      else {
+        answered += 1;
+        if (oracleLabel !== undefined) {
+          labels.push(oracleLabel);
+          if (oracleLabel !== answer) disagreed += 1;
+        }
+      }
+      // Lines 20–21: the estimate at the current skew, and the spot checks' disagreement rate.
+      estimate = cascadeAccuracy(template!.behaviour(dominant.size), cascadeSkew(), params.oracleAccuracy);
+      const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
+      return estimate < threshold || disagreement > maxDisagreement ? exit() : undefined;
+    },
+
+    status: () => ({
+      phase,
+      epoch,
+      window,
+      dominant: [...dominant],
+      ...(template ? { template: template.name } : {}),
+      ...(estimate !== undefined ? { estimate } : {}),
+      ...counts,
+    }),
+  };
+}
