@@ -23,6 +23,8 @@ const VENDORS = {
   kafkajs: ['core/bus/kafka'],
   'onnxruntime-node': ['analyzers/onnx'],
   'onnx-proto': ['analyzers/onnx'],
+  '@tensorflow/tfjs': ['analyzers/training'],
+  '@tensorflow/tfjs-backend-wasm': ['analyzers/training'],
   'prom-client': ['cli'],
   chdb: ['sinks/chdb'],
   '@clickhouse/client': ['sinks/clickhouse'],

@@ -20,3 +20,4 @@ export {
   type PrefixMember,
 } from './prefix-batch.js';
 export { loadMergedPrefixBatch, mergePrefixBatch, MEMBER_ROWS, type MergedPrefixBatch } from './merged-prefix.js';
+export { denseHeadModel, encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from './dense-head.js';

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
-import { deserializeError, ErrorCode, PanoptesError, type Logger } from '../../core/index.js';
+import type { Worker } from 'node:worker_threads';
+import { deserializeError, ErrorCode, PanoptesError, startModuleWorker, type Logger } from '../../core/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
 import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
 
@@ -56,21 +56,10 @@ class WorkerHandle {
   }
 }
 
-/**
- * Starts a worker on `worker.js` (built) or, when running from source (tests, tsx), on
- * `worker.ts` through tsx's loader: a worker does not inherit the parent's loader hooks.
- */
-function startWorker(): Worker {
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./worker.js', import.meta.url));
-  const tsx = import.meta.resolve('tsx/esm/api');
-  const worker = new URL('./worker.ts', import.meta.url).href;
-  return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(worker)}); })`, { eval: true });
-}
-
 export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
   const workerCount = Math.max(1, options.workers ?? 1);
   const intraOpThreads = options.intraOpThreads ?? Math.max(1, Math.floor(availableParallelism() / workerCount));
-  const handles = Array.from({ length: workerCount }, () => new WorkerHandle(startWorker()));
+  const handles = Array.from({ length: workerCount }, () => new WorkerHandle(startModuleWorker(import.meta.url, 'worker')));
   const logger = options.logger.child({ module: 'analyzers.onnx' });
   let modelCount = 0;
 

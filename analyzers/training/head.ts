@@ -1,0 +1,124 @@
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type * as TensorFlow from '@tensorflow/tfjs';
+import type { Scalar } from '@tensorflow/tfjs';
+import { seededRandom } from '../../core/index.js';
+
+/**
+ * A classifier head trained on features a network computed once (thesis §5.2: the lower layers'
+ * outputs are pre-forwarded and kept; only the top layer is retrained): softmax regression,
+ * logits = features · W + b, by Adam on the cross-entropy. TensorFlow.js does the arithmetic on
+ * the fastest backend that loads: its native bindings (`@tensorflow/tfjs-node-gpu`,
+ * `@tensorflow/tfjs-node`) where installed, else WebAssembly, else plain JavaScript.
+ */
+
+export interface HeadJob {
+  /** Row-major [rows, featureCount]. */
+  features: Float32Array;
+  featureCount: number;
+  /** Class index of each row, 0..classes−1. */
+  labels: Int32Array;
+  classes: number;
+  /** @defaultValue 20 */
+  epochs?: number;
+  /** @defaultValue 0.01 */
+  learningRate?: number;
+  /** @defaultValue 256 */
+  batchSize?: number;
+  /** @defaultValue 1 */
+  seed?: number;
+}
+
+export interface TrainedHead {
+  /** Row-major [featureCount, classes]. */
+  weights: Float32Array;
+  bias: Float32Array;
+  featureCount: number;
+  classes: number;
+  /** Mean cross-entropy over the last epoch. */
+  loss: number;
+  /** Which TensorFlow.js backend trained it: `tensorflow` (native), `wasm` or `cpu`. */
+  backend: string;
+  trainMs: number;
+}
+
+type Tf = typeof TensorFlow;
+
+let loaded: Promise<Tf> | undefined;
+
+/** TensorFlow.js on the fastest backend that loads here. */
+export function loadTensorFlow(): Promise<Tf> {
+  loaded ??= (async () => {
+    for (const native of ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node']) {
+      try {
+        return (await import(native)) as Tf;
+      } catch {
+        // Not installed (their install downloads libtensorflow): the next one.
+      }
+    }
+    const tf = await import('@tensorflow/tfjs');
+    const wasm = await import('@tensorflow/tfjs-backend-wasm');
+    // The .wasm files ship in the package; without this it would fetch them from a CDN.
+    const dist = dirname(createRequire(import.meta.url).resolve('@tensorflow/tfjs-backend-wasm'));
+    wasm.setWasmPaths(`${join(dist, '/')}`);
+    if (!(await tf.setBackend('wasm').catch(() => false))) await tf.setBackend('cpu');
+    await tf.ready();
+    return tf;
+  })();
+  return loaded;
+}
+
+export async function trainHead(job: HeadJob): Promise<TrainedHead> {
+  const { features, featureCount, labels, classes, epochs = 20, learningRate = 0.01, batchSize = 256, seed = 1 } = job;
+  const rows = labels.length;
+  if (rows === 0 || features.length !== rows * featureCount) {
+    throw new RangeError(`trainHead: ${features.length} feature values for ${rows} labels of ${featureCount} features`);
+  }
+  const bad = labels.findIndex((l) => l < 0 || l >= classes);
+  if (bad >= 0) throw new RangeError(`trainHead: label ${labels[bad]} of row ${bad} is outside 0..${classes - 1}`);
+  const tf = await loadTensorFlow();
+  const started = performance.now();
+  const random = seededRandom(seed);
+  const x = tf.tensor2d(features, [rows, featureCount]);
+  const y = tf.oneHot(tf.tensor1d(labels, 'int32'), classes);
+  const w = tf.variable(tf.randomNormal([featureCount, classes], 0, 0.01, 'float32', seed));
+  const b = tf.variable(tf.zeros([classes]));
+  const optimizer = tf.train.adam(learningRate);
+  const order = Array.from({ length: rows }, (_, i) => i);
+  let loss = NaN;
+  try {
+    for (let epoch = 0; epoch < epochs; epoch++) {
+      shuffle(order, random);
+      let sum = 0;
+      for (let start = 0; start < rows; start += batchSize) {
+        const indices = tf.tensor1d(order.slice(start, start + batchSize), 'int32');
+        const [xb, yb] = [tf.gather(x, indices), tf.gather(y, indices)];
+        // Reading the loss waits for the step: only in the last epoch.
+        const last = epoch === epochs - 1;
+        const cost = optimizer.minimize(() => tf.losses.softmaxCrossEntropy(yb, tf.add(tf.matMul(xb, w), b)) as Scalar, last);
+        if (last) sum += ((await cost?.data())?.[0] ?? NaN) * (indices.shape[0] ?? 0);
+        tf.dispose([indices, xb, yb, ...(cost ? [cost] : [])]);
+      }
+      loss = sum / rows;
+    }
+    return {
+      weights: (await w.data()) as Float32Array,
+      bias: (await b.data()) as Float32Array,
+      featureCount,
+      classes,
+      loss,
+      backend: tf.getBackend(),
+      trainMs: performance.now() - started,
+    };
+  } finally {
+    tf.dispose([x, y, w, b]);
+    optimizer.dispose();
+  }
+}
+
+function shuffle(order: number[], random: () => number): void {
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+}

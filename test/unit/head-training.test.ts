@@ -1,0 +1,93 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createOnnxRuntime, encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from '../../analyzers/index.js';
+import { createHeadTrainer, type TrainedHead } from '../../analyzers/training/index.js';
+import { seededRandom, silentLogger } from '../../core/index.js';
+
+/** Rows around `classes` random centres in `featureCount` dimensions: a labelled pool of pre-forwarded features. */
+function clusters(rows: number, featureCount: number, classes: number, seed: number): { features: Float32Array; labels: Int32Array } {
+  const random = seededRandom(seed);
+  const gaussian = () => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  const centres = Array.from({ length: classes }, () => Float32Array.from({ length: featureCount }, gaussian));
+  const features = new Float32Array(rows * featureCount);
+  const labels = new Int32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    const label = r % classes;
+    labels[r] = label;
+    for (let f = 0; f < featureCount; f++) features[r * featureCount + f] = centres[label]![f]! + 0.8 * gaussian();
+  }
+  return { features, labels };
+}
+
+const argmax = (values: ArrayLike<number>, offset: number, width: number): number => {
+  let best = 0;
+  for (let c = 1; c < width; c++) if (values[offset + c]! > values[offset + best]!) best = c;
+  return best;
+};
+
+describe('a classifier head trained on pre-forwarded features, on its own thread', () => {
+  const trainer = createHeadTrainer();
+  const runtime = createOnnxRuntime({ logger: silentLogger(), workers: 1 });
+  const scratch = mkdtempSync(join(tmpdir(), 'panoptes-head-'));
+  afterAll(async () => {
+    await trainer.close();
+    await runtime.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+  const [featureCount, classes] = [128, 6];
+  let head: TrainedHead;
+
+  it('learns the classes of held-out rows, and says which TensorFlow.js backend trained', async () => {
+    const pool = clusters(1200, featureCount, classes, 1);
+    head = await trainer.train({ ...pool, featureCount, classes, epochs: 20 });
+    expect(['wasm', 'cpu', 'tensorflow']).toContain(head.backend);
+    expect(head.weights).toHaveLength(featureCount * classes);
+    expect(head.loss).toBeLessThan(0.1);
+    const test = clusters(300, featureCount, classes, 2);
+    // Different centres per seed: train on one draw, test on new rows from the same centres.
+    const same = clusters(1500, featureCount, classes, 1);
+    const rows = same.labels.length - 1200;
+    let right = 0;
+    for (let r = 1200; r < same.labels.length; r++) {
+      const logits = Array.from({ length: classes }, (_, c) => {
+        let sum = head.bias[c]!;
+        for (let f = 0; f < featureCount; f++) sum += same.features[r * featureCount + f]! * head.weights[f * classes + c]!;
+        return sum;
+      });
+      if (argmax(logits, 0, classes) === same.labels[r]) right += 1;
+    }
+    expect(right / rows).toBeGreaterThan(0.95);
+    expect(test.labels).toHaveLength(300);
+  }, 60_000);
+
+  it('serves through onnxruntime as an ONNX model (Gemm, Softmax) with the same answers', async () => {
+    const file = join(scratch, 'head.onnx');
+    writeFileSync(file, encodeDenseHead(head));
+    const model = await runtime.load({ name: 'head', file });
+    const rows = clusters(1500, featureCount, classes, 1);
+    const offset = 1200 * featureCount;
+    const features = rows.features.slice(offset);
+    const outputs = await model.run({ [HEAD_INPUT]: { type: 'float32', dims: [300, featureCount], data: features.slice() } });
+    const probabilities = outputs[HEAD_OUTPUT]!;
+    expect(probabilities.dims).toEqual([300, classes]);
+    const p = probabilities.data as Float32Array;
+    let agree = 0;
+    for (let r = 0; r < 300; r++) {
+      const sum = Array.from({ length: classes }, (_, c) => p[r * classes + c]!).reduce((a, b) => a + b, 0);
+      expect(sum).toBeCloseTo(1, 5);
+      if (argmax(p, r * classes, classes) === rows.labels[1200 + r]) agree += 1;
+    }
+    expect(agree / 300).toBeGreaterThan(0.95);
+    await model.dispose();
+  }, 60_000);
+
+  it('BAD INPUT: a label outside the classes is PANOPTES_MODEL_RUN naming it, and the thread keeps training', async () => {
+    const pool = clusters(60, 8, 3, 3);
+    pool.labels[7] = 5;
+    await expect(trainer.train({ ...pool, featureCount: 8, classes: 3, epochs: 1 })).rejects.toMatchObject({ code: 'PANOPTES_MODEL_RUN', message: expect.stringContaining('label 5 of row 7') });
+    const again = clusters(60, 8, 3, 3);
+    expect((await trainer.train({ ...again, featureCount: 8, classes: 3, epochs: 1 })).classes).toBe(3);
+  }, 60_000);
+});
