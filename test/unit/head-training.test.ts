@@ -45,8 +45,7 @@ describe('a classifier head trained on pre-forwarded features, on its own thread
     expect(['wasm', 'cpu', 'tensorflow']).toContain(head.backend);
     expect(head.weights).toHaveLength(featureCount * classes);
     expect(head.loss).toBeLessThan(0.1);
-    const test = clusters(300, featureCount, classes, 2);
-    // Different centres per seed: train on one draw, test on new rows from the same centres.
+    // The same seed draws the same centres and then 300 rows more: held-out rows of the same classes.
     const same = clusters(1500, featureCount, classes, 1);
     const rows = same.labels.length - 1200;
     let right = 0;
@@ -59,7 +58,6 @@ describe('a classifier head trained on pre-forwarded features, on its own thread
       if (argmax(logits, 0, classes) === same.labels[r]) right += 1;
     }
     expect(right / rows).toBeGreaterThan(0.95);
-    expect(test.labels).toHaveLength(300);
   }, 60_000);
 
   it('serves through onnxruntime as an ONNX model (Gemm, Softmax) with the same answers', async () => {
