@@ -55,3 +55,4 @@ export {
   type AppGraph,
   type StageBudgets,
 } from './dag/index.js';
+export { behaviourByDominant, createWeg, simulateWeg, type SimulatedClassifiers, type TraceSegment, type Weg, type WegStatus } from './specialize/index.js';

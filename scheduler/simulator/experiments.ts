@@ -5,6 +5,7 @@ import { planningTime } from './experiment-planning.js';
 import { queryAnalysisVsEven } from './experiment-query-analysis.js';
 import { reaction } from './experiment-reaction.js';
 import { squishyVsOblivious } from './experiment-squishy.js';
+import { wegTable52 } from './experiment-weg.js';
 
 /**
  * The experiments behind `panoptes simulate <experiment|all> --json`: each runs the simulator
@@ -18,7 +19,7 @@ export const EXPERIMENTS = {
   squishyVsOblivious: () => squishyVsOblivious().mixes.map((m) => round(m.ratio, 3)),
   /** Frame rate at 99% good, query analysis over even split, SSD → Inception at 400 ms, γ = 0.1, 1, 10. */
   queryAnalysisVsEven: () => queryAnalysisVsEven().ratios.map((r) => round(r, 3)),
-  /** Σ R/T_max over the GPUs the plan uses, game + traffic. */
+  /** Σ R/T_max over the GPUs the plan uses, the paper's seven apps. */
   efficiencyVsLowerBound: () => round(efficiencyVsLowerBound().efficiency, 3),
   /** Seconds to the first plan with more / fewer GPUs after the load doubles / falls back, and the run's bad rate. */
   reaction: () => {
@@ -27,6 +28,9 @@ export const EXPERIMENTS = {
   },
   /** Median time to pack 1,000 sessions (about 100 GPUs), ms. */
   planning1000SessionsMs: () => round(planningTime().medianMs, 1),
+  /** WEG on the thesis' Table 5.2 traces and the faces switching every 10/20/30 s: speedup and accuracy beside the thesis'. */
+  weg: () =>
+    wegTable52().rows.map((r) => ({ task: r.task, trace: r.trace, speedup: round(r.speedup, 2), thesisSpeedup: r.thesis.speedup, accuracy: round(r.accuracy, 1), thesisAccuracy: r.thesis.accuracy, oracleAccuracy: round(r.oracleAccuracy, 1) })),
 } as const;
 
 export type ExperimentName = keyof typeof EXPERIMENTS;

@@ -12,6 +12,7 @@ import {
   type TraceSegment,
   type Weg,
 } from '../../analyzers/specialize/index.js';
+import { wegTable52 } from '../../scheduler/simulator/experiment-weg.js';
 
 describe('WEG estimates (thesis appendix C, Eq. 5.1)', () => {
   it.each([
@@ -208,5 +209,16 @@ describe('WEG on a simulated trace (thesis §5.4: frames every 1/6 s, simulated 
     expect(result.accuracy).toBeGreaterThan(result.oracleAccuracy - 0.02);
     // It notices each change: it leaves the specialized phase and enters it again.
     expect(result.status.epoch).toBeGreaterThan(10);
+  });
+});
+
+describe('`panoptes simulate weg`: the thesis Table 5.2 face rows', () => {
+  it('each within ±25% of the thesis speedup and 2 points of its accuracy, with simulated classifiers', () => {
+    const faces = wegTable52().rows.filter((r) => r.task === 'face' && !r.trace.startsWith('switch'));
+    expect(faces).toHaveLength(6);
+    for (const r of faces) {
+      expect(Math.abs(r.speedup / r.thesis.speedup - 1), `${r.trace}: ${r.speedup.toFixed(2)}× against ${r.thesis.speedup}×`).toBeLessThanOrEqual(0.25);
+      expect(Math.abs(r.accuracy - r.thesis.accuracy), `${r.trace}: ${r.accuracy.toFixed(1)}% against ${r.thesis.accuracy}%`).toBeLessThanOrEqual(2);
+    }
   });
 });
