@@ -85,20 +85,19 @@ export async function loadFamilyRunner(
   const dir = await mkdtemp(join(tmpdir(), 'panoptes-family-'));
   let batched: PrefixBatchedModel | undefined;
   const runners: ModelRunner[] = [];
+  const release = async (): Promise<void> => {
+    await Promise.all(runners.map((r) => r.dispose()));
+    await batched?.dispose();
+    await rm(dir, { recursive: true, force: true });
+  };
   try {
     const split = splitAtSharedPrefix(await Promise.all(members.map((m) => readOnnxModel(m.file))));
     batched = await loadMergedPrefixBatch(runtime, spec.name, mergePrefixBatch(split), dir);
     const rounds = sharedRuns(batched);
     for (const [i, member] of members.entries()) runners.push(await loadMember(member, memberRuntime(runtime, member.name, batched, i, rounds)));
-    return familyRunner(spec, runners, rounds, async () => {
-      await Promise.all(runners.map((r) => r.dispose()));
-      await batched?.dispose();
-      await rm(dir, { recursive: true, force: true });
-    });
+    return familyRunner(spec, runners, rounds, release);
   } catch (err) {
-    await Promise.all(runners.map((r) => r.dispose()));
-    await batched?.dispose();
-    await rm(dir, { recursive: true, force: true });
+    await release();
     throw err;
   }
 }
