@@ -27,6 +27,12 @@ function parseInteger(value: string): number {
   return n;
 }
 
+function parseCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a whole number, 0 or more');
+  return n;
+}
+
 /** The images a profile runs on: the given files, else the project's test images (real footage stills). */
 async function profileImages(files: readonly string[] | undefined): Promise<Awaited<ReturnType<typeof decodeJpeg>>[]> {
   const dir = join(projectRoot(), 'test/fixtures/images');
@@ -37,6 +43,8 @@ async function profileImages(files: readonly string[] | undefined): Promise<Awai
 /** A zoo model by name, or the prefix family `a+b+…` of zoo models that share a prefix. */
 async function zooModel(name: string, zoo: Readonly<Record<string, ResolvedModel>>): Promise<ResolvedModel> {
   const members = name.split('+');
+  const twice = members.filter((m, i) => members.indexOf(m) !== i);
+  if (twice.length > 0) throw new PanoptesError(ErrorCode.ConfigInvalid, `"${[...new Set(twice)].join('", "')}" named more than once in ${name}; a family's members are different models`);
   const unknown = members.filter((m) => !zoo[m]);
   if (unknown.length > 0) throw new PanoptesError(ErrorCode.ConfigInvalid, `no model named "${unknown.join('", "')}" in the zoo; known: ${Object.keys(zoo).join(', ')}`);
   if (members.length === 1) return zoo[name]!;
@@ -63,7 +71,7 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
     .option('--models <file>', 'the model zoo (default: configs/models.yaml)')
     .option('--max-batch <n>', "largest batch measured (default: the model's maxBatch)", parseInteger)
     .option('--runs <n>', 'timed runs per batch size', parseInteger, 10)
-    .option('--warmup <n>', 'untimed runs per batch size before them', parseInteger, 2)
+    .option('--warmup <n>', 'untimed runs per batch size before them', parseCount, 2)
     .option('--image <file...>', 'JPEG images to run on (default: the stills in test/fixtures/images)')
     .action(async (name: string, opts: { profiles: string; models?: string; maxBatch?: number; runs: number; warmup: number; image?: string[] }) => {
       const spec = await zooModel(name, loadModelZoo(opts.models === undefined ? undefined : resolve(opts.models)));

@@ -176,8 +176,16 @@ function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOption
   } catch (err) {
     warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
   }
-  // A node's rate: the frames, or γ times each parent's rate, summed over its inputs.
-  const rateOf = (node: string): number => edges.filter((e) => e.to === node).reduce((sum, e) => sum + (e.from === FRAMES ? app.framesRate : e.gamma * rateOf(e.from)), 0);
+  // A node's rate: the frames, or γ times each parent's rate, summed over its inputs; each worked out once.
+  const rates = new Map<string, number>();
+  const rateOf = (node: string): number => {
+    let rate = rates.get(node);
+    if (rate === undefined) {
+      rate = edges.filter((e) => e.to === node).reduce((sum, e) => sum + (e.from === FRAMES ? app.framesRate : e.gamma * rateOf(e.from)), 0);
+      rates.set(node, rate);
+    }
+    return rate;
+  };
   return { sloMs: evenSloSplit(app), rates: Object.fromEntries(app.nodes.map((n) => [n.id, rateOf(n.id)])) };
 }
 

@@ -56,16 +56,26 @@ export interface QuerySplit {
  * `framesRate` is the request rate entering at `frames` (frames/s).
  */
 export function analyzeQuery(query: QuerySpec, framesRate: number, profileOf: ProfileLookup, options: QueryAnalysisOptions): QuerySplit {
-  const graph = queryGraph(query, framesRate);
-  const steps = Math.floor(query.sloMs / options.epsilonMs + 1e-9);
-  const cost = nodeCosts(query, graph.rates, profileOf, steps, options);
-  const joins = query.nodes.map((n) => n.id).filter((id) => (graph.parents.get(id) ?? []).length > 1);
-  const work = Math.max(1, steps - 1) ** joins.length * query.nodes.length * steps * steps;
-  if (work > MAX_SEARCH_WORK) {
-    throw new PanoptesError(ErrorCode.SchedulerInput, `${joins.length} nodes with several parents (${joins.join(', ')}) over ${steps} steps of ${options.epsilonMs} ms are too many to search exactly; raise epsilonMs or simplify the DAG`, {
-      details: { joins, steps },
+  if (!(query.sloMs > 0 && Number.isFinite(query.sloMs) && options.epsilonMs > 0 && Number.isFinite(options.epsilonMs))) {
+    throw new PanoptesError(ErrorCode.SchedulerInput, `query analysis needs a positive, finite SLO and ε; got ${query.sloMs} ms and ${options.epsilonMs} ms`, {
+      details: { sloMs: query.sloMs, epsilonMs: options.epsilonMs },
     });
   }
+  const graph = queryGraph(query, framesRate);
+  const steps = Math.floor(query.sloMs / options.epsilonMs + 1e-9);
+  const joins = query.nodes.map((n) => n.id).filter((id) => (graph.parents.get(id) ?? []).length > 1);
+  // Each combination of fan-in starts is one pass of the DP over every node; the costs come first.
+  const nodes = query.nodes.length;
+  const work = Math.max(1, steps - 1) ** joins.length * nodes * (steps * steps + PASS_OVERHEAD) + nodes * steps * COST_WORK;
+  if (work > MAX_SEARCH_WORK) {
+    const fanIn = joins.length > 0 ? `, ${joins.length} of them with several parents (${joins.slice(0, 5).join(', ')}${joins.length > 5 ? ', …' : ''})` : '';
+    throw new PanoptesError(
+      ErrorCode.SchedulerInput,
+      `query analysis would take about ${work.toPrecision(2)} steps of work: ${nodes} nodes${fanIn}, ${steps} steps of ${options.epsilonMs} ms; raise epsilonMs or simplify the graph`,
+      { details: { nodes, joins, steps } },
+    );
+  }
+  const cost = nodeCosts(query, graph.rates, profileOf, steps, options);
   let best: { gpus: number; shares: Map<string, number> } | undefined;
   for (const starts of startTimes(joins, steps)) {
     const split = forestSplit(graph, cost, steps, starts);
@@ -80,8 +90,11 @@ export function analyzeQuery(query: QuerySpec, framesRate: number, profileOf: Pr
   return { sloMs, rates: Object.fromEntries(graph.rates), gpus: best.gpus };
 }
 
-/** Bounds the exhaustive search over fan-in start times: about a second of work. */
+/** Bounds the search over fan-in start times: about a second of work. */
 const MAX_SEARCH_WORK = 2e8;
+/** Work per node and pass besides the DP's steps² (arrays, maps), and per node and step to price it (one profile scan). */
+const PASS_OVERHEAD = 200;
+const COST_WORK = 64;
 
 /** Every combination of start steps 1..steps−1 for the fan-in nodes; one empty combination without any. */
 function* startTimes(joins: readonly string[], steps: number): Generator<Map<string, number>> {

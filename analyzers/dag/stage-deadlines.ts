@@ -27,8 +27,7 @@ export type StageBudgets = Readonly<Record<string, number>>;
  * analysis finds no split.
  */
 export function evenSloSplit(app: AppGraph): Record<string, number> {
-  const parents = parentsOf(app);
-  const depth = (node: string): number => (node === FRAMES ? 0 : 1 + Math.max(0, ...(parents.get(node) ?? []).map(depth)));
+  const depth = longestPath(app, () => 1);
   const stages = Math.max(...app.nodes.map((n) => depth(n.id)));
   return Object.fromEntries(app.nodes.map((n) => [n.id, app.sloMs / stages]));
 }
@@ -38,16 +37,30 @@ export function evenSloSplit(app: AppGraph): Record<string, number> {
  * node has two parents (fan-in), its requests wait for the later one: the longest path counts.
  */
 export function budgetUpTo(app: AppGraph, budgets: StageBudgets, node: string): number {
-  const parents = parentsOf(app);
-  const upTo = (at: string, seen: ReadonlySet<string>): number => {
-    if (at === FRAMES) return 0;
-    if (seen.has(at)) throw new Error(`app graph has a cycle through ${at}`);
+  return longestPath(app, (at) => {
     const budget = budgets[at];
     if (budget === undefined) throw new Error(`no stage budget for node ${at}`);
-    const path = new Set(seen).add(at);
-    return budget + Math.max(0, ...(parents.get(at) ?? []).map((p) => upTo(p, path)));
+    return budget;
+  })(node);
+}
+
+/** The largest sum of `weight` over the paths from `frames` down to and including a node; each node's worked out once. */
+function longestPath(app: AppGraph, weight: (node: string) => number): (node: string) => number {
+  const parents = parentsOf(app);
+  const known = new Map<string, number>();
+  const visiting = new Set<string>();
+  const upTo = (at: string): number => {
+    if (at === FRAMES) return 0;
+    const done = known.get(at);
+    if (done !== undefined) return done;
+    if (visiting.has(at)) throw new Error(`app graph has a cycle through ${at}`);
+    visiting.add(at);
+    const sum = weight(at) + Math.max(0, ...(parents.get(at) ?? []).map(upTo));
+    visiting.delete(at);
+    known.set(at, sum);
+    return sum;
   };
-  return upTo(node, new Set());
+  return upTo;
 }
 
 /** When a stage must be done with a request: the frame's capture time plus its budget up to the stage. */

@@ -56,7 +56,9 @@ export async function findPrefixFamilies(models: readonly ResolvedModel[], minSh
     // A single graph's "shared prefix" is all of it: its weight bytes.
     const weights = Math.min(...[...graphs.values()].map((g) => sharedPrefix([g]).parameterBytes));
     for (const group of groupBySharedPrefix(graphs, { minParameterBytes: Math.max(1, minSharedFraction * weights) })) {
-      if (group.members.length > 1) families.push(familyModel(group.members.map((name) => kind.find((m) => m.name === name)!)));
+      // A member that is all prefix is the same network as another: nothing of its own to run.
+      const ownNodes = group.members.every((name, i) => (group.prefix.nodes[i]?.length ?? 0) < graphs.get(name)!.nodes.length);
+      if (group.members.length > 1 && ownNodes) families.push(familyModel(group.members.map((name) => kind.find((m) => m.name === name)!)));
     }
   }
   return families;
@@ -166,18 +168,19 @@ function sharedRuns(batched: PrefixBatchedModel): SharedRuns {
         const outputs = new Promise<NamedTensors[]>((resolve, reject) => (settle = { resolve, reject }));
         outputs.catch(() => {});
         round = { expected: new Set(members), feeds: new Map(), settle, outputs };
-        try {
-          return await Promise.all(
-            members.map((member) =>
-              execute(member).catch((err: unknown) => {
-                settle.reject(err);
-                throw err;
-              }),
-            ),
-          );
-        } finally {
-          round = undefined;
-        }
+        // Every member settles before the next batch's round begins; the first failure fails the batch.
+        const settled = await Promise.allSettled(
+          members.map((member) =>
+            execute(member).catch((err: unknown) => {
+              settle.reject(err);
+              throw err;
+            }),
+          ),
+        );
+        round = undefined;
+        const failed = settled.find((r) => r.status === 'rejected');
+        if (failed) throw failed.reason;
+        return settled.map((r) => (r as PromiseFulfilledResult<T>).value);
       });
       queue = turn.catch(() => {});
       return turn;

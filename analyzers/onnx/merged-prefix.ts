@@ -78,6 +78,14 @@ function memberSuffix(graph: OnnxGraph, cut: Readonly<Record<string, string>>, i
   };
   const outputs = (graph.output ?? []).map(typed);
   const nodes = (graph.node ?? []).map((n): OnnxNode => ({ ...n, name: memberName(n.name ?? 'node', i), input: (n.input ?? []).map(rename), output: (n.output ?? []).map(rename) }));
+  // An output the prefix computes (a cut tensor) is copied inside the branch: a branch may not return an outer value as it is.
+  outputs.forEach((o, k) => {
+    const name = (graph.output ?? [])[k]?.name ?? '';
+    if (cut[name] === undefined) return;
+    const own = memberName(name, i);
+    nodes.push({ opType: 'Identity', name: `${own}/identity`, input: [o.name ?? ''], output: [own] });
+    outputs[k] = { ...o, name: own };
+  });
   const run: OnnxGraph = { name: `m${i}/suffix`, node: nodes, initializer: (graph.initializer ?? []).map((t) => ({ ...t, name: rename(t.name ?? '') })), output: outputs };
   // No rows: outputs with no elements, of each output's type and rank.
   const empty: OnnxGraph = {

@@ -1,6 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import { ErrorCode, PanoptesError, serializeError } from '../../core/index.js';
+import { describeError, ErrorCode, PanoptesError, serializeError } from '../../core/index.js';
 import type { NamedTensors } from '../runtime/index.js';
 import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
 
@@ -32,7 +32,7 @@ async function serve(request: WorkerRequest): Promise<WorkerResponse> {
         graphOptimizationLevel: 'all',
         extra: { session: { intra_op: { allow_spinning: request.spinning ? '1' : '0' } } },
       }).catch((err: unknown) => {
-        throw new PanoptesError(ErrorCode.ModelLoad, `cannot load model ${request.modelId} from ${request.file}`, {
+        throw new PanoptesError(ErrorCode.ModelLoad, `cannot load model ${request.modelId} from ${request.file}: ${describeError(err)}`, {
           cause: err,
           details: { model: request.modelId, file: request.file, reason: String(err) },
         });

@@ -168,8 +168,8 @@ export const appSpecSchema = z.strictObject({
   sources: z.array(z.string().regex(/^[a-z0-9*._-]+$/, 'a source id, or a pattern with * (e.g. cam-*)')).default([]),
   /** End-to-end latency SLO from capture to result, ms. */
   sloMs: z.number().int().positive(),
-  nodes: z.array(appNodeSchema).min(1),
-  edges: z.array(appEdgeSchema).min(1),
+  nodes: z.array(appNodeSchema).min(1).max(100),
+  edges: z.array(appEdgeSchema).min(1).max(1000),
   /** Saved SQL queries users run by name: `panoptes query --saved <app>.<name>`. */
   queries: z.record(id, z.string().min(1)).default({}),
 });

@@ -44,8 +44,9 @@ describe('a prefix family of CenterNet heads', () => {
     await Promise.all([...alone, together].map((r) => r.dispose()));
   });
 
-  it('finds no family among models of different architectures', async () => {
+  it('finds no family among models of different architectures, nor in one network listed twice', async () => {
     expect(await findPrefixFamilies([zoo.centernet!, zoo.blazeface!, zoo.faceres!, zoo.facemesh!])).toEqual([]);
+    expect(await findPrefixFamilies([zoo.centernet!, { ...zoo.centernet!, name: 'centernet-again' }])).toEqual([]);
   });
 
   it("answers each request of a mixed batch as its member's own runner does", async () => {

@@ -98,6 +98,15 @@ describe('panoptes profile', () => {
     expect(code).toBe(1);
     expect(stderr).toMatch(/no model named "yolo" in the zoo; known: centernet, ppocr-det, ppocr-rec/);
   });
+
+  it('BAD INPUT: a prefix family naming a member twice, or models that share no prefix, is a clear error', async () => {
+    const twice = await panoptes('profile', 'centernet+centernet', '--profiles', dir);
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toMatch(/"centernet" named more than once in centernet\+centernet/);
+    const apart = await panoptes('profile', 'centernet+blazeface', '--profiles', dir);
+    expect(apart.code).toBe(1);
+    expect(apart.stderr).toMatch(/centernet, blazeface do not form a prefix family/);
+  });
 });
 
 describe('panoptes simulate', () => {

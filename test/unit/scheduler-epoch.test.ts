@@ -76,6 +76,21 @@ describe('planEpoch', () => {
     expect(planContract.decode(planContract.encode(plan)).warnings).toEqual(plan.warnings);
   });
 
+  it('falls back to the even split, and says so, on a graph too large to search: a 30-node ladder of fan-ins', () => {
+    const ids = Array.from({ length: 30 }, (_, i) => `l${i}`);
+    const ladder: AppDemand = {
+      ...app('ladder', 10),
+      sloMs: 3000,
+      nodes: ids.map((id) => ({ id, model: 'reader' })),
+      edges: ids.flatMap((id, i) => (i < 2 ? [{ from: 'frames', to: id }] : [{ from: ids[i - 1]!, to: id }, { from: ids[i - 2]!, to: id }])),
+      gammas: {},
+    };
+    const { plan, warnings } = planEpoch({ epoch: 1, nowMs: 0, apps: [ladder], backends: ['b1'] }, profileOf, options);
+    expect(warnings.join('\n')).toMatch(/app ladder: query analysis failed \(.*28 of them with several parents.*\); splitting evenly/);
+    // The longest path, frames → l1 → l2 → … → l29, has 29 stages: 3000/29 ms each, rounded.
+    expect(new Set(plan.sessions.map((s) => s.sloMs))).toEqual(new Set([103]));
+  });
+
   it('splits a fork-join app by query analysis, each path within the SLO, the joining stage at the rate of both inputs', () => {
     // frames → detect → {read, look} → read-again: the last reader runs on both branches' outputs.
     const forkJoin: AppDemand = {
