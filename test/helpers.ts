@@ -1,7 +1,8 @@
 /** Small helpers shared by tests. */
 import { expect } from 'vitest';
 import type { RgbImage, TensorData } from '../analyzers/index.js';
-import { PanoptesError } from '../core/index.js';
+import { Writable } from 'node:stream';
+import { createLogger, PanoptesError, type Logger } from '../core/index.js';
 
 /** Runs `fn`, expecting a PanoptesError, and returns it. */
 export function thrown(fn: () => unknown): PanoptesError {
@@ -24,4 +25,17 @@ export function solid(width: number, height: number, rgb: [number, number, numbe
 export function f32(t: TensorData): Float32Array {
   if (!(t.data instanceof Float32Array)) throw new Error('expected float32');
   return t.data;
+}
+
+/** A logger whose warnings a test can read. */
+export function capturingLogger(): { logger: Logger; warnings: string[] } {
+  const warnings: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      const line = JSON.parse(chunk.toString()) as { level: number; msg: string };
+      if (line.level === 40) warnings.push(line.msg);
+      done();
+    },
+  });
+  return { logger: createLogger({ level: 'warn', destination }), warnings };
 }

@@ -119,6 +119,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     runtime: options.runtime,
     executor,
     batch: batchOf,
+    modelOf: (app, node) => options.apps.find((a) => a.spec.name === app)?.spec.nodes.find((n) => n.id === node)?.model,
     onBatch: (session, size) => {
       stats.batch(session, size);
       counts.batches += 1;

@@ -35,6 +35,8 @@ export interface HostingOptions {
   batch: (model: string) => number;
   /** A batch ran: its session and size. */
   onBatch: (session: string, size: number) => void;
+  /** The model an app's node names, if this backend runs that app: a plan's session must run it (or a family holding it). */
+  modelOf: (app: string, node: string) => string | undefined;
   logger: Logger;
 }
 
@@ -198,7 +200,12 @@ export function createHosting(options: HostingOptions): Hosting {
         logger.warn({ epoch: next.epoch, session: id, err }, 'planned session not hosted; its requests go to the model session');
         continue;
       }
-      for (const n of spec.nodes ?? []) hosted.set(`${n.app}/${n.node}`, id);
+      for (const n of spec.nodes ?? []) {
+        const model = options.modelOf(n.app, n.node);
+        const runs = model === undefined || model === spec.model || (options.models[spec.model]?.family ?? []).some((m) => m.name === model);
+        if (runs) hosted.set(`${n.app}/${n.node}`, id);
+        else logger.warn({ epoch: next.epoch, session: id, node: `${n.app}/${n.node}` }, `the plan gives ${n.app}/${n.node} (model ${model}) to a session of ${spec.model}; its requests go to the model's own session`);
+      }
     }
     await beforeSwitch();
     plan = { sessions: new Set(planned), hosted };

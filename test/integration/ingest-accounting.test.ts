@@ -6,12 +6,12 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runDeployment } from '../../cli/deployment.js';
-import { compileDeployment, createLogger, deploymentSchema, ErrorCode, PanoptesError, projectRoot, silentLogger, type Frame, type Logger } from '../../core/index.js';
+import { compileDeployment, deploymentSchema, ErrorCode, PanoptesError, projectRoot, silentLogger, type Frame } from '../../core/index.js';
 import { createFileSource, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
+import { capturingLogger } from '../helpers.js';
 
 const root = projectRoot();
 let dir: string;
@@ -42,18 +42,6 @@ beforeAll(() => {
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** A logger whose warnings a test can read. */
-function capturingLogger(): { logger: Logger; warnings: string[] } {
-  const warnings: string[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      const line = JSON.parse(chunk.toString()) as { level: number; msg: string };
-      if (line.level === 40) warnings.push(line.msg);
-      done();
-    },
-  });
-  return { logger: createLogger({ level: 'warn', destination }), warnings };
-}
 
 async function readAll(options: Partial<FileSourceOptions> & { path: string }): Promise<{ frames: Frame[]; source: ReturnType<typeof createFileSource> }> {
   const source = createFileSource({ id: 'cam', speed: 'max', loop: false, ...options });

@@ -27,6 +27,7 @@ import {
   type Plan,
 } from '../../core/index.js';
 import { waitFor } from '../conformance/wait-for.js';
+import { capturingLogger } from '../helpers.js';
 import { serverAddress, serverSkipReason } from '../servers.js';
 
 const root = projectRoot();
@@ -114,6 +115,41 @@ function describeMove(name: string, openBus: () => Promise<Bus>, timeoutMs: numb
     }
   }, timeoutMs * 4);
 }
+
+describe('a plan that gives a node to another model\'s session', () => {
+  it('BAD INPUT: the backend says so, and the node\'s frames get their rows from its own model', async () => {
+    const bus = createMemoryBus();
+    const runtime = createOnnxRuntime({ logger: silentLogger() });
+    const { logger, warnings } = capturingLogger();
+    const backend = createBackend({ id: 'x', bus, runtime, models, apps: [traffic], appsForSource: () => ['traffic'], realtime: () => false, batch: 1, logger });
+    const rows: string[] = [];
+    try {
+      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
+      await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
+        for (const m of batch.messages) rows.push(resultRowContract.decode(m.value).table);
+      });
+      await backend.start();
+      const wrong: Plan = {
+        epoch: 1,
+        createdAtMs: Date.now(),
+        sessions: [{ id: 'blazeface@1000', model: 'blazeface', sloMs: 1000, nodes: [{ app: 'traffic', node: 'detect' }] }],
+        backends: [{ backend: 'x', dutyCycleMs: 500, sessions: [{ session: 'blazeface@1000', batch: 1 }] }],
+        routing: [{ session: 'blazeface@1000', topic: Topics.frames, weights: { x: 1 } }],
+      };
+      const producer = bus.producer();
+      await producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(wrong) }]);
+      await waitFor(() => backend.status().planEpoch === 1, 'the plan followed');
+      expect(warnings.join('\n')).toContain('the plan gives traffic/detect (model centernet) to a session of blazeface');
+      await producer.send(Topics.frames, [{ key: 'cam', value: frameContract.encode({ source: 'cam', seq: 0, captureTimeMs: Date.now(), ptsMs: 0, width: 768, height: 432, jpeg }) }]);
+      await waitFor(() => rows.includes('frames'), 'the frame stored');
+      expect(backend.status().models).toContain('centernet');
+    } finally {
+      await backend.close();
+      await runtime.close();
+      await bus.close();
+    }
+  }, 60_000);
+});
 
 describe('backends following the plan', () => {
   describeMove('memory bus', async () => createMemoryBus(), 20_000);
