@@ -106,8 +106,9 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   /** n_c and n*: answers h_D gave itself, and spot checks where the oracle disagreed. */
   let answered = 0;
   let disagreed = 0;
-  /** The specialized phase's last w cascade calls: in D (answered by h_D, or the oracle's label in D) or not. */
+  /** The specialized phase's last w cascade calls: in D (answered by h_D, or the oracle's label in D) or not; and the window it began with. */
   let calls: boolean[] = [];
+  let entryWindow: Label[] = [];
   const counts = { inputs: 0, specialized: 0, fellThrough: 0, transitions: 0, dominantSum: 0, windowSum: 0 };
 
   const recent = (): Label[] => labels.slice(-window);
@@ -117,7 +118,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   };
   /** p* in the specialized phase (see above). */
   const cascadeSkew = (): number => {
-    const fromWindow = recent().slice(calls.length).filter((l) => dominant.has(l)).length;
+    const fromWindow = entryWindow.slice(calls.length).filter((l) => dominant.has(l)).length;
     const fromCalls = calls.filter((inDominant) => inDominant).length;
     return (fromWindow + fromCalls) / Math.max(window, calls.length);
   };
@@ -178,7 +179,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     trained(trainedTemplate, trainedFor) {
       if (phase !== 'training' || trainedTemplate !== template) return;
       dominant = new Set(trainedFor);
-      [answered, disagreed, calls] = [0, 0, []];
+      [answered, disagreed, calls, entryWindow] = [0, 0, [], recent()];
       phase = 'specialized';
       counts.transitions += 1;
       counts.dominantSum += dominant.size;
