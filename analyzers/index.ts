@@ -2,7 +2,6 @@ export type * from './runtime/index.js';
 export {
   createOnnxRuntime,
   decodeOnnxModel,
-  denseHeadModel,
   encodeDenseHead,
   encodeOnnxModel,
   extractSubgraph,
@@ -33,7 +32,7 @@ export {
   type SubgraphBounds,
 } from './onnx/index.js';
 export { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type RgbImage } from './image/index.js';
-export { cpuDeviceName, familyModel, findPrefixFamilies, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
+export { cpuDeviceName, findPrefixFamilies, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
 export {
   chooseBatch,
   createBackend,

@@ -328,7 +328,6 @@ function ownBatches(config: CompiledConfig, logger: Logger): (model: string) => 
   };
 }
 
-/** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */
 /** The apps' models that share a prefix: each family a model the plan may host in its members' place. */
 async function prefixFamilies(config: CompiledConfig, logger: Logger): Promise<ResolvedModel[]> {
   const used = new Set(Object.values(config.apps).flatMap((app) => app.nodes.map((n) => n.model)));
@@ -337,6 +336,7 @@ async function prefixFamilies(config: CompiledConfig, logger: Logger): Promise<R
   return families;
 }
 
+/** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */
 function schedulerOptions(config: CompiledConfig, families: readonly ResolvedModel[], logger: Logger): Omit<EpochServiceOptions, 'bus'> {
   const settings = config.deployment.scheduler!;
   const { profiles, warnings } = loadProfiles(resolve(dirname(config.file), settings.profiles));

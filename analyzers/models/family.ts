@@ -26,7 +26,7 @@ const FAMILY_ARCHITECTURES = new Set(['centernet', 'blazeface', 'faceres', 'face
 export type FamilyParams = { member: string; params: unknown } | { perMember: readonly unknown[] };
 
 /** The zoo entry of a family: its first member's, named after all members, with `family` listing them. */
-export function familyModel(members: readonly ResolvedModel[]): ResolvedModel {
+function familyModel(members: readonly ResolvedModel[]): ResolvedModel {
   const [first] = members;
   if (!first || members.length < 2) throw new RangeError('familyModel: a family has at least two members');
   return {

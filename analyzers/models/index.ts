@@ -3,4 +3,4 @@ export { loadModelRunner, type ModelRunner } from './zoo.js';
 export type { Executed, Prepared } from './runner.js';
 export { cropImage } from './ocr/index.js';
 export { cpuDeviceName, profileModel, type BatchTiming, type ModelTimings, type ProfileOptions } from './profile.js';
-export { familyModel, findPrefixFamilies, type FamilyParams } from './family.js';
+export { findPrefixFamilies, type FamilyParams } from './family.js';

@@ -21,7 +21,7 @@ interface Task {
   accuracyMargin: number;
 }
 
-const TASKS: Record<'object' | 'scene' | 'face', Task> = {
+export const TASKS: Record<'object' | 'scene' | 'face', Task> = {
   object: {
     accuracyMargin: 0.05,
     classifiers: {

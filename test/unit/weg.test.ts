@@ -7,12 +7,11 @@ import {
   minimumSupport,
   simulateWeg,
   windowDetection,
-  type SimulatedClassifiers,
   type Template,
   type TraceSegment,
   type Weg,
 } from '../../analyzers/specialize/index.js';
-import { wegTable52 } from '../../scheduler/simulator/experiment-weg.js';
+import { TASKS, wegTable52 } from '../../scheduler/simulator/experiment-weg.js';
 
 describe('WEG estimates (thesis appendix C, Eq. 5.1)', () => {
   it.each([
@@ -171,22 +170,9 @@ describe('WEG phases (Algorithm 5.1) on scripted labels', () => {
 });
 
 describe('WEG on a simulated trace (thesis §5.4: frames every 1/6 s, simulated classifiers)', () => {
-  // Faces: the oracle VGG-Face (2622 classes, 95.8%, 28.8 ms) and the template F2 (1.93 ms,
-  // retrained in 4 s); F2's behaviour once specialized is assumed here, not given by the thesis.
-  const faces: SimulatedClassifiers = {
-    classes: 2622,
-    oracle: { accuracy: 0.958, costMs: 28.8 },
-    template: {
-      name: 'F2',
-      costMs: 1.93,
-      retrainMs: 4000,
-      behaviour: behaviourByDominant([
-        { dominant: 1, aIn: 0.99, eInOut: 0.01, aOut: 0.9 },
-        { dominant: 10, aIn: 0.93, eInOut: 0.04, aOut: 0.9 },
-        { dominant: 20, aIn: 0.88, eInOut: 0.06, aOut: 0.85 },
-      ]),
-    },
-  };
+  // Faces as `simulate weg` has them: the oracle VGG-Face (2622 classes, 95.8%, 28.8 ms) and the
+  // template F2 (1.93 ms, retrained in 4 s), with an assumed behaviour once specialized.
+  const faces = TASKS.face.classifiers;
   const run = (segments: TraceSegment[]) => simulateWeg(segments, faces, { accuracyMargin: -0.05 }, 7);
 
   it('specializes on 5 minutes of 5 faces at 90%: several times cheaper, as accurate as the oracle', () => {
