@@ -32,7 +32,20 @@ export {
   type SubgraphBounds,
 } from './onnx/index.js';
 export { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type RgbImage } from './image/index.js';
-export { cpuDeviceName, findPrefixFamilies, loadModelRunner, profileModel, type BatchTiming, type Letterbox, type ModelRunner, type ModelTimings, type ProfileOptions } from './models/index.js';
+export {
+  cpuDeviceName,
+  cropImage,
+  findPrefixFamilies,
+  loadFeatureExtractor,
+  loadModelRunner,
+  profileModel,
+  type BatchTiming,
+  type FeatureExtractor,
+  type Letterbox,
+  type ModelRunner,
+  type ModelTimings,
+  type ProfileOptions,
+} from './models/index.js';
 export {
   chooseBatch,
   createBackend,
@@ -54,4 +67,17 @@ export {
   type AppGraph,
   type StageBudgets,
 } from './dag/index.js';
-export { behaviourByDominant, createWeg, simulateWeg, type SimulatedClassifiers, type TraceSegment, type Weg, type WegStatus } from './specialize/index.js';
+export {
+  behaviourByDominant,
+  createSpecializer,
+  createWeg,
+  measureBehaviour,
+  sample,
+  simulateWeg,
+  type LabelledPool,
+  type SimulatedClassifiers,
+  type TraceSegment,
+  type Weg,
+  type WegStatus,
+} from './specialize/index.js';
+export { createHeadTrainer, type HeadTrainer } from './training/index.js';

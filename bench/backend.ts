@@ -71,7 +71,10 @@ export async function rawFps(images: readonly RgbImage[], probe: CompiledConfig)
   const runtime = createOnnxRuntime({ logger });
   const runner = await loadModelRunner(probe.models.centernet!, runtime);
   try {
-    const params = runner.parseParams(probe.apps.detect!.nodes[0]!.params);
+    // The params of the probe's first CenterNet node, whichever app it is in.
+    const node = Object.values(probe.apps).flatMap((app) => app.nodes).find((n) => n.model === 'centernet');
+    if (!node) throw new Error('rawFps: the probe deployment has no CenterNet node');
+    const params = runner.parseParams(node.params);
     await runner.run(images.slice(0, batch), images.slice(0, batch).map(() => params));
     const started = performance.now();
     for (let i = 0; i < images.length; i += batch) {

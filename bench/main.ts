@@ -7,6 +7,7 @@
 //   npm run bench -- ingest
 //   npm run bench -- peer [--batch N] [--threads N]
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
+//   npm run bench -- weg [--minutes M]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +21,7 @@ import { ingestBench } from './ingest.js';
 import { DETECT_APP, peerBench } from './peer.js';
 import { sinkBench } from './sink.js';
 import { soakBench } from './soak.js';
+import { wegBench } from './weg.js';
 
 const logger = createLogger({ level: 'warn' });
 const clip = join(projectRoot(), '../shared/footage/car-detection.mp4');
@@ -76,7 +78,7 @@ async function pipeline(): Promise<void> {
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
 /** Each gets the arguments after its name (only soak reads any). */
-const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench };
+const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {
@@ -84,7 +86,7 @@ if (!bench) {
   process.exitCode = 1;
 } else {
   bench(process.argv.slice(3)).catch((err: unknown) => {
-    console.error(`bench ${name}: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`bench ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     process.exitCode = 1;
   });
 }

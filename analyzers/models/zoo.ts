@@ -1,5 +1,6 @@
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
+import { loadImageClassifier } from './classifier-models.js';
 import { loadFaceAttributes, loadFaceDetector, loadFaceVerifier } from './face-models.js';
 import { loadFamilyRunner } from './family.js';
 import { loadObjectDetector } from './object-detector.js';
@@ -14,6 +15,7 @@ const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime) => Pr
   facemesh: loadFaceVerifier,
   'ppocr-det': loadTextDetector,
   'ppocr-rec': loadTextRecognizer,
+  'efficientnet-lite': loadImageClassifier,
 };
 
 export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner> {

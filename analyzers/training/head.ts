@@ -27,6 +27,8 @@ export interface HeadJob {
   batchSize?: number;
   /** @defaultValue 1 */
   seed?: number;
+  /** Rows to classify with the trained head, row-major [rows, featureCount]: its held-out test. */
+  evaluate?: Float32Array;
 }
 
 export interface TrainedHead {
@@ -40,6 +42,8 @@ export interface TrainedHead {
   /** Which TensorFlow.js backend trained it: `tensorflow` (native), `wasm` or `cpu`. */
   backend: string;
   trainMs: number;
+  /** The class the head gives each row of `evaluate`. */
+  predictions?: Int32Array;
 }
 
 type Tf = typeof TensorFlow;
@@ -101,6 +105,7 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
       }
       loss = sum / rows;
     }
+    const trainMs = performance.now() - started;
     return {
       weights: (await w.data()) as Float32Array,
       bias: (await b.data()) as Float32Array,
@@ -108,11 +113,21 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
       classes,
       loss,
       backend: tf.getBackend(),
-      trainMs: performance.now() - started,
+      trainMs,
+      ...(job.evaluate ? { predictions: await predict(tf, job.evaluate, featureCount, w, b) } : {}),
     };
   } finally {
     tf.dispose([x, y, w, b]);
     optimizer.dispose();
+  }
+}
+
+async function predict(tf: Tf, rows: Float32Array, featureCount: number, w: TensorFlow.Variable, b: TensorFlow.Variable): Promise<Int32Array> {
+  const predicted = tf.tidy(() => tf.argMax(tf.add(tf.matMul(tf.tensor2d(rows, [rows.length / featureCount, featureCount]), w), b), 1));
+  try {
+    return Int32Array.from(await predicted.data());
+  } finally {
+    predicted.dispose();
   }
 }
 

@@ -40,7 +40,7 @@ export function createHeadTrainer(): HeadTrainer {
       return new Promise<TrainedHead>((resolve, reject) => {
         pending.set(id, { resolve, reject });
         w.ref();
-        w.postMessage({ id, job }, [job.features.buffer as ArrayBuffer, job.labels.buffer as ArrayBuffer]);
+        w.postMessage({ id, job }, [job.features.buffer as ArrayBuffer, job.labels.buffer as ArrayBuffer, ...(job.evaluate ? [job.evaluate.buffer as ArrayBuffer] : [])]);
       }).finally(() => {
         if (pending.size === 0) worker?.unref();
       });

@@ -9,6 +9,7 @@ import { appSpecSchema, modelZooSchema, type AppSpec, type ModelSpec } from './s
 export type ResolvedModel = ModelSpec & {
   file: string;
   charset?: string;
+  labelsFile?: string;
   /** A prefix family's members (Nexus §6.3): found by the backend among the zoo's models, never written in the zoo. */
   family?: readonly ResolvedModel[];
 };
@@ -36,7 +37,8 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
     if (models[model.name]) issues.push({ file, path: `models[${i}].name`, message: `duplicate model name "${model.name}"` });
     const resolved: ResolvedModel = { ...model, file: resolveConfigPath(model.file, baseDir) };
     if (model.charset) resolved.charset = resolveConfigPath(model.charset, baseDir);
-    for (const key of ['file', 'charset'] as const) {
+    if (model.labelsFile) resolved.labelsFile = resolveConfigPath(model.labelsFile, baseDir);
+    for (const key of ['file', 'charset', 'labelsFile'] as const) {
       const path = resolved[key];
       if (path && !isUrl(path) && !existsSync(path)) {
         issues.push({ file, path: `models[${i}].${key}`, message: `got "${model[key]}"; expected an existing file (${path})` });

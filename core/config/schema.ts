@@ -27,6 +27,8 @@ export const modelSpecSchema = z.strictObject({
   labels: z.string().optional(),
   /** Character list for text recognizers, same path rules as `file`. */
   charset: z.string().optional(),
+  /** Class names for classifiers, one per line (the first of comma-separated names is used), same path rules as `file`. */
+  labelsFile: z.string().optional(),
   /** Largest batch to run at once. */
   maxBatch: z.number().int().positive().default(8),
   license: z.string().min(1),

@@ -1,4 +1,10 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { decodeJpeg } from '../../analyzers/index.js';
+import { rawFps } from '../../bench/backend.js';
+import { compileDeployment, deploymentSchema, projectRoot } from '../../core/index.js';
 import { memoryGrowth, parseSoakArgs, requestsOf, SOAK_GOALS, type MemorySample } from '../../bench/soak.js';
 import type { Stats } from '../../core/index.js';
 
@@ -9,6 +15,18 @@ describe('soak benchmark', () => {
     expect(() => parseSoakArgs(['--minutes'])).toThrow('soak: --minutes: expected a positive number, got nothing');
     expect(() => parseSoakArgs(['--hours', '2'])).toThrow('soak: unknown option --hours');
   });
+
+  it("measures the detector's raw rate on the soak's own deployment, the traffic app alone", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'panoptes-soak-probe-'));
+    try {
+      const image = await decodeJpeg(readFileSync(join(projectRoot(), 'test/fixtures/images/road-two-cars.jpg')));
+      const sources = [{ id: 'probe', path: join(projectRoot(), 'test/fixtures/images/road-two-cars.jpg'), apps: ['traffic'] }];
+      const config = compileDeployment(deploymentSchema.parse({ apps: ['apps/traffic.yaml'], sources }), join(projectRoot(), 'configs/bench.yaml'), { dataDir });
+      expect(await rawFps([image, image], config)).toBeGreaterThan(0);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   it('memory growth compares the mean of the last window after warm-up with the first, ignoring warm-up', () => {
     const MB = 2 ** 20;

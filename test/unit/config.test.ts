@@ -460,7 +460,7 @@ describe('loadDeployment', () => {
     const ids = [...demo.sources.map((s) => s.id), ...demo.skipped.map((s) => s.id)].sort();
     expect(ids).toEqual(['car-detection', 'game-hud', 'lobby', 'person-bicycle-car', 'synthetic-testcard', 'walkway']);
     const models = loadModelZoo();
-    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'facemesh', 'faceres', 'ppocr-det', 'ppocr-rec']);
+    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'efficientnet-lite0', 'efficientnet-lite2', 'facemesh', 'faceres', 'ppocr-det', 'ppocr-rec']);
     expect(models['ppocr-rec']?.charset).toMatch(/ppocr_keys_v1\.txt$/);
   });
 });

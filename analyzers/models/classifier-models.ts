@@ -1,0 +1,107 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import type { ImageInput } from '../image/index.js';
+import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
+import { letterboxBatchNative } from './detector/index.js';
+import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
+
+/**
+ * Image classifiers (EfficientNet-Lite on ImageNet, `tools/convert-models/efficientnet_lite.py`):
+ * input `images` float32 [N, S, S, 3], RGB 0..255, any S (the zoo's `inputSize`: a cheaper
+ * template runs the same file at a smaller S); outputs `probabilities` [N, classes] and
+ * `features` [N, F], the pooled layer a retrained top layer reads. Crops are letterboxed.
+ */
+
+const classifierParams = z.strictObject({});
+
+/** The class of each crop: one `attributes` output per crop, `class` with its probability. */
+export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner> {
+  const labels = classLabels(spec);
+  const inputSize = classifierInputSize(spec);
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  return phasedRunner({
+    spec,
+    parseParams: (params) => parseWith(classifierParams, spec, params),
+    prepare: async (images) => ({ size: images.length, input: (await letterboxBatchNative(images, inputSize, spec.name)).input }),
+    async execute({ size, input }) {
+      return { size, outputs: await model.run({ [model.inputNames[0] ?? 'images']: input }) };
+    },
+    finish: ({ size, outputs }) =>
+      topClasses(output(outputs, 'probabilities', size, spec.name), size, labels).map(({ label, score }) => ({
+        kind: 'attributes' as const,
+        attributes: [{ name: 'class', value: label, number: 0, score }],
+      })),
+    dispose: () => model.dispose(),
+  });
+}
+
+/** A classifier's feature layer: what the thesis' templates pre-forward and retrain a top layer on. */
+export interface FeatureExtractor {
+  readonly featureCount: number;
+  /** Row-major [images, featureCount]. */
+  features(images: readonly ImageInput[]): Promise<Float32Array>;
+  dispose(): Promise<void>;
+}
+
+export async function loadFeatureExtractor(spec: ResolvedModel, runtime: ModelRuntime): Promise<FeatureExtractor> {
+  const inputSize = classifierInputSize(spec);
+  const model: LoadedModel = await runtime.load({ name: spec.name, file: spec.file });
+  let featureCount = 0;
+  return {
+    get featureCount() {
+      return featureCount;
+    },
+    async features(images) {
+      const { input } = await letterboxBatchNative(images, inputSize, spec.name);
+      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
+      const t = outputs.features;
+      if (!t || t.dims.length !== 2 || t.dims[0] !== images.length || !(t.data instanceof Float32Array)) {
+        throw new PanoptesError(ErrorCode.ModelRun, `${spec.name}: expected float32 features [${images.length}, F]`, { details: { model: spec.name } });
+      }
+      featureCount = t.dims[1]!;
+      return t.data;
+    },
+    dispose: () => model.dispose(),
+  };
+}
+
+/** Top-1 label and probability of each row. */
+export function topClasses(probabilities: Float32Array, rows: number, labels: readonly string[]): { index: number; label: string; score: number }[] {
+  const classes = probabilities.length / rows;
+  return Array.from({ length: rows }, (_, i) => {
+    let best = 0;
+    for (let c = 1; c < classes; c++) if (probabilities[i * classes + c]! > probabilities[i * classes + best]!) best = c;
+    return { index: best, label: labels[best] ?? `class${best}`, score: probabilities[i * classes + best]! };
+  });
+}
+
+const labelCache = new Map<string, readonly string[]>();
+
+/** The zoo's `labelsFile`, one class per line; a class is named by the first of its comma-separated names. */
+export function classLabels(spec: ResolvedModel): readonly string[] {
+  const file = spec.labelsFile;
+  if (!file) throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: a classifier needs \`labelsFile\` in the model zoo`, { details: { model: spec.name } });
+  let labels = labelCache.get(file);
+  if (!labels) {
+    labels = readFileSync(file, 'utf8')
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map((line) => line.split(',')[0]!.trim());
+    labelCache.set(file, labels);
+  }
+  return labels;
+}
+
+function classifierInputSize(spec: ResolvedModel): number {
+  if (!spec.inputSize) throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: a classifier needs \`inputSize\` in the model zoo`, { details: { model: spec.name } });
+  return spec.inputSize;
+}
+
+function output(outputs: NamedTensors, name: string, rows: number, model: string): Float32Array {
+  const t = outputs[name];
+  if (!t || t.dims[0] !== rows || !(t.data instanceof Float32Array)) {
+    throw new PanoptesError(ErrorCode.ModelRun, `${model}: expected float32 ${name} [${rows}, classes]`, { details: { model, output: name } });
+  }
+  return t.data;
+}

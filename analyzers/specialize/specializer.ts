@@ -1,0 +1,182 @@
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from '../onnx/index.js';
+import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
+import type { HeadJob, TrainedHead } from '../training/index.js';
+import { trainingSet, type LabelledPool } from './pool.js';
+import { createWeg, type Template, type WegParams, type WegStatus } from './weg.js';
+
+/**
+ * One stream's specialized classifier at one DAG node: WEG (Algorithm 5.1) deciding, per input,
+ * between the oracle and the cascade (the specialized model h_D, falling through to the oracle
+ * on "other"), with h_D's top layer retrained on the template's pre-forwarded pool in the
+ * training thread and served by onnxruntime.
+ */
+
+/** A template h_k: a cheap network's feature layers, its pool pre-forwarded through them, and how it behaves once specialized. */
+export interface SpecializerTemplate<Input> extends Template {
+  pool: LabelledPool;
+  features(inputs: readonly Input[]): Promise<Float32Array>;
+}
+
+export interface SpecializerOptions<Input> {
+  /** The oracle h*: the label of each input. */
+  oracle: (inputs: readonly Input[]) => Promise<string[]>;
+  /** Cheapest first. */
+  templates: readonly SpecializerTemplate<Input>[];
+  weg: WegParams;
+  /** Training skew (thesis: 0.5 faces, 0.6 objects) and the most rows a retraining reads. */
+  training: { skew: number; maxRows: number };
+  train: (job: HeadJob) => Promise<TrainedHead>;
+  runtime: ModelRuntime;
+  /** Where trained heads are written for onnxruntime to load. */
+  headDir: string;
+  name: string;
+  random?: () => number;
+  /**
+   * Wait for a retraining before the next input, for figures that do not depend on how busy the
+   * machine is; the head still starts serving at the stream time the training took.
+   */
+  awaitTraining?: boolean;
+}
+
+export type AnsweredBy = 'oracle' | 'cascade' | 'fall-through';
+
+export interface Classified {
+  label: string;
+  answeredBy: AnsweredBy;
+  /** Time in models for this input: oracle, template and head, spot check included. */
+  modelMs: number;
+}
+
+export interface SpecializerStatus extends WegStatus<string> {
+  retrains: number;
+  retrainMs: number;
+  /** The TensorFlow.js backend of the last retraining. */
+  trainedOn?: string;
+}
+
+export interface Specializer<Input> {
+  /** `timeMs`: the input's time in the stream (its capture time). */
+  classify(input: Input, timeMs: number): Promise<Classified>;
+  status(): SpecializerStatus;
+  close(): Promise<void>;
+}
+
+interface Training<Input> {
+  template: SpecializerTemplate<Input>;
+  dominant: string[];
+  startedAtMs: number;
+  done: Promise<void>;
+  head?: { model: LoadedModel; readyAtMs: number };
+  failed?: boolean;
+}
+
+export function createSpecializer<Input>(options: SpecializerOptions<Input>): Specializer<Input> {
+  const random = options.random ?? Math.random;
+  const weg = createWeg<string>(options.weg, options.templates, random);
+  let training: Training<Input> | undefined;
+  let active: { template: SpecializerTemplate<Input>; dominant: string[]; model: LoadedModel } | undefined;
+  let heads = 0;
+  const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined };
+
+  const timed = async <T>(work: () => Promise<T>): Promise<[T, number]> => {
+    const started = performance.now();
+    const result = await work();
+    return [result, performance.now() - started];
+  };
+  const oracle = async (input: Input): Promise<[string, number]> => {
+    const [[label], ms] = await timed(() => options.oracle([input]));
+    return [label!, ms];
+  };
+
+  const startTraining = (template: SpecializerTemplate<Input>, dominant: string[], timeMs: number): void => {
+    const job = trainingSet(template.pool, dominant, { ...options.training, random });
+    const t: Training<Input> = { template, dominant, startedAtMs: timeMs, done: Promise.resolve() };
+    t.done = (async () => {
+      try {
+        const head = await options.train({ ...job, featureCount: template.pool.featureCount });
+        const file = join(options.headDir, `${options.name}-head-${++heads}.onnx`);
+        writeFileSync(file, encodeDenseHead(head));
+        try {
+          const model = await options.runtime.load({ name: `${options.name}-head-${heads}`, file });
+          t.head = { model, readyAtMs: timeMs + head.trainMs };
+        } finally {
+          rmSync(file, { force: true });
+        }
+        trained.retrains += 1;
+        trained.retrainMs += head.trainMs;
+        trained.trainedOn = head.backend;
+      } catch {
+        t.failed = true;
+      }
+    })();
+    training = t;
+  };
+
+  /** A finished training takes over once the stream has reached the time it ended. */
+  const settleTraining = async (timeMs: number): Promise<void> => {
+    if (!training) return;
+    if (options.awaitTraining) await training.done;
+    if (training.failed) {
+      training = undefined;
+      weg.trainingFailed();
+    } else if (training.head && timeMs >= training.head.readyAtMs) {
+      const { template, dominant, head } = training;
+      training = undefined;
+      await active?.model.dispose();
+      active = { template, dominant, model: head.model };
+      weg.trained(template, dominant);
+    }
+  };
+
+  const cascade = async (input: Input, spotCheck: boolean): Promise<Classified> => {
+    const { template, dominant, model } = active!;
+    const [features, featureMs] = await timed(() => template.features([input]));
+    const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: { data: features, dims: [1, template.pool.featureCount], type: 'float32' } }));
+    const probabilities = outputs[HEAD_OUTPUT]!.data as Float32Array;
+    let best = 0;
+    for (let c = 1; c < probabilities.length; c++) if (probabilities[c]! > probabilities[best]!) best = c;
+    let modelMs = featureMs + headMs;
+    let result: Classified;
+    let oracleLabel: string | undefined;
+    if (best === dominant.length) {
+      const [label, ms] = await oracle(input);
+      modelMs += ms;
+      oracleLabel = label;
+      result = { label, answeredBy: 'fall-through', modelMs };
+    } else {
+      if (spotCheck) {
+        const [label, ms] = await oracle(input);
+        modelMs += ms;
+        oracleLabel = label;
+      }
+      result = { label: dominant[best]!, answeredBy: 'cascade', modelMs };
+    }
+    const exited = weg.exploited({ answeredItself: result.answeredBy === 'cascade', answer: result.label, ...(oracleLabel !== undefined ? { oracleLabel } : {}) });
+    if (exited) {
+      await active?.model.dispose();
+      active = undefined;
+    }
+    return result;
+  };
+
+  return {
+    async classify(input, timeMs) {
+      await settleTraining(timeMs);
+      const action = weg.next();
+      if (action.run === 'cascade' && active) return cascade(input, action.spotCheck);
+      const [label, modelMs] = await oracle(input);
+      const decision = weg.explored(label);
+      if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
+      return { label, answeredBy: 'oracle', modelMs };
+    },
+    status: () => ({ ...weg.status(), retrains: trained.retrains, retrainMs: trained.retrainMs, ...(trained.trainedOn ? { trainedOn: trained.trainedOn } : {}) }),
+    async close() {
+      await training?.done;
+      await Promise.all([training?.head?.model.dispose(), active?.model.dispose()]);
+      training = undefined;
+      active = undefined;
+    },
+  };
+}

@@ -1,0 +1,114 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createOnnxRuntime } from '../../analyzers/index.js';
+import { behaviourByDominant, createSpecializer, measureBehaviour, trainingSet, type LabelledPool } from '../../analyzers/specialize/index.js';
+import { createHeadTrainer } from '../../analyzers/training/index.js';
+import { seededRandom, silentLogger } from '../../core/index.js';
+
+const FEATURES = 32;
+const CLASSES = Array.from({ length: 12 }, (_, i) => `c${i}`);
+
+/** `perClass` rows around each class's random centre: features a template might compute, labelled. */
+function pool(perClass: number, seed: number): LabelledPool {
+  const centres = seededRandom(99);
+  const gaussian = (random: () => number) => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  const centre = CLASSES.map(() => Float32Array.from({ length: FEATURES }, () => 3 * gaussian(centres)));
+  const random = seededRandom(seed);
+  const labels = CLASSES.flatMap((label) => Array.from({ length: perClass }, () => label));
+  const features = new Float32Array(labels.length * FEATURES);
+  labels.forEach((label, r) => {
+    for (let f = 0; f < FEATURES; f++) features[r * FEATURES + f] = centre[CLASSES.indexOf(label)]![f]! + gaussian(random);
+  });
+  return { featureCount: FEATURES, features, labels };
+}
+
+describe('training sets for h_D (thesis §5.2)', () => {
+  it('takes the dominant classes evenly up to their share of maxRows, and "other" rows from the rest to make the skew', () => {
+    const labels = [...Array(100).fill('a'), ...Array(100).fill('b'), ...Array(50).fill('c'), ...Array(50).fill('d')] as string[];
+    const p: LabelledPool = { featureCount: 2, features: Float32Array.from({ length: 600 }, (_, i) => i), labels };
+    const set = trainingSet(p, ['a', 'b'], { skew: 0.6, maxRows: 100, random: seededRandom(1) });
+    expect(set.classes).toBe(3);
+    const count = (c: number) => set.labels.filter((l) => l === c).length;
+    // 30 rows of each dominant class (100 · 0.6 / 2), and 40 others: 60 / (60 + 40) = 0.6.
+    expect([count(0), count(1), count(2)]).toEqual([30, 30, 40]);
+    set.rows.forEach((row, i) => {
+      expect(set.labels[i]).toBe({ a: 0, b: 1 }[labels[row]!] ?? 2);
+      expect(Array.from(set.features.subarray(i * 2, i * 2 + 2))).toEqual([row * 2, row * 2 + 1]);
+    });
+  });
+
+  it('uses every "other" row there is when there are too few for the skew', () => {
+    const labels = [...Array(100).fill('a'), ...Array(10).fill('z')] as string[];
+    const set = trainingSet({ featureCount: 1, features: new Float32Array(110), labels }, ['a'], { skew: 0.5, maxRows: 1000, random: seededRandom(1) });
+    expect(set.labels.filter((l) => l === 1)).toHaveLength(10);
+  });
+});
+
+describe('a specializer: WEG over a real head trained on its thread and served by onnxruntime', () => {
+  const trainer = createHeadTrainer();
+  const runtime = createOnnxRuntime({ logger: silentLogger(), workers: 1 });
+  const headDir = mkdtempSync(join(tmpdir(), 'panoptes-specializer-'));
+  afterAll(async () => {
+    await trainer.close();
+    await runtime.close();
+    rmSync(headDir, { recursive: true, force: true });
+  });
+  const [train, test] = [pool(40, 1), pool(20, 2)];
+
+  it("measures a template's a_in, e_in→out and a_out on held-out rows; separable classes give nearly perfect ones", async () => {
+    const grid = await measureBehaviour(train, test, { dominantCounts: [2, 5, 30], setsPerCount: 3, skew: 0.6, maxRows: 300, random: seededRandom(3), train: (job) => trainer.train(job) });
+    // n = 30 is more than the 12 classes: left out.
+    expect(grid.map((g) => g.dominant)).toEqual([2, 5]);
+    for (const g of grid) {
+      expect(g.sets).toBe(3);
+      expect(g.aIn).toBeGreaterThan(0.9);
+      expect(g.aOut).toBeGreaterThan(0.9);
+      expect(g.aIn + g.eInOut).toBeLessThanOrEqual(1 + 1e-9);
+    }
+  }, 120_000);
+
+  it('specializes on a skewed stream, answers most inputs with the cascade, agrees with the oracle, and falls through on "other"', async () => {
+    const grid = await measureBehaviour(train, test, { dominantCounts: [1, 2, 5], setsPerCount: 2, skew: 0.6, maxRows: 300, random: seededRandom(3), train: (job) => trainer.train(job) });
+    // Inputs are rows of the held-out pool; the oracle knows their labels, the template their features.
+    const oracleCalls: number[] = [];
+    const specializer = createSpecializer<number>({
+      name: 'test',
+      oracle: async (rows) => {
+        oracleCalls.push(...rows);
+        return rows.map((r) => test.labels[r]!);
+      },
+      templates: [{ name: 'tiny', behaviour: behaviourByDominant(grid), pool: train, features: async (rows) => test.features.slice(rows[0]! * FEATURES, (rows[0]! + 1) * FEATURES) }],
+      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
+      training: { skew: 0.6, maxRows: 300 },
+      train: (job) => trainer.train(job),
+      runtime,
+      headDir,
+      random: seededRandom(5),
+      awaitTraining: true,
+    });
+    const random = seededRandom(11);
+    const rowOf = (label: string) => CLASSES.indexOf(label) * 20 + Math.floor(random() * 20);
+    const inputs = Array.from({ length: 400 }, () => rowOf(random() < 0.95 ? (random() < 0.5 ? 'c0' : 'c1') : CLASSES[2 + Math.floor(random() * 10)]!));
+    const answered = { oracle: 0, cascade: 0, 'fall-through': 0 };
+    let agree = 0;
+    for (const [i, row] of inputs.entries()) {
+      const result = await specializer.classify(row, i * 100);
+      answered[result.answeredBy] += 1;
+      if (result.label === test.labels[row]) agree += 1;
+      expect(result.modelMs).toBeGreaterThanOrEqual(0);
+    }
+    const status = specializer.status();
+    await specializer.close();
+    expect(status.transitions).toBeGreaterThanOrEqual(1);
+    expect(status.dominant.sort()).toEqual(['c0', 'c1']);
+    expect(status.retrains).toBeGreaterThanOrEqual(1);
+    expect(['wasm', 'cpu', 'tensorflow']).toContain(status.trainedOn);
+    expect(answered.cascade).toBeGreaterThan(300);
+    expect(answered['fall-through']).toBeGreaterThan(0);
+    expect(agree / inputs.length).toBeGreaterThan(0.95);
+    // The oracle ran on the window, on fall-throughs and on spot checks only.
+    expect(oracleCalls.length).toBeLessThan(inputs.length - answered.cascade + 20);
+  }, 120_000);
+});
