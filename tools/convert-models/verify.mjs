@@ -2,7 +2,7 @@
 //
 // usage: node verify.mjs MODEL TFJS_MODEL_JSON RAW_ONNX FINAL_ONNX TFJS_NODE_MODULES_PARENT [IMAGE ...]
 //
-// MODEL: centernet | blazeface | faceres | facemesh. TF.js side: @tensorflow/tfjs (pure JS CPU backend) loaded
+// MODEL: centernet | blazeface | faceres | facemesh | mobileface. TF.js side: @tensorflow/tfjs (pure JS CPU backend) loaded
 // from TFJS_NODE_MODULES_PARENT, which convert.sh fills with `npm install --prefix` outside the
 // project. ONNX side: the project's onnxruntime-node; RAW_ONNX is tf2onnx's output, FINAL_ONNX the
 // finished model. Inputs: each IMAGE letterboxed into the model's square input (sharp, centred, black
@@ -16,8 +16,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const [kind, modelJson, rawOnnx, finalOnnx, tfjsPrefix, ...images] = process.argv.slice(2);
-if (!['centernet', 'blazeface', 'faceres', 'facemesh'].includes(kind) || !modelJson || !rawOnnx || !finalOnnx || !tfjsPrefix) {
-  console.error('usage: node verify.mjs centernet|blazeface|faceres|facemesh TFJS_MODEL_JSON RAW_ONNX FINAL_ONNX TFJS_PREFIX [IMAGE ...]');
+if (!['centernet', 'blazeface', 'faceres', 'facemesh', 'mobileface'].includes(kind) || !modelJson || !rawOnnx || !finalOnnx || !tfjsPrefix) {
+  console.error('usage: node verify.mjs centernet|blazeface|faceres|facemesh|mobileface TFJS_MODEL_JSON RAW_ONNX FINAL_ONNX TFJS_PREFIX [IMAGE ...]');
   process.exit(2);
 }
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -186,6 +186,25 @@ const MODELS = {
         extra: { male: f.gender.data[0] },
         outputs: f,
       };
+    },
+  },
+
+  mobileface: {
+    size: 112,
+    tol: { features: 1e-3 },
+    outputs: ['features'],
+    async compare(data, tfModel, raw, fin) {
+      const SIZE = 112;
+      const x = tf.tensor4d(data, [1, SIZE, SIZE, 3]);
+      const t = tfModel.execute(x, 'batchnorm0/add_1');
+      const features = t.dataSync();
+      tf.dispose([x, t]);
+      const feed = new ort.Tensor('float32', data, [1, SIZE, SIZE, 3]);
+      const r = await raw.run({ [raw.inputNames[0]]: feed });
+      const f = await fin.run({ images: feed });
+      const rawVsFinal = maxAbsDiff(r['batchnorm0/add_1:0'].data, f.features.data);
+      if (rawVsFinal !== 0) throw new Error(`mobileface: renaming changed the features by ${rawVsFinal}`);
+      return { diffs: { features: maxAbsDiff(features, f.features.data) }, extra: {}, outputs: f };
     },
   },
 
