@@ -1,5 +1,6 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { describeError } from '../../core/index.js';
 import { encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from '../onnx/index.js';
 import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
 import type { HeadJob, TrainedHead } from '../training/index.js';
@@ -54,6 +55,8 @@ export interface SpecializerStatus extends WegStatus<string> {
   retrainMs: number;
   /** The TensorFlow.js backend of the last retraining. */
   trainedOn?: string;
+  /** Why the last failed retraining failed (WEG went back to exploring). */
+  trainingError?: string;
 }
 
 export interface Specializer<Input> {
@@ -69,7 +72,8 @@ interface Training<Input> {
   startedAtMs: number;
   done: Promise<void>;
   head?: { model: LoadedModel; readyAtMs: number };
-  failed?: boolean;
+  /** Why it failed. */
+  failed?: string;
 }
 
 export function createSpecializer<Input>(options: SpecializerOptions<Input>): Specializer<Input> {
@@ -78,7 +82,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   let training: Training<Input> | undefined;
   let active: { template: SpecializerTemplate<Input>; dominant: string[]; model: LoadedModel } | undefined;
   let heads = 0;
-  const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined };
+  const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined, trainingError: undefined as string | undefined };
 
   const timed = async <T>(work: () => Promise<T>): Promise<[T, number]> => {
     const started = performance.now();
@@ -107,8 +111,8 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
         trained.retrains += 1;
         trained.retrainMs += head.trainMs;
         trained.trainedOn = head.backend;
-      } catch {
-        t.failed = true;
+      } catch (err) {
+        t.failed = describeError(err);
       }
     })();
     training = t;
@@ -118,7 +122,8 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   const settleTraining = async (timeMs: number): Promise<void> => {
     if (!training) return;
     if (options.awaitTraining) await training.done;
-    if (training.failed) {
+    if (training.failed !== undefined) {
+      trained.trainingError = training.failed;
       training = undefined;
       weg.trainingFailed();
     } else if (training.head && timeMs >= training.head.readyAtMs) {
@@ -171,7 +176,13 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
       if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
       return { label, answeredBy: 'oracle', modelMs };
     },
-    status: () => ({ ...weg.status(), retrains: trained.retrains, retrainMs: trained.retrainMs, ...(trained.trainedOn ? { trainedOn: trained.trainedOn } : {}) }),
+    status: () => ({
+      ...weg.status(),
+      retrains: trained.retrains,
+      retrainMs: trained.retrainMs,
+      ...(trained.trainedOn ? { trainedOn: trained.trainedOn } : {}),
+      ...(trained.trainingError ? { trainingError: trained.trainingError } : {}),
+    }),
     async close() {
       await training?.done;
       await Promise.all([training?.head?.model.dispose(), active?.model.dispose()]);

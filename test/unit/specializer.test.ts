@@ -111,4 +111,31 @@ describe('a specializer: WEG over a real head trained on its thread and served b
     // The oracle ran on the window, on fall-throughs and on spot checks only.
     expect(oracleCalls.length).toBeLessThan(inputs.length - answered.cascade + 20);
   }, 120_000);
+
+  it('BAD TRAINING: a retraining that fails leaves the oracle serving, says why in status(), and WEG decides again', async () => {
+    const grid = [{ dominant: 1, aIn: 1, eInOut: 0, aOut: 1 }];
+    let attempts = 0;
+    const specializer = createSpecializer<number>({
+      name: 'failing',
+      oracle: async (rows) => rows.map(() => 'c0'),
+      templates: [{ name: 'tiny', behaviour: behaviourByDominant(grid), pool: train, features: async () => new Float32Array(FEATURES) }],
+      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
+      training: { skew: 0.6, maxRows: 100 },
+      train: async () => {
+        attempts += 1;
+        throw new Error('out of memory in the training thread');
+      },
+      runtime,
+      headDir,
+      random: seededRandom(5),
+      awaitTraining: true,
+    });
+    for (let i = 0; i < 40; i++) expect((await specializer.classify(i, i * 100)).answeredBy).toBe('oracle');
+    const status = specializer.status();
+    await specializer.close();
+    expect(status.trainingError).toContain('out of memory in the training thread');
+    expect(status.transitions).toBe(0);
+    expect(status.retrains).toBe(0);
+    expect(attempts).toBeGreaterThanOrEqual(2);
+  }, 60_000);
 });
