@@ -7,7 +7,7 @@
 //   npm run bench -- ingest
 //   npm run bench -- peer [--batch N] [--threads N]
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
-//   npm run bench -- weg [--minutes M]
+//   npm run bench -- weg [--minutes M] [--workload faces|objects]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,7 +77,7 @@ async function pipeline(): Promise<void> {
 
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
-/** Each gets the arguments after its name (only soak reads any). */
+/** Each gets the arguments after its name. */
 const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];

@@ -79,12 +79,13 @@ export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<
   }
   const enrolled: Float32Array[] = [];
   const counts = new Map<number, number>();
+  const centres = sums.map((s) => unit(s));
   for (let r = 0; r < crops.length; r++) {
-    const [best] = nearest(descriptors.subarray(r * size, (r + 1) * size), sums.map((s) => unit(s)));
+    const [best] = nearest(descriptors.subarray(r * size, (r + 1) * size), centres);
     counts.set(best, (counts.get(best) ?? 0) + 1);
   }
-  sums.forEach((s, i) => {
-    if ((counts.get(i) ?? 0) >= MIN_FACES) enrolled.push(unit(s));
+  centres.forEach((centre, i) => {
+    if ((counts.get(i) ?? 0) >= MIN_FACES) enrolled.push(centre);
   });
 
   const identify = (rows: Float32Array): string[] =>

@@ -75,6 +75,8 @@ interface Figures {
 const WORKLOADS: Record<string, (runtime: ModelRuntime, zoo: ReturnType<typeof loadModelZoo>) => Promise<Workload>> = { faces: facesWorkload, objects: objectsWorkload };
 
 export async function wegBench(args: readonly string[]): Promise<void> {
+  const unknown = args.filter((a, i) => a.startsWith('--') && !['--minutes', '--workload'].includes(a) && i % 2 === 0);
+  if (unknown.length > 0) throw new Error(`weg: unknown option ${unknown[0]}; expected --minutes M, --workload faces|objects`);
   const option = (flag: string): string | undefined => (args.includes(flag) ? (args[args.indexOf(flag) + 1] ?? '') : undefined);
   const minutes = Number(option('--minutes') ?? 5);
   if (!(minutes > 0)) throw new Error(`--minutes: expected a positive number of minutes per trace, got ${option('--minutes')}`);
@@ -184,7 +186,8 @@ async function runWorkload(workload: Workload, context: { runtime: ModelRuntime;
     };
     console.log(
       `  ${t.name}: oracle ${f.oracleMs} ms, WEG ${f.wegMs} ms per classification (${f.speedup}x), agreement ${f.agreement}; ` +
-        `special rate ${f.specialRate}, cascade rate ${f.cascadeRate}, ${f.transitions} transitions, |D| ${f.meanDominant}, w ${f.meanWindow}, retrain ${f.retrainMs} ms (${f.trainedOn})`,
+        `special rate ${f.specialRate}, cascade rate ${f.cascadeRate}, ${f.transitions} transitions, |D| ${f.meanDominant}, w ${f.meanWindow}, retrain ${f.retrainMs} ms (${f.trainedOn})` +
+        (s.trainingError ? `; a retraining failed: ${s.trainingError}` : ''),
     );
     figures.push(f);
   }

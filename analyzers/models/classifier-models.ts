@@ -28,7 +28,7 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
       return { size, outputs: await model.run({ [model.inputNames[0] ?? 'images']: input }) };
     },
     finish: ({ size, outputs }) =>
-      topClasses(output(outputs, 'probabilities', size, spec.name), size, labels).map(({ label, score }) => ({
+      topClasses(output(outputs, 'probabilities', size, labels.length, spec.name), size, labels).map(({ label, score }) => ({
         kind: 'attributes' as const,
         attributes: [{ name: 'class', value: label, number: 0, score }],
       })),
@@ -78,16 +78,22 @@ export function topClasses(probabilities: Float32Array, rows: number, labels: re
 
 const labelCache = new Map<string, readonly string[]>();
 
-/** The zoo's `labelsFile`, one class per line; a class is named by the first of its comma-separated names. */
+/**
+ * The zoo's `labelsFile`, one class per line; a class is named by the first of its comma-separated
+ * names, or by the whole line where two classes share it (ImageNet's two `crane`s and `maillot`s).
+ */
 export function classLabels(spec: ResolvedModel): readonly string[] {
   const file = spec.labelsFile;
   if (!file) throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: a classifier needs \`labelsFile\` in the model zoo`, { details: { model: spec.name } });
   let labels = labelCache.get(file);
   if (!labels) {
-    labels = readFileSync(file, 'utf8')
+    const lines = readFileSync(file, 'utf8')
       .split('\n')
-      .filter((line) => line.trim() !== '')
-      .map((line) => line.split(',')[0]!.trim());
+      .map((line) => line.trim())
+      .filter((line) => line !== '');
+    const first = lines.map((line) => line.split(',')[0]!.trim());
+    const shared = new Set(first.filter((name, i) => first.indexOf(name) !== i));
+    labels = lines.map((line, i) => (shared.has(first[i]!) ? line : first[i]!));
     labelCache.set(file, labels);
   }
   return labels;
@@ -98,10 +104,12 @@ function classifierInputSize(spec: ResolvedModel): number {
   return spec.inputSize;
 }
 
-function output(outputs: NamedTensors, name: string, rows: number, model: string): Float32Array {
+function output(outputs: NamedTensors, name: string, rows: number, classes: number, model: string): Float32Array {
   const t = outputs[name];
-  if (!t || t.dims[0] !== rows || !(t.data instanceof Float32Array)) {
-    throw new PanoptesError(ErrorCode.ModelRun, `${model}: expected float32 ${name} [${rows}, classes]`, { details: { model, output: name } });
+  if (!t || t.dims.join(',') !== `${rows},${classes}` || !(t.data instanceof Float32Array)) {
+    throw new PanoptesError(ErrorCode.ModelRun, `${model}: expected float32 ${name} [${rows}, ${classes}] (one column per line of its labelsFile), got ${t ? `${t.type} [${t.dims.join(', ')}]` : 'none'}`, {
+      details: { model, output: name },
+    });
   }
   return t.data;
 }

@@ -27,6 +27,8 @@ export interface TrainingSetOptions {
  */
 export function trainingSet(pool: LabelledPool, dominant: readonly string[], options: TrainingSetOptions): Omit<HeadJob, 'featureCount'> & { rows: number[] } {
   const { skew, maxRows, random } = options;
+  if (!(skew > 0 && skew < 1)) throw new RangeError(`trainingSet: skew ${skew} is not between 0 and 1 (the dominant classes' share of the rows)`);
+  if (!(maxRows >= 1)) throw new RangeError(`trainingSet: maxRows ${maxRows} is not a positive number of rows`);
   const classOf = new Map(dominant.map((label, i) => [label, i]));
   const byClass = dominant.map(() => [] as number[]);
   const others: number[] = [];
@@ -114,7 +116,7 @@ export async function measureBehaviour(train: LabelledPool, test: LabelledPool, 
 /** Up to `count` of `items`, drawn without replacement. */
 export function sample<T>(items: readonly T[], count: number, random: () => number): T[] {
   const copy = [...items];
-  const n = Math.min(count, copy.length);
+  const n = Math.max(0, Math.min(count, copy.length));
   for (let i = 0; i < n; i++) {
     const j = i + Math.floor(random() * (copy.length - i));
     [copy[i], copy[j]] = [copy[j]!, copy[i]!];

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError } from '../../core/index.js';
@@ -17,6 +18,7 @@ import { createWeg, type Template, type WegParams, type WegStatus } from './weg.
 /** A template h_k: a cheap network's feature layers, its pool pre-forwarded through them, and how it behaves once specialized. */
 export interface SpecializerTemplate<Input> extends Template {
   pool: LabelledPool;
+  /** Row-major [inputs, pool.featureCount]. */
   features(inputs: readonly Input[]): Promise<Float32Array>;
 }
 
@@ -60,7 +62,7 @@ export interface SpecializerStatus extends WegStatus<string> {
 }
 
 export interface Specializer<Input> {
-  /** `timeMs`: the input's time in the stream (its capture time). */
+  /** `timeMs`: the input's time in the stream (its capture time). One call at a time: a stream's inputs in order. */
   classify(input: Input, timeMs: number): Promise<Classified>;
   status(): SpecializerStatus;
   close(): Promise<void>;
@@ -69,7 +71,6 @@ export interface Specializer<Input> {
 interface Training<Input> {
   template: SpecializerTemplate<Input>;
   dominant: string[];
-  startedAtMs: number;
   done: Promise<void>;
   head?: { model: LoadedModel; readyAtMs: number };
   /** Why it failed. */
@@ -81,7 +82,8 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   const weg = createWeg<string>(options.weg, options.templates, random);
   let training: Training<Input> | undefined;
   let active: { template: SpecializerTemplate<Input>; dominant: string[]; model: LoadedModel } | undefined;
-  let heads = 0;
+  /** After a failed retraining, WEG's next decisions are refused for this many inputs (w_min, doubling while retraining keeps failing). */
+  const backoff = { failures: 0, untilInput: 0, inputs: 0 };
   const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined, trainingError: undefined as string | undefined };
 
   const timed = async <T>(work: () => Promise<T>): Promise<[T, number]> => {
@@ -91,19 +93,25 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   };
   const oracle = async (input: Input): Promise<[string, number]> => {
     const [[label], ms] = await timed(() => options.oracle([input]));
-    return [label!, ms];
+    if (typeof label !== 'string') throw new TypeError(`specializer ${options.name}: the oracle gave no label for an input`);
+    return [label, ms];
   };
 
-  const startTraining = (template: SpecializerTemplate<Input>, dominant: string[], timeMs: number): void => {
-    const job = trainingSet(template.pool, dominant, { ...options.training, random });
-    const t: Training<Input> = { template, dominant, startedAtMs: timeMs, done: Promise.resolve() };
+  const startTraining = (template: SpecializerTemplate<Input>, wanted: string[], timeMs: number): void => {
+    // Classes the pool has no rows of cannot be learnt: the cascade passes them to the oracle.
+    const inPool = new Set(template.pool.labels);
+    const dominant = wanted.filter((label) => inPool.has(label));
+    const t: Training<Input> = { template, dominant, done: Promise.resolve() };
     t.done = (async () => {
       try {
+        if (dominant.length === 0) throw new Error(`the template's pool has no rows of ${wanted.join(', ')}`);
+        const { rows: _, ...job } = trainingSet(template.pool, dominant, { ...options.training, random });
         const head = await options.train({ ...job, featureCount: template.pool.featureCount });
-        const file = join(options.headDir, `${options.name}-head-${++heads}.onnx`);
+        const id = `${options.name}-head-${randomUUID()}`;
+        const file = join(options.headDir, `${id}.onnx`);
         writeFileSync(file, encodeDenseHead(head));
         try {
-          const model = await options.runtime.load({ name: `${options.name}-head-${heads}`, file });
+          const model = await options.runtime.load({ name: id, file });
           t.head = { model, readyAtMs: timeMs + head.trainMs };
         } finally {
           rmSync(file, { force: true });
@@ -111,6 +119,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
         trained.retrains += 1;
         trained.retrainMs += head.trainMs;
         trained.trainedOn = head.backend;
+        backoff.failures = 0;
       } catch (err) {
         t.failed = describeError(err);
       }
@@ -124,6 +133,8 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     if (options.awaitTraining) await training.done;
     if (training.failed !== undefined) {
       trained.trainingError = training.failed;
+      backoff.failures += 1;
+      backoff.untilInput = backoff.inputs + (options.weg.minWindow ?? 30) * 2 ** (backoff.failures - 1);
       training = undefined;
       weg.trainingFailed();
     } else if (training.head && timeMs >= training.head.readyAtMs) {
@@ -138,7 +149,9 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   const cascade = async (input: Input, spotCheck: boolean): Promise<Classified> => {
     const { template, dominant, model } = active!;
     const [features, featureMs] = await timed(() => template.features([input]));
-    const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: { data: features, dims: [1, template.pool.featureCount], type: 'float32' } }));
+    // A copy the model's thread may take over: the template's array may be a view of memory it keeps.
+    const feed = { data: features.slice(0, template.pool.featureCount), dims: [1, template.pool.featureCount], type: 'float32' as const };
+    const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: feed }));
     const probabilities = outputs[HEAD_OUTPUT]!.data as Float32Array;
     let best = 0;
     for (let c = 1; c < probabilities.length; c++) if (probabilities[c]! > probabilities[best]!) best = c;
@@ -168,12 +181,14 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
 
   return {
     async classify(input, timeMs) {
+      backoff.inputs += 1;
       await settleTraining(timeMs);
       const action = weg.next();
       if (action.run === 'cascade' && active) return cascade(input, action.spotCheck);
       const [label, modelMs] = await oracle(input);
       const decision = weg.explored(label);
-      if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
+      if (decision && backoff.inputs < backoff.untilInput) weg.trainingFailed();
+      else if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
       return { label, answeredBy: 'oracle', modelMs };
     },
     status: () => ({

@@ -40,7 +40,12 @@ export function createHeadTrainer(): HeadTrainer {
       return new Promise<TrainedHead>((resolve, reject) => {
         pending.set(id, { resolve, reject });
         w.ref();
-        w.postMessage({ id, job }, [job.features.buffer as ArrayBuffer, job.labels.buffer as ArrayBuffer, ...(job.evaluate ? [job.evaluate.buffer as ArrayBuffer] : [])]);
+        try {
+          w.postMessage({ id, job }, [job.features.buffer as ArrayBuffer, job.labels.buffer as ArrayBuffer, ...(job.evaluate ? [job.evaluate.buffer as ArrayBuffer] : [])]);
+        } catch (err) {
+          pending.delete(id);
+          reject(new PanoptesError(ErrorCode.ModelRun, `training a head failed: its job could not be sent to the training thread: ${(err as Error).message}`, { cause: err }));
+        }
       }).finally(() => {
         if (pending.size === 0) worker?.unref();
       });

@@ -79,8 +79,11 @@ async function profile(model: LoadedModel): Promise<(b: number) => number> {
     const mean = times.reduce((a, c) => a + c, 0) / times.length;
     return mean + Math.sqrt(times.reduce((a, c) => a + (c - mean) ** 2, 0) / times.length);
   };
-  const one = await worstCase(1);
-  const full = Math.max(one, await worstCase(TARGET_BATCH));
+  // A batch of 32 measured no slower than a batch of 1 was measured while another test file held
+  // the cores: such a flat profile makes early drop drop what it should not. Measure again.
+  let [one, full] = [0, 0];
+  for (let attempt = 0; attempt < 5 && full <= 1.05 * one; attempt++) [one, full] = [await worstCase(1), await worstCase(TARGET_BATCH)];
+  full = Math.max(one, full);
   return (b) => one + ((full - one) * (Math.min(b, TARGET_BATCH) - 1)) / (TARGET_BATCH - 1);
 }
 

@@ -112,7 +112,7 @@ describe('a specializer: WEG over a real head trained on its thread and served b
     expect(oracleCalls.length).toBeLessThan(inputs.length - answered.cascade + 20);
   }, 120_000);
 
-  it('BAD TRAINING: a retraining that fails leaves the oracle serving, says why in status(), and WEG decides again', async () => {
+  it('BAD TRAINING: a retraining that fails leaves the oracle serving, says why in status(), and WEG tries again after w_min inputs, then after 2·w_min', async () => {
     const grid = [{ dominant: 1, aIn: 1, eInOut: 0, aOut: 1 }];
     let attempts = 0;
     const specializer = createSpecializer<number>({
@@ -130,12 +130,18 @@ describe('a specializer: WEG over a real head trained on its thread and served b
       random: seededRandom(5),
       awaitTraining: true,
     });
-    for (let i = 0; i < 40; i++) expect((await specializer.classify(i, i * 100)).answeredBy).toBe('oracle');
+    const attemptsAt: number[] = [];
+    for (let i = 0; i < 130; i++) {
+      const before = attempts;
+      expect((await specializer.classify(i, i * 100)).answeredBy).toBe('oracle');
+      if (attempts > before) attemptsAt.push(i);
+    }
     const status = specializer.status();
     await specializer.close();
     expect(status.trainingError).toContain('out of memory in the training thread');
     expect(status.transitions).toBe(0);
     expect(status.retrains).toBe(0);
-    expect(attempts).toBeGreaterThanOrEqual(2);
+    // After w_min = 30 labels; then 30 inputs after the failure showed (on the next input), then 60.
+    expect(attemptsAt).toEqual([29, 60, 121]);
   }, 60_000);
 });

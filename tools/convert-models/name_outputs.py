@@ -45,6 +45,8 @@ MODELS = {
 
 
 def main() -> None:
+    if len(sys.argv) != 4 or sys.argv[1] not in MODELS:
+        raise SystemExit(f"usage: python name_outputs.py {'|'.join(MODELS)} RAW_ONNX OUT_ONNX")
     name, src, dst = sys.argv[1], sys.argv[2], sys.argv[3]
     spec = MODELS[name]
     model = onnx.load(src)
@@ -52,10 +54,10 @@ def main() -> None:
 
     rename = {spec["input"]: "images", **spec["outputs"]}
     for node in g.node:
-        for k, name in enumerate(node.input):
-            node.input[k] = rename.get(name, name)
-        for k, name in enumerate(node.output):
-            node.output[k] = rename.get(name, name)
+        for k, tensor in enumerate(node.input):
+            node.input[k] = rename.get(tensor, tensor)
+        for k, tensor in enumerate(node.output):
+            node.output[k] = rename.get(tensor, tensor)
     for vi in list(g.input) + list(g.output):
         if vi.name not in rename:
             raise SystemExit(f"name_outputs: {name}: unexpected graph input/output {vi.name}")
