@@ -86,7 +86,9 @@ if (!bench) {
   process.exitCode = 1;
 } else {
   bench(process.argv.slice(3)).catch((err: unknown) => {
-    console.error(`bench ${name}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    // A programming error (the soak once failed on one in CI) shows where; a refusal, only why.
+    const bug = err instanceof TypeError || err instanceof RangeError || err instanceof ReferenceError;
+    console.error(`bench ${name}: ${err instanceof Error ? (bug ? (err.stack ?? err.message) : err.message) : String(err)}`);
     process.exitCode = 1;
   });
 }
