@@ -2,7 +2,7 @@
 import { expect } from 'vitest';
 import type { RgbImage, TensorData } from '../analyzers/index.js';
 import { Writable } from 'node:stream';
-import { createLogger, PanoptesError, type Logger } from '../core/index.js';
+import { createLogger, PanoptesError, seededRandom, type Logger } from '../core/index.js';
 
 /** Runs `fn`, expecting a PanoptesError, and returns it. */
 export function thrown(fn: () => unknown): PanoptesError {
@@ -38,4 +38,32 @@ export function capturingLogger(): { logger: Logger; warnings: string[] } {
     },
   });
   return { logger: createLogger({ level: 'warn', destination }), warnings };
+}
+
+/**
+ * Rows of features around random class centres, as a network's feature layer might give a
+ * labelled pool: row r is of class `classOf(r)`. The centres come from `centreSeed`, the rows'
+ * noise from `seed`, so more rows with the same seeds extend the same pool.
+ */
+export function clusteredFeatures(options: {
+  rows: number;
+  featureCount: number;
+  classes: number;
+  classOf: (row: number) => number;
+  seed: number;
+  centreSeed: number;
+  centreScale?: number;
+  spread?: number;
+}): { features: Float32Array; labels: Int32Array } {
+  const { rows, featureCount, classes, classOf, centreScale = 1, spread = 1 } = options;
+  const gaussian = (random: () => number) => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
+  const centreRandom = seededRandom(options.centreSeed);
+  const centres = Array.from({ length: classes }, () => Float32Array.from({ length: featureCount }, () => centreScale * gaussian(centreRandom)));
+  const random = seededRandom(options.seed);
+  const features = new Float32Array(rows * featureCount);
+  const labels = Int32Array.from({ length: rows }, (_, r) => classOf(r));
+  labels.forEach((label, r) => {
+    for (let f = 0; f < featureCount; f++) features[r * featureCount + f] = centres[label]![f]! + spread * gaussian(random);
+  });
+  return { features, labels };
 }

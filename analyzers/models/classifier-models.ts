@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import type { ImageInput } from '../image/index.js';
-import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
+import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
 import { letterboxBatchNative } from './detector/index.js';
-import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
+import { float32Output, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 /**
  * Image classifiers (EfficientNet-Lite on ImageNet, `tools/convert-models/efficientnet_lite.py`):
@@ -28,7 +28,7 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
       return { size, outputs: await model.run({ [model.inputNames[0] ?? 'images']: input }) };
     },
     finish: ({ size, outputs }) =>
-      topClasses(output(outputs, 'probabilities', size, labels.length, spec.name), size, labels).map(({ label, score }) => ({
+      topClasses(float32Output(outputs, 'probabilities', [size, labels.length], spec.name), size, labels).map(({ label, score }) => ({
         kind: 'attributes' as const,
         attributes: [{ name: 'class', value: label, number: 0, score }],
       })),
@@ -102,14 +102,4 @@ export function classLabels(spec: ResolvedModel): readonly string[] {
 function classifierInputSize(spec: ResolvedModel): number {
   if (!spec.inputSize) throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: a classifier needs \`inputSize\` in the model zoo`, { details: { model: spec.name } });
   return spec.inputSize;
-}
-
-function output(outputs: NamedTensors, name: string, rows: number, classes: number, model: string): Float32Array {
-  const t = outputs[name];
-  if (!t || t.dims.join(',') !== `${rows},${classes}` || !(t.data instanceof Float32Array)) {
-    throw new PanoptesError(ErrorCode.ModelRun, `${model}: expected float32 ${name} [${rows}, ${classes}] (one column per line of its labelsFile), got ${t ? `${t.type} [${t.dims.join(', ')}]` : 'none'}`, {
-      details: { model, output: name },
-    });
-  }
-  return t.data;
 }

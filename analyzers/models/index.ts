@@ -4,4 +4,4 @@ export type { Executed, Prepared } from './runner.js';
 export { cropImage } from './ocr/index.js';
 export { cpuDeviceName, profileModel, type BatchTiming, type ModelTimings, type ProfileOptions } from './profile.js';
 export { findPrefixFamilies, type FamilyParams } from './family.js';
-export { loadFeatureExtractor, type FeatureExtractor } from './classifier-models.js';
+export { loadFeatureExtractor, topClasses, type FeatureExtractor } from './classifier-models.js';

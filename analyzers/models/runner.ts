@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
 import type { ImageInput } from '../image/index.js';
+import type { NamedTensors } from '../runtime/index.js';
 
 /**
  * A model from the zoo, ready to run on images (pixels, or JPEGs its pre-processing decodes):
@@ -66,4 +67,17 @@ export function parseWith<S extends z.ZodType>(schema: S, spec: ResolvedModel, p
   throw new PanoptesError(ErrorCode.AppInvalid, `params.${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}${got} for model ${spec.name}`, {
     details: { model: spec.name },
   });
+}
+
+/** A model's float32 output `name` of exactly `dims`, or PANOPTES_MODEL_RUN saying what came instead. */
+export function float32Output(outputs: NamedTensors, name: string, dims: readonly number[], model: string): Float32Array {
+  const t = outputs[name];
+  if (!t || t.dims.join(',') !== dims.join(',') || !(t.data instanceof Float32Array)) {
+    throw new PanoptesError(
+      ErrorCode.ModelRun,
+      `${model}: expected float32 ${name} [${dims.join(', ')}], got ${t ? `${t.type} [${t.dims.join(', ')}]` : `outputs ${Object.keys(outputs).join(', ') || 'none'}`}`,
+      { details: { model, output: name, dims: t?.dims } },
+    );
+  }
+  return t.data;
 }

@@ -25,7 +25,7 @@ export interface TrainingSetOptions {
  * ("other"), rows of any other class, so that the dominant classes make up `skew` of the set.
  * Returns copies the caller may hand over to the training thread.
  */
-export function trainingSet(pool: LabelledPool, dominant: readonly string[], options: TrainingSetOptions): Omit<HeadJob, 'featureCount'> & { rows: number[] } {
+export function trainingSet(pool: LabelledPool, dominant: readonly string[], options: TrainingSetOptions): Omit<HeadJob, 'featureCount'> {
   const { skew, maxRows, random } = options;
   if (!(skew > 0 && skew < 1)) throw new RangeError(`trainingSet: skew ${skew} is not between 0 and 1 (the dominant classes' share of the rows)`);
   if (!(maxRows >= 1)) throw new RangeError(`trainingSet: maxRows ${maxRows} is not a positive number of rows`);
@@ -48,7 +48,7 @@ export function trainingSet(pool: LabelledPool, dominant: readonly string[], opt
     features.set(pool.features.subarray(row * featureCount, (row + 1) * featureCount), i * featureCount);
     labels[i] = classOf.get(pool.labels[row]!) ?? dominant.length;
   });
-  return { features, labels, classes: dominant.length + 1, rows };
+  return { features, labels, classes: dominant.length + 1 };
 }
 
 /** The template's behaviour at one n, averaged over the dominant sets tried. */

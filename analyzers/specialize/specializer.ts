@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeError } from '../../core/index.js';
+import { topClasses } from '../models/index.js';
 import { encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from '../onnx/index.js';
 import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
 import type { HeadJob, TrainedHead } from '../training/index.js';
@@ -105,7 +106,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     t.done = (async () => {
       try {
         if (dominant.length === 0) throw new Error(`the template's pool has no rows of ${wanted.join(', ')}`);
-        const { rows: _, ...job } = trainingSet(template.pool, dominant, { ...options.training, random });
+        const job = trainingSet(template.pool, dominant, { ...options.training, random });
         const head = await options.train({ ...job, featureCount: template.pool.featureCount });
         const id = `${options.name}-head-${randomUUID()}`;
         const file = join(options.headDir, `${id}.onnx`);
@@ -152,9 +153,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     // A copy the model's thread may take over: the template's array may be a view of memory it keeps.
     const feed = { data: features.slice(0, template.pool.featureCount), dims: [1, template.pool.featureCount], type: 'float32' as const };
     const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: feed }));
-    const probabilities = outputs[HEAD_OUTPUT]!.data as Float32Array;
-    let best = 0;
-    for (let c = 1; c < probabilities.length; c++) if (probabilities[c]! > probabilities[best]!) best = c;
+    const best = topClasses(outputs[HEAD_OUTPUT]!.data as Float32Array, 1, dominant)[0]!.index;
     let modelMs = featureMs + headMs;
     let result: Classified;
     let oracleLabel: string | undefined;

@@ -4,22 +4,12 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createOnnxRuntime, encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from '../../analyzers/index.js';
 import { createHeadTrainer, type TrainedHead } from '../../analyzers/training/index.js';
-import { seededRandom, silentLogger } from '../../core/index.js';
+import { silentLogger } from '../../core/index.js';
+import { clusteredFeatures } from '../helpers.js';
 
 /** Rows around `classes` random centres in `featureCount` dimensions: a labelled pool of pre-forwarded features. */
-function clusters(rows: number, featureCount: number, classes: number, seed: number): { features: Float32Array; labels: Int32Array } {
-  const random = seededRandom(seed);
-  const gaussian = () => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  const centres = Array.from({ length: classes }, () => Float32Array.from({ length: featureCount }, gaussian));
-  const features = new Float32Array(rows * featureCount);
-  const labels = new Int32Array(rows);
-  for (let r = 0; r < rows; r++) {
-    const label = r % classes;
-    labels[r] = label;
-    for (let f = 0; f < featureCount; f++) features[r * featureCount + f] = centres[label]![f]! + 0.8 * gaussian();
-  }
-  return { features, labels };
-}
+const clusters = (rows: number, featureCount: number, classes: number, seed: number) =>
+  clusteredFeatures({ rows, featureCount, classes, classOf: (r) => r % classes, seed, centreSeed: seed, spread: 0.8 });
 
 const argmax = (values: ArrayLike<number>, offset: number, width: number): number => {
   let best = 0;

@@ -6,22 +6,16 @@ import { createOnnxRuntime } from '../../analyzers/index.js';
 import { behaviourByDominant, createSpecializer, measureBehaviour, trainingSet, type LabelledPool } from '../../analyzers/specialize/index.js';
 import { createHeadTrainer } from '../../analyzers/training/index.js';
 import { seededRandom, silentLogger } from '../../core/index.js';
+import { clusteredFeatures } from '../helpers.js';
 
 const FEATURES = 32;
 const CLASSES = Array.from({ length: 12 }, (_, i) => `c${i}`);
 
-/** `perClass` rows around each class's random centre: features a template might compute, labelled. */
+/** `perClass` rows of each class, the same centres in every pool. */
 function pool(perClass: number, seed: number): LabelledPool {
-  const centres = seededRandom(99);
-  const gaussian = (random: () => number) => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  const centre = CLASSES.map(() => Float32Array.from({ length: FEATURES }, () => 3 * gaussian(centres)));
-  const random = seededRandom(seed);
-  const labels = CLASSES.flatMap((label) => Array.from({ length: perClass }, () => label));
-  const features = new Float32Array(labels.length * FEATURES);
-  labels.forEach((label, r) => {
-    for (let f = 0; f < FEATURES; f++) features[r * FEATURES + f] = centre[CLASSES.indexOf(label)]![f]! + gaussian(random);
-  });
-  return { featureCount: FEATURES, features, labels };
+  const rows = CLASSES.length * perClass;
+  const { features, labels } = clusteredFeatures({ rows, featureCount: FEATURES, classes: CLASSES.length, classOf: (r) => Math.floor(r / perClass), seed, centreSeed: 99, centreScale: 3 });
+  return { featureCount: FEATURES, features, labels: Array.from(labels, (c) => CLASSES[c]!) };
 }
 
 describe('training sets for h_D (thesis §5.2)', () => {
@@ -33,9 +27,11 @@ describe('training sets for h_D (thesis §5.2)', () => {
     const count = (c: number) => set.labels.filter((l) => l === c).length;
     // 30 rows of each dominant class (100 · 0.6 / 2), and 40 others: 60 / (60 + 40) = 0.6.
     expect([count(0), count(1), count(2)]).toEqual([30, 30, 40]);
-    set.rows.forEach((row, i) => {
-      expect(set.labels[i]).toBe({ a: 0, b: 1 }[labels[row]!] ?? 2);
-      expect(Array.from(set.features.subarray(i * 2, i * 2 + 2))).toEqual([row * 2, row * 2 + 1]);
+    // Each row's features (here its index, twice over) came with its own label.
+    set.labels.forEach((label, i) => {
+      const row = set.features[i * 2]! / 2;
+      expect(set.features[i * 2 + 1]).toBe(row * 2 + 1);
+      expect(label).toBe({ a: 0, b: 1 }[labels[row]!] ?? 2);
     });
   });
 

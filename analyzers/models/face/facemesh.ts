@@ -1,4 +1,4 @@
-import { ErrorCode, PanoptesError } from '../../../core/index.js';
+import { float32Output } from '../runner.js';
 import { boxToSource, clipBox, sourceSize } from '../detector/index.js';
 import type { Detection, Letterbox, NamedTensors } from '../types.js';
 
@@ -51,16 +51,7 @@ export function decodeFacemesh(
   letterboxes: readonly Letterbox[],
   options: FacemeshDecodeOptions | readonly FacemeshDecodeOptions[],
 ): Detection[][] {
-  const t = outputs[FACEMESH.outputName];
-  const n = letterboxes.length;
-  if (!t || t.dims.join(',') !== `${n},5` || !(t.data instanceof Float32Array)) {
-    throw new PanoptesError(
-      ErrorCode.ModelRun,
-      `facemesh: expected float32 ${FACEMESH.outputName} [${n}, 5], got ${t ? `${t.type} [${t.dims.join(', ')}]` : `outputs ${Object.keys(outputs).join(', ') || 'none'}`}`,
-      { details: { dims: t?.dims, images: n } },
-    );
-  }
-  const d = t.data;
+  const d = float32Output(outputs, FACEMESH.outputName, [letterboxes.length, 5], 'facemesh');
   return letterboxes.map((lb, b) => {
     const opts = isList(options) ? options[b] : options;
     if (!opts) throw new RangeError(`facemesh: no decode options for image ${b}`);

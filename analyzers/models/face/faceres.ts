@@ -1,5 +1,5 @@
-import { ErrorCode, PanoptesError } from '../../../core/index.js';
 import { letterboxBatch } from '../detector/index.js';
+import { float32Output } from '../runner.js';
 import type { Attribute, NamedTensors, RgbImage, TensorData } from '../types.js';
 
 /**
@@ -40,17 +40,7 @@ export function preprocessFaceres(images: readonly RgbImage[]): FaceresPreproces
   return { input: letterboxBatch(images, FACERES.inputSize, 'faceres').input };
 }
 
-function output(outputs: NamedTensors, name: string, n: number, width: number): Float32Array {
-  const t = outputs[name];
-  if (!t || t.dims.join(',') !== `${n},${width}` || !(t.data instanceof Float32Array)) {
-    throw new PanoptesError(
-      ErrorCode.ModelRun,
-      `faceres: expected float32 ${name} [${n}, ${width}], got ${t ? `${t.type} [${t.dims.join(', ')}]` : `outputs ${Object.keys(outputs).join(', ') || 'none'}`}`,
-      { details: { output: name, dims: t?.dims, images: n } },
-    );
-  }
-  return t.data;
-}
+const output = (outputs: NamedTensors, name: string, n: number, width: number): Float32Array => float32Output(outputs, name, [n, width], 'faceres');
 
 /**
  * Reads `age` and `gender` per image.
