@@ -67,6 +67,8 @@ export const RECOGNITIONS: TableSpec = {
     ...boxColumns,
     /** The track of the object this describes (or of the tracked object it was found on); else empty. */
     { name: 'track_id', type: 'String' },
+    /** A specialized node's answerer: `oracle`, `cascade` or `fall-through`; else empty. */
+    { name: 'answered_by', type: 'String' },
   ],
   ...perFrame,
 };

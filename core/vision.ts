@@ -39,7 +39,14 @@ export interface Attribute {
 export type NodeOutput =
   | { kind: 'detections'; detections: Detection[] }
   | { kind: 'texts'; texts: TextLine[] }
-  | { kind: 'attributes'; attributes: Attribute[] };
+  /** `answeredBy`: where a specialized node's answer came from (thesis ch. 5); absent for other nodes. */
+  | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy };
+
+/**
+ * Who answered a specialized node: the oracle (exploring, or checking), the cascade's
+ * specialized model itself, or the oracle after the specialized model said "other".
+ */
+export type AnsweredBy = 'oracle' | 'cascade' | 'fall-through';
 
 /** The frame a node output belongs to, without its pixels. */
 export interface FrameRef {

@@ -51,6 +51,19 @@ export const SESSION_STATS_TABLE: TableSpec = {
     { name: 'dropped', type: 'UInt64' },
     /** Share of requests that missed their deadline or were dropped, 0..1. */
     { name: 'bad_rate', type: 'Float32' },
+    /**
+     * A specialized node's row (session `app/node`) is about one stream: the thesis' Table 5.4
+     * since the backend began serving it. Other rows leave these empty.
+     */
+    { name: 'stream', type: 'String' },
+    /** Share of inputs in the specialized phase. */
+    { name: 'special_rate', type: 'Float32' },
+    /** Share of the specialized phase's inputs the specialized model passed to the oracle ("other"). */
+    { name: 'cascade_rate', type: 'Float32' },
+    /** Entries into the specialized phase, and the mean |D| and window w they began with. */
+    { name: 'transitions', type: 'UInt32' },
+    { name: 'mean_dominant', type: 'Float32' },
+    { name: 'mean_window', type: 'Float32' },
   ],
   orderBy: ['session', 'at'],
   timeColumn: 'at',

@@ -43,18 +43,24 @@ type Waiter = { resolve: () => void; reject: (err: unknown) => void };
 
 const TOPICS = [Topics.results, Topics.drops, Topics.stats, Topics.plan];
 
-/** One `session_stats` row per session a backend reported on. */
+/** One `session_stats` row per session a backend reported on, and one per specialized stream and node. */
 export function statsRows(stats: Stats): ResultRow[] {
-  return stats.sessions.map((s) => ({
+  const row = (session: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
     app: 'panoptes',
     table: SESSION_STATS_TABLE.name,
-    rowId: `stats:${stats.backend}:${s.session}:${stats.toMs}`,
+    rowId: `stats:${stats.backend}:${rowId}:${stats.toMs}`,
     source: stats.backend,
     fields: {
       at: Math.round(stats.toMs),
       interval_ms: Math.max(0, Math.round(stats.toMs - stats.fromMs)),
       backend: stats.backend,
-      session: s.session,
+      session,
+      ...UNSET_STATS,
+      ...fields,
+    },
+  });
+  const sessions = stats.sessions.map((s) =>
+    row(s.session, s.session, {
       arrival_rate: s.arrivalRate,
       queue_length: s.queueLength,
       batches: s.batchSizes.length,
@@ -64,9 +70,39 @@ export function statsRows(stats: Stats): ResultRow[] {
       latency_p99_ms: s.latencyP99Ms,
       dropped: s.dropped,
       bad_rate: s.badRate,
-    },
-  }));
+    }),
+  );
+  const specialized = (stats.specializations ?? []).map((s) =>
+    row(`${s.app}/${s.node}`, `${s.app}/${s.node}:${s.source}`, {
+      stream: s.source,
+      special_rate: s.inputs === 0 ? 0 : s.specialized / s.inputs,
+      cascade_rate: s.specialized === 0 ? 0 : s.fellThrough / s.specialized,
+      transitions: s.transitions,
+      mean_dominant: s.transitions === 0 ? 0 : s.dominantSum / s.transitions,
+      mean_window: s.transitions === 0 ? 0 : s.windowSum / s.transitions,
+    }),
+  );
+  return [...sessions, ...specialized];
 }
+
+/** A session's row leaves the specialization columns empty, a specialized node's the session's. */
+const UNSET_STATS = {
+  arrival_rate: 0,
+  queue_length: 0,
+  batches: 0,
+  mean_batch: 0,
+  max_batch: 0,
+  latency_p50_ms: 0,
+  latency_p99_ms: 0,
+  dropped: 0,
+  bad_rate: 0,
+  stream: '',
+  special_rate: 0,
+  cascade_rate: 0,
+  transitions: 0,
+  mean_dominant: 0,
+  mean_window: 0,
+};
 
 /** One `plans` row per backend and session placed on it. */
 export function planRows(plan: Plan): ResultRow[] {

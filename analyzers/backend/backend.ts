@@ -21,6 +21,7 @@ import { createHosting, type Request } from './hosting.js';
 import { createIntake } from './intake.js';
 import { emptyTally, Outbox } from './outbox.js';
 import { createPlanFollower } from './plan-follower.js';
+import { createSpecializedNodes } from './specialized-nodes.js';
 import type { DropPolicy } from './session-queue.js';
 import { createStatsWindow } from './stats-window.js';
 
@@ -145,10 +146,12 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
   };
 
+  const specialized = createSpecializedNodes({ apps: options.apps, models: options.models, runtime: options.runtime, infer, logger });
+
   const runner = createDagRunner({
     apps: options.apps,
     parseParams: async (model, params) => (await hosting.runner(model)).parseParams(params),
-    infer,
+    infer: (node, image, params, deadlineMs, frame) => (specialized.specializes(node) ? specialized.classify(node, image, params, deadlineMs, frame) : infer(node, image, params, deadlineMs)),
     budgets: (app) => budgets.get(app),
     realtime: options.realtime ?? (() => true),
     crops: options.bus.kind === 'memory' ? 'pixels' : 'jpeg',
@@ -194,7 +197,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const statsFailures = createLogThrottle(30_000);
   /** The last interval's stats to `panoptes.stats`; a failed send is logged, the next second brings another. */
   const publishStats = (): void => {
-    const snapshot = { ...stats.take(Date.now(), executor.queued()), device };
+    const specializations = specialized.stats();
+    const snapshot = { ...stats.take(Date.now(), executor.queued()), device, ...(specializations.length > 0 ? { specializations } : {}) };
     options.onStats?.(snapshot);
     producer
       .send(Channels.stats.topic, [Channels.stats.record(snapshot)])
@@ -231,6 +235,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await plans.close();
       await intake.close();
       await producer.close();
+      await specialized.close();
       await hosting.close();
     },
     status: () => ({

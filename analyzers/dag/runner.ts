@@ -79,7 +79,7 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
     try {
       if (work.localOutput) localOutputs += 1;
       const deadline = options.realtime(frame.source) ? work.deadlineMs : Infinity;
-      output = work.localOutput ?? (await options.infer({ app: app.spec.name, node: node.id, model: node.model }, image, planned.params, deadline));
+      output = work.localOutput ?? (await options.infer({ app: app.spec.name, node: node.id, model: node.model }, image, planned.params, deadline, frame));
     } catch (err) {
       if (err instanceof DeadlineMissed) {
         const { upToMs } = stageDeadline(planned, frame.captureTimeMs);

@@ -1,4 +1,4 @@
-import type { AppLogic, AppNode, Drop, Frame, NodeOutput, ResultRow, Task } from '../../core/index.js';
+import type { AppLogic, AppNode, Drop, Frame, FrameRef, NodeOutput, ResultRow, Task } from '../../core/index.js';
 import type { ImageInput } from '../image/index.js';
 import type { StageBudgets } from './stage-deadlines.js';
 
@@ -27,8 +27,8 @@ export interface DagRunnerOptions {
   apps: readonly AppLogic[];
   /** A node's params, checked by its model (throws on bad ones). */
   parseParams(model: string, params: AppNode['params']): Promise<unknown>;
-  /** Runs one image through the node's session by `deadlineMs`; rejects with `DeadlineMissed` when early drop drops it. */
-  infer(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number): Promise<NodeOutput>;
+  /** Runs one image of `frame` through the node's session by `deadlineMs`; rejects with `DeadlineMissed` when early drop drops it. */
+  infer(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
   /** An app's stage budgets now (the plan's); undefined before a plan gives them: the even split. */
   budgets(app: string): StageBudgets | undefined;
   /** Whether a source's requests must meet their deadlines; the others are delay-tolerant. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeError } from '../../core/index.js';
+import { describeError, type AnsweredBy } from '../../core/index.js';
 import { topClasses } from '../models/index.js';
 import { encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from '../onnx/index.js';
 import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
@@ -44,11 +44,11 @@ export interface SpecializerOptions<Input> {
   awaitTraining?: boolean;
 }
 
-export type AnsweredBy = 'oracle' | 'cascade' | 'fall-through';
-
 export interface Classified {
   label: string;
   answeredBy: AnsweredBy;
+  /** h_D's probability of `label` where the cascade answered itself. */
+  score?: number;
   /** Time in models for this input: oracle, template and head, spot check included. */
   modelMs: number;
 }
@@ -153,7 +153,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     // A copy the model's thread may take over: the template's array may be a view of memory it keeps.
     const feed = { data: features.slice(0, template.pool.featureCount), dims: [1, template.pool.featureCount], type: 'float32' as const };
     const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: feed }));
-    const best = topClasses(outputs[HEAD_OUTPUT]!.data as Float32Array, 1, dominant)[0]!.index;
+    const { index: best, score } = topClasses(outputs[HEAD_OUTPUT]!.data as Float32Array, 1, dominant)[0]!;
     let modelMs = featureMs + headMs;
     let result: Classified;
     let oracleLabel: string | undefined;
@@ -168,7 +168,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
         modelMs += ms;
         oracleLabel = label;
       }
-      result = { label: dominant[best]!, answeredBy: 'cascade', modelMs };
+      result = { label: dominant[best]!, answeredBy: 'cascade', score, modelMs };
     }
     const exited = weg.exploited({ answeredItself: result.answeredBy === 'cascade', answer: result.label, ...(oracleLabel !== undefined ? { oracleLabel } : {}) });
     if (exited) {

@@ -39,7 +39,8 @@ export interface WegParams {
 /** A template h_k: its behaviour once specialized to n classes (Eq. 5.1's inputs), cheapest first. */
 export interface Template {
   name: string;
-  behaviour: (dominant: number) => SpecializedBehaviour;
+  /** Undefined while it is not known (not measured yet): the template is not chosen. */
+  behaviour: (dominant: number) => SpecializedBehaviour | undefined;
 }
 
 /** What to run on the next input. */
@@ -129,7 +130,9 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     const skew = skewOf(dominant);
     estimate = undefined;
     for (const candidate of templates) {
-      const accuracy = cascadeAccuracy(candidate.behaviour(dominant.size), skew, params.oracleAccuracy);
+      const behaviour = candidate.behaviour(dominant.size);
+      if (!behaviour) continue;
+      const accuracy = cascadeAccuracy(behaviour, skew, params.oracleAccuracy);
       estimate = Math.max(estimate ?? -Infinity, accuracy);
       if (dominant.size > 0 && accuracy >= threshold) {
         phase = 'training';
@@ -203,7 +206,8 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
         }
       }
       // Lines 20–21: the estimate at the current skew, and the spot checks' disagreement rate.
-      estimate = cascadeAccuracy(template!.behaviour(dominant.size), cascadeSkew(), params.oracleAccuracy);
+      const behaviour = template!.behaviour(dominant.size);
+      estimate = behaviour ? cascadeAccuracy(behaviour, cascadeSkew(), params.oracleAccuracy) : -Infinity;
       const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
       return estimate < threshold || disagreement > maxDisagreement ? exit() : undefined;
     },

@@ -75,6 +75,7 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
     } else if (node.track && model.task !== 'detect-objects' && model.task !== 'detect-text') {
       issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" runs ${node.model} (${model.task}); track follows detections: use a detector` });
     }
+    if (node.specialize) issues.push(...checkSpecialize(node.specialize.templates, node, i, models));
     for (const key of ['lines', 'zones'] as const) {
       if (node[key].length > 0 && !node.track) issues.push({ path: `nodes[${i}].${key}`, message: `node "${node.id}" has ${key} but no \`track\`; ${key} count tracked objects` });
       const names = node[key].map((x) => x.name);
@@ -122,6 +123,24 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
   app.nodes.forEach((node, i) => {
     if (!state.has(node.id)) issues.push({ path: `nodes[${i}].id`, message: `node "${node.id}" is not reachable from "frames" (missing edge or cycle)` });
     if (cycles.has(node.id)) issues.push({ path: `nodes[${i}].id`, message: `node "${node.id}" is on a cycle; an app's graph must be acyclic` });
+  });
+  return issues;
+}
+
+/** A specialized node classifies (its model is the oracle), and its templates are classifiers of the zoo too. */
+function checkSpecialize(templates: readonly string[], node: AppSpec['nodes'][number], i: number, models: Readonly<Record<string, unknown>>): Omit<ConfigIssue, 'file'>[] {
+  const issues: Omit<ConfigIssue, 'file'>[] = [];
+  const classifier = (name: string): boolean => (models[name] as { task?: string } | undefined)?.task === 'recognize-attributes';
+  if (models[node.model] && !classifier(node.model)) {
+    issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" runs ${node.model}, which does not classify; specialize needs a classifier (task recognize-attributes) as the oracle` });
+  }
+  if (node.parse || node.track) issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" specializes; it cannot also ${node.parse ? 'parse text' : 'track'}` });
+  templates.forEach((name, j) => {
+    const at = `nodes[${i}].specialize.templates[${j}]`;
+    if (!models[name]) issues.push({ path: at, message: `got "${name}"; expected a model from the zoo: ${Object.keys(models).join(', ')}` });
+    else if (!classifier(name)) issues.push({ path: at, message: `got "${name}", which does not classify; a template is a cheaper classifier with a \`features\` output` });
+    else if (name === node.model) issues.push({ path: at, message: `got "${name}", the oracle itself; a template is a cheaper model` });
+    if (templates.indexOf(name) !== j) issues.push({ path: at, message: `template "${name}" is listed twice` });
   });
   return issues;
 }

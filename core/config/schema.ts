@@ -134,6 +134,40 @@ export const zoneSchema = z.strictObject({
   minDwellMs: z.number().int().min(0).default(0),
 });
 
+/**
+ * Sequential specialization (WEG, thesis ch. 5) of a classification node: the node's model is the
+ * oracle; each template is a cheaper zoo model whose `features` output a top layer is retrained on,
+ * online, for the few classes the stream shows now. Names and defaults are the thesis'.
+ */
+export const specializeSchema = z.strictObject({
+  /** Zoo models with a `features` output (e.g. `efficientnet-lite0`), cheapest first: the templates h_k. */
+  templates: z.array(id).min(1).max(4),
+  /** `faces` or `objects`: picks the thesis' training skew (50% or 60% of the rows from the dominant classes). */
+  workload: z.enum(['faces', 'objects']).default('objects'),
+  /**
+   * a*: the oracle's accuracy. Its own labels train and judge the templates here, so 1; with
+   * τ_a −0.05 the cascade may agree with the oracle on 5 points fewer inputs.
+   */
+  oracleAccuracy: z.number().gt(0).max(1).default(1),
+  /** τ_a: the cascade's estimated accuracy must reach a* + τ_a. */
+  accuracyMargin: z.number().min(-1).max(1).default(-0.05),
+  /** w_min: inputs the dominant classes are taken from, at the least. */
+  minWindow: z.number().int().min(2).max(10_000).default(30),
+  /** τ_r: dominant sets differing in at most this many classes are the same. */
+  sameClasses: z.number().int().min(0).max(100).default(2),
+  /** ε: the share of the specialized model's answers the oracle checks. */
+  epsilon: z.number().min(0).max(1).default(0.01),
+  /** τ_FP: the specialized phase ends when more of its answers than this disagree with the oracle. */
+  maxDisagreement: z.number().gt(0).max(1).default(0.5),
+  /** Training skew; default by `workload`. */
+  trainingSkew: z.number().gt(0).lt(1).optional(),
+  /**
+   * Oracle-labelled inputs of a class the stream's pool keeps (a random sample of those seen), per
+   * template. A class is specialized on once it has 10 (half to train on, half to test).
+   */
+  poolRowsPerClass: z.number().int().min(10).max(1000).default(20),
+});
+
 export const appNodeSchema = z.strictObject({
   id,
   model: id,
@@ -149,6 +183,8 @@ export const appNodeSchema = z.strictObject({
   lines: z.array(lineSchema).default([]),
   /** Time tracked objects spend in zones: `dwell` events. Needs `track`. */
   zones: z.array(zoneSchema).default([]),
+  /** Specialize this classifier online for the classes each stream shows now. */
+  specialize: specializeSchema.optional(),
 });
 
 export const appEdgeSchema = z.strictObject({
@@ -183,3 +219,4 @@ export type TextField = z.infer<typeof textFieldSchema>;
 export type TrackConfig = z.infer<typeof trackSchema>;
 export type LineSpec = z.infer<typeof lineSchema>;
 export type ZoneSpec = z.infer<typeof zoneSchema>;
+export type SpecializeConfig = z.infer<typeof specializeSchema>;

@@ -164,6 +164,30 @@ const stats = z.object({
   edges: z.array(z.object({ app: z.string(), from: z.string(), to: z.string(), gamma: z.number().nonnegative() })),
   /** Frames per second this backend took in for each app: the load the query analysis splits. */
   apps: z.array(z.object({ app: z.string().min(1), framesRate: z.number().nonnegative() })).optional(),
+  /**
+   * Specialized nodes (WEG, thesis ch. 5), per stream and node: counts since this backend began
+   * serving the stream, from which Table 5.4's rates and means follow.
+   */
+  specializations: z
+    .array(
+      z.object({
+        app: z.string().min(1),
+        node: z.string().min(1),
+        source: z.string().min(1),
+        phase: z.string().min(1),
+        inputs: count,
+        /** Inputs in the specialized phase, and those of them the specialized model passed to the oracle ("other"). */
+        specialized: count,
+        fellThrough: count,
+        /** Entries into the specialized phase, and the sums of |D| and w over them. */
+        transitions: count,
+        dominantSum: count,
+        windowSum: count,
+        retrains: count,
+        retrainMs: ms,
+      }),
+    )
+    .optional(),
   /** The accelerator behind this backend: stats double as its registration with the scheduler. */
   device: z
     .object({ kind: z.string().min(1), name: z.string(), memoryMB: z.number().nonnegative(), host: z.string().min(1) })

@@ -6,6 +6,7 @@ import type {
   PanoptesError} from '../../core/index.js';
 import {
   appSpecSchema,
+  checkAppGraph,
   CONFIG_KINDS,
   configJsonSchema,
   deploymentSchema,
@@ -295,6 +296,39 @@ describe('loadModelZoo and loadApp', () => {
     const detector = invalid(() => loadApp(file, models));
     expect(detector.issues.map((i) => i.path)).toEqual(['nodes[0].parse']);
     expect(detector.err.message).toContain('text recognizer');
+  });
+
+  it('checks a specialized node: a classifier as its oracle, cheaper zoo classifiers as templates; WEG\'s defaults are the thesis\'', () => {
+    const zoo = loadModelZoo();
+    const app = (kind: object) =>
+      appSpecSchema.parse({
+        name: 'kinds',
+        sloMs: 3000,
+        nodes: [{ id: 'vehicles', model: 'centernet' }, { id: 'kind', model: 'efficientnet-lite2', ...kind }],
+        edges: [{ from: 'frames', to: 'vehicles' }, { from: 'vehicles', to: 'kind' }],
+      });
+    const good = app({ specialize: { templates: ['efficientnet-lite0'] } });
+    expect(checkAppGraph(good, zoo)).toEqual([]);
+    expect(good.nodes[1]!.specialize).toEqual({
+      templates: ['efficientnet-lite0'],
+      workload: 'objects',
+      oracleAccuracy: 1,
+      accuracyMargin: -0.05,
+      minWindow: 30,
+      sameClasses: 2,
+      epsilon: 0.01,
+      maxDisagreement: 0.5,
+      poolRowsPerClass: 20,
+    });
+    const issues = checkAppGraph(app({ model: 'centernet', specialize: { templates: ['efficientnet-lite0', 'nope', 'ppocr-det', 'efficientnet-lite0'] } }), zoo);
+    expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
+      'nodes[1].specialize: node "kind" runs centernet, which does not classify; specialize needs a classifier (task recognize-attributes) as the oracle',
+      'nodes[1].specialize.templates[1]: got "nope"; expected a model from the zoo: ' + Object.keys(zoo).join(', '),
+      'nodes[1].specialize.templates[2]: got "ppocr-det", which does not classify; a template is a cheaper classifier with a `features` output',
+      'nodes[1].specialize.templates[3]: template "efficientnet-lite0" is listed twice',
+    ]);
+    expect(checkAppGraph(app({ specialize: { templates: ['efficientnet-lite2'] } }), zoo)[0]!.message).toContain('the oracle itself');
+    expect(() => app({ specialize: { templates: [], minWindow: 1, poolRowsPerClass: 5, bogus: 1 } })).toThrow(/templates[\s\S]*minWindow[\s\S]*poolRowsPerClass|bogus/);
   });
 
   it('checks the DAG: unknown edge target, an edge given twice, cycle, unreachable node; a second input is fan-in', () => {

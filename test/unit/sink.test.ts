@@ -293,6 +293,9 @@ describe('sink worker', () => {
         { session: 'ppocr-rec@200', arrivalRate: 0, queueLength: 0, batchSizes: [], latencyP50Ms: 0, latencyP99Ms: 0, dropped: 0, badRate: 0 },
       ],
       edges: [],
+      specializations: [
+        { app: 'kinds', node: 'kind', source: 'road', phase: 'specialized', inputs: 200, specialized: 150, fellThrough: 30, transitions: 2, dominantSum: 5, windowSum: 70, retrains: 2, retrainMs: 900 },
+      ],
     };
     const plan: Plan = {
       epoch: 7,
@@ -312,7 +315,14 @@ describe('sink worker', () => {
     );
     expect(stored.rows).toEqual([
       { session: 'centernet@400', s: 1_700_000_001, interval_ms: 1000, batches: 3, mean_batch: 6, max_batch: 8, arrival_rate: 31.5, latency_p99_ms: 190.5, dropped: 2, bad_rate: 0.0625 },
+      { session: 'kinds/kind', s: 1_700_000_001, interval_ms: 1000, batches: 0, mean_batch: 0, max_batch: 0, arrival_rate: 0, latency_p99_ms: 0, dropped: 0, bad_rate: 0 },
       { session: 'ppocr-rec@200', s: 1_700_000_001, interval_ms: 1000, batches: 0, mean_batch: 0, max_batch: 0, arrival_rate: 0, latency_p99_ms: 0, dropped: 0, bad_rate: 0 },
+    ]);
+    // Table 5.4 for the specialized node, per stream; a session's row leaves it empty.
+    const table54 = await sink.query("SELECT session, stream, special_rate, cascade_rate, transitions, mean_dominant, mean_window FROM session_stats WHERE backend = 'gpu-s1' AND session IN ('kinds/kind', 'centernet@400') ORDER BY session");
+    expect(table54.rows).toEqual([
+      { session: 'centernet@400', stream: '', special_rate: 0, cascade_rate: 0, transitions: 0, mean_dominant: 0, mean_window: 0 },
+      { session: 'kinds/kind', stream: 'road', special_rate: 0.75, cascade_rate: 0.2, transitions: 2, mean_dominant: 2.5, mean_window: 35 },
     ]);
     const plans = await sink.query("SELECT epoch, backend, duty_cycle_ms, session, model, slo_ms, batch, routing FROM plans WHERE backend = 'gpu-s1'");
     expect(plans.rows).toEqual([{ epoch: 7, backend: 'gpu-s1', duty_cycle_ms: 125, session: 'centernet@400', model: 'centernet', slo_ms: 400, batch: 8, routing: '{"panoptes.frames":0.75}' }]);

@@ -1,0 +1,111 @@
+import type { HeadJob, TrainedHead } from '../training/index.js';
+import { behaviourByDominant, type SpecializedBehaviour } from './estimates.js';
+import { measureBehaviour, type LabelledPool, type MeasuredBehaviour } from './pool.js';
+
+/**
+ * A stream's own labelled pool for one template. The thesis pre-forwards a pool labelled offline
+ * (§5.2); a deployment has none, so the stream labels its own: inputs the oracle labelled,
+ * pre-forwarded once through the template's feature layers, at most `rowsPerClass` per class, a
+ * uniform sample of those seen (reservoir sampling: whether an input stays is decided before its
+ * features are computed, so most inputs cost nothing here).
+ *
+ * Eq. 5.1 needs the template's behaviour once specialized. It is measured on the pool the
+ * thesis' way (`measureBehaviour`: heads for random dominant sets, trained on half of each
+ * class's rows and tested on the other half) once two classes have enough rows, and again
+ * whenever the classes with enough rows have grown by half. Until then its behaviour is unknown
+ * and WEG does not choose it.
+ */
+
+/** n at which the behaviour is measured; those not below the classes with rows are left out. */
+const GRID = [1, 2, 5, 10, 15, 20];
+
+export interface StreamPoolOptions {
+  rowsPerClass: number;
+  /** A class is drawn into measured dominant sets only with this many rows in each half. @defaultValue 5 */
+  minRows?: number;
+  /** The training set's skew and size, as for h_D itself. */
+  training: { skew: number; maxRows: number };
+  random: () => number;
+}
+
+export interface StreamPool {
+  /** Where an input the oracle labelled `label` goes in the pool, or undefined when it is not kept. */
+  admit(label: string): number | undefined;
+  /** The features of an admitted input; copied. */
+  fill(label: string, slot: number, features: Float32Array): void;
+  /** The rows kept now. */
+  readonly pool: LabelledPool;
+  /** Undefined until measured. */
+  behaviour(dominant: number): SpecializedBehaviour | undefined;
+  /** The last measurement, one entry per n. */
+  readonly measured: readonly MeasuredBehaviour[];
+  /** Measures the behaviour again where the pool has grown enough since the last time; resolves when done (at once when not due). */
+  measureIfDue(train: (job: HeadJob) => Promise<TrainedHead>): Promise<void>;
+}
+
+export function createStreamPool(options: StreamPoolOptions): StreamPool {
+  const { rowsPerClass, random } = options;
+  const minRows = options.minRows ?? 5;
+  const rows = new Map<string, (Float32Array | undefined)[]>();
+  const seen = new Map<string, number>();
+  let snapshot: LabelledPool | undefined;
+  let featureCount: number | undefined;
+  let measured: MeasuredBehaviour[] = [];
+  let estimate: (dominant: number) => SpecializedBehaviour | undefined = () => undefined;
+  let measuredClasses = 0;
+  let measuring = false;
+
+  const filled = (label: string): Float32Array[] => (rows.get(label) ?? []).filter((r): r is Float32Array => r !== undefined);
+  const poolOf = (entries: readonly [string, Float32Array][]): LabelledPool => {
+    const width = featureCount ?? 0;
+    const features = new Float32Array(entries.length * width);
+    entries.forEach(([, row], i) => features.set(row, i * width));
+    return { featureCount: width, features, labels: entries.map(([label]) => label) };
+  };
+
+  return {
+    admit(label) {
+      const count = (seen.get(label) ?? 0) + 1;
+      seen.set(label, count);
+      let slots = rows.get(label);
+      if (!slots) rows.set(label, (slots = []));
+      if (slots.length < rowsPerClass) return slots.push(undefined) - 1;
+      const slot = Math.floor(random() * count);
+      return slot < rowsPerClass ? slot : undefined;
+    },
+    fill(label, slot, features) {
+      const slots = rows.get(label);
+      if (!slots || slot >= slots.length) throw new RangeError(`stream pool: no slot ${slot} of class ${label} was admitted`);
+      featureCount ??= features.length;
+      if (features.length !== featureCount) throw new RangeError(`stream pool: ${features.length} features for class ${label}; the pool's rows have ${featureCount}`);
+      slots[slot] = features.slice();
+      snapshot = undefined;
+    },
+    get pool() {
+      snapshot ??= poolOf([...rows.keys()].flatMap((label) => filled(label).map((row) => [label, row] as [string, Float32Array])));
+      return snapshot;
+    },
+    behaviour: (dominant) => estimate(dominant),
+    get measured() {
+      return measured;
+    },
+    async measureIfDue(train) {
+      const eligible = [...rows.keys()].filter((label) => filled(label).length >= 2 * minRows);
+      if (measuring || eligible.length < 2 || eligible.length < Math.max(2, Math.ceil(measuredClasses * 1.5))) return;
+      measuring = true;
+      try {
+        // Every other row of each class to each half, so both hold every class.
+        const halves: [string, Float32Array][][] = [[], []];
+        for (const label of rows.keys()) filled(label).forEach((row, i) => halves[i % 2]!.push([label, row]));
+        const grid = await measureBehaviour(poolOf(halves[0]!), poolOf(halves[1]!), { ...options.training, dominantCounts: GRID, minRows, random, train });
+        if (grid.length > 0) {
+          measured = grid;
+          estimate = behaviourByDominant(grid);
+          measuredClasses = eligible.length;
+        }
+      } finally {
+        measuring = false;
+      }
+    },
+  };
+}

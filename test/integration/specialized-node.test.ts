@@ -1,0 +1,60 @@
+/**
+ * A specialized node in the pipeline (docs/examples/vehicle-types.yaml): CenterNet's vehicles in
+ * car-detection.mp4, cropped and classified by EfficientNet-Lite2 (the oracle) with WEG and an
+ * EfficientNet-Lite0 template, on the stream's own pool. The clip is short, so the test's copy of
+ * the app scales WEG down (a window of 10, 10 pool rows a class) and accepts any measured template
+ * (τ_a = −1): what it checks is the plumbing with real models, not the speed-up (that is
+ * `npm run bench -- weg`).
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { afterAll, describe, expect, it } from 'vitest';
+import { projectRoot } from '../../core/index.js';
+import { runApps } from './run-app.js';
+
+const root = projectRoot();
+const clip = join(root, '../shared/footage/car-detection.mp4');
+
+describe.skipIf(!existsSync(clip))('a specialized node on car-detection.mp4 (needs ../shared/footage)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'panoptes-specialized-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('answers every crop, says who answered each, and reports Table 5.4 per stream in session_stats', async () => {
+    const app = parse(readFileSync(join(root, 'docs/examples/vehicle-types.yaml'), 'utf8')) as { nodes: { id: string; specialize?: Record<string, unknown> }[] };
+    app.nodes.find((n) => n.id === 'kind')!.specialize = { templates: ['efficientnet-lite0'], minWindow: 10, poolRowsPerClass: 10, accuracyMargin: -1 };
+    const file = join(dir, 'vehicle-types.yaml');
+    writeFileSync(file, stringify(app));
+
+    const { summary, rows } = await runApps([file], { id: 'road', path: clip, apps: ['vehicle-types'], fps: 12 }, {
+      crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-types' AND node = 'vehicles'",
+      labels: "SELECT value, count() AS n FROM recognitions WHERE node = 'kind' GROUP BY value ORDER BY n DESC LIMIT 8",
+      answers: "SELECT answered_by, count() AS n, uniqExact(object_id) AS objects FROM recognitions WHERE app = 'vehicle-types' AND node = 'kind' GROUP BY answered_by ORDER BY answered_by",
+      stats:
+        "SELECT stream, argMax(special_rate, at) AS special_rate, argMax(cascade_rate, at) AS cascade_rate, argMax(transitions, at) AS transitions, argMax(mean_dominant, at) AS mean_dominant, argMax(mean_window, at) AS mean_window FROM session_stats WHERE session = 'vehicle-types/kind' GROUP BY stream",
+    });
+    console.log(`specialized node: ${JSON.stringify(rows)}; drops ${summary.drops}`);
+    expect(summary.drops).toBe(0);
+
+    // One answer per vehicle crop, each from one of the three.
+    const answers = rows.answers as { answered_by: string; n: number; objects: number }[];
+    const total = answers.reduce((n, a) => n + Number(a.n), 0);
+    expect(total).toBe(Number(rows.crops![0]!.n));
+    expect(total).toBeGreaterThan(30);
+    for (const a of answers) expect(['cascade', 'fall-through', 'oracle']).toContain(a.answered_by);
+    expect(answers.map((a) => a.answered_by)).toContain('oracle');
+    // It specialized, and the cascade answered some crops itself.
+    expect(answers.map((a) => a.answered_by)).toContain('cascade');
+
+    const [stats] = rows.stats as { stream: string; special_rate: number; cascade_rate: number; transitions: number; mean_dominant: number; mean_window: number }[];
+    expect(stats!.stream).toBe('road');
+    expect(Number(stats!.transitions)).toBeGreaterThanOrEqual(1);
+    expect(stats!.special_rate).toBeGreaterThan(0);
+    expect(stats!.special_rate).toBeLessThan(1);
+    expect(stats!.cascade_rate).toBeGreaterThanOrEqual(0);
+    expect(stats!.cascade_rate).toBeLessThanOrEqual(1);
+    expect(stats!.mean_dominant).toBeGreaterThanOrEqual(1);
+    expect(stats!.mean_window).toBeGreaterThanOrEqual(10);
+  }, 300_000);
+});
