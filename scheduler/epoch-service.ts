@@ -16,6 +16,7 @@ import {
 import { DEFAULT_REPLAN_RULE, edgeKey, planEpoch, replanDue, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
 import type { PrefixFamily } from './prefix-merge.js';
 import type { ProfileLookup } from './profile.js';
+import { FRAMES } from './query-analysis.js';
 
 export interface EpochServiceOptions extends EpochOptions {
   bus: Bus;
@@ -81,30 +82,11 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
     }
   };
 
-  /** The load the backends reported lately: frames per app summed, γ per edge averaged. */
+  /** The load the backends reported lately. */
   const demand = (): { apps: AppDemand[]; backends: string[] } => {
     const now = clock.now();
     const live = [...latest.values()].filter((s) => now - s.atMs <= backendTimeoutMs).map((s) => s.stats);
-    const framesRate = new Map<string, number>();
-    const gammas = new Map<string, number[]>();
-    for (const stats of live) {
-      for (const a of stats.apps ?? []) framesRate.set(a.app, (framesRate.get(a.app) ?? 0) + a.framesRate);
-      for (const e of stats.edges) {
-        const key = `${e.app}/${edgeKey(e.from, e.to)}`;
-        gammas.set(key, [...(gammas.get(key) ?? []), e.gamma]);
-      }
-    }
-    const apps = options.apps.map((app) => ({
-      ...app,
-      framesRate: framesRate.get(app.app) ?? 0,
-      gammas: Object.fromEntries(
-        app.edges.flatMap((e) => {
-          const measured = gammas.get(`${app.app}/${edgeKey(e.from, e.to)}`);
-          return measured ? [[edgeKey(e.from, e.to), measured.reduce((a, b) => a + b, 0) / measured.length]] : [];
-        }),
-      ),
-    }));
-    return { apps, backends: live.map((s) => s.backend).sort() };
+    return { apps: appDemands(options.apps, live), backends: live.map((s) => s.backend).sort() };
   };
 
   const totalLoad = (apps: readonly AppDemand[]): number => apps.reduce((sum, a) => sum + a.framesRate, 0);
@@ -160,4 +142,41 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
     },
     status: () => ({ ...status, backends: [...status.backends], warnings: [...status.warnings] }),
   };
+}
+
+/**
+ * The apps' load from the backends' latest stats: frames per app summed, γ per edge averaged. An
+ * edge into a specialized node (thesis ch. 5) carries only the inputs its oracle ran on
+ * (exploring, spot checks, fall-throughs), as measured over every stream in the last interval:
+ * the node's session is the oracle's, and the cascade spares it the rest.
+ */
+export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'gammas'>[], live: readonly Stats[]): AppDemand[] {
+  const framesRate = new Map<string, number>();
+  const gammas = new Map<string, number[]>();
+  const oracle = new Map<string, { inputs: number; calls: number }>();
+  for (const stats of live) {
+    for (const a of stats.apps ?? []) framesRate.set(a.app, (framesRate.get(a.app) ?? 0) + a.framesRate);
+    for (const e of stats.edges) {
+      const key = `${e.app}/${edgeKey(e.from, e.to)}`;
+      gammas.set(key, [...(gammas.get(key) ?? []), e.gamma]);
+    }
+    for (const s of stats.specializations ?? []) {
+      const share = oracle.get(`${s.app}/${s.node}`) ?? { inputs: 0, calls: 0 };
+      oracle.set(`${s.app}/${s.node}`, { inputs: share.inputs + s.intervalInputs, calls: share.calls + s.intervalOracleCalls });
+    }
+  }
+  return apps.map((app) => ({
+    ...app,
+    framesRate: framesRate.get(app.app) ?? 0,
+    gammas: Object.fromEntries(
+      app.edges.flatMap((e) => {
+        // A frame is one input to a root node.
+        const measured = e.from === FRAMES ? [1] : gammas.get(`${app.app}/${edgeKey(e.from, e.to)}`);
+        if (!measured) return [];
+        const specialized = oracle.get(`${app.app}/${e.to}`);
+        const share = specialized && specialized.inputs > 0 ? specialized.calls / specialized.inputs : 1;
+        return [[edgeKey(e.from, e.to), (share * measured.reduce((a, b) => a + b, 0)) / measured.length]];
+      }),
+    ),
+  }));
 }

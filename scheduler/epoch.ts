@@ -15,7 +15,7 @@ export interface AppDemand {
   edges: readonly { from: string; to: string }[];
   /** Frames per second entering the app. */
   framesRate: number;
-  /** Measured γ by `from>to`; an edge not measured yet counts 1. */
+  /** Measured γ by `from>to` (an edge from `frames` is 1, less into a specialized node); an edge not measured yet counts 1. */
   gammas: Readonly<Record<string, number>>;
 }
 
@@ -170,7 +170,7 @@ function profiled(model: string, profileOf: ProfileLookup): { latencyMs?: number
 
 /** Query analysis at the app's measured load; the even split when it finds no feasible split. */
 function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOptions, warnings: string[]): { sloMs: Record<string, number>; rates: Record<string, number> } {
-  const edges = app.edges.map((e) => ({ ...e, gamma: e.from === FRAMES ? 1 : (app.gammas[edgeKey(e.from, e.to)] ?? 1) }));
+  const edges = app.edges.map((e) => ({ ...e, gamma: app.gammas[edgeKey(e.from, e.to)] ?? 1 }));
   try {
     return analyzeQuery({ sloMs: app.sloMs, nodes: app.nodes, edges }, app.framesRate, profileOf, options);
   } catch (err) {
@@ -181,7 +181,7 @@ function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOption
   const rateOf = (node: string): number => {
     let rate = rates.get(node);
     if (rate === undefined) {
-      rate = edges.filter((e) => e.to === node).reduce((sum, e) => sum + (e.from === FRAMES ? app.framesRate : e.gamma * rateOf(e.from)), 0);
+      rate = edges.filter((e) => e.to === node).reduce((sum, e) => sum + e.gamma * (e.from === FRAMES ? app.framesRate : rateOf(e.from)), 0);
       rates.set(node, rate);
     }
     return rate;

@@ -22,7 +22,7 @@ export { batchObliviousAllocation } from './baselines.js';
 export { evenSloSplit, type AppGraph } from '../analyzers/index.js';
 export { mergeSharedPrefixes, type PrefixFamily, type PrefixMerge } from './prefix-merge.js';
 export { edgeKey, planEpoch, replanDue, sessionId, type ReplanRule, type AppDemand, type EpochInput, type EpochOptions, type EpochPlan, type EpochState } from './epoch.js';
-export { createEpochService, type EpochServiceOptions, type EpochServiceStatus } from './epoch-service.js';
+export { appDemands, createEpochService, type EpochServiceOptions, type EpochServiceStatus } from './epoch-service.js';
 export {
   arrivalStream,
   earlyDropVsLazy,

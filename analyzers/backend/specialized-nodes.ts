@@ -34,7 +34,7 @@ export interface SpecializedNodes {
   specializes(node: DagNode): boolean;
   /** The node's answer for one input of the stream `frame.source`; a stream's inputs are classified one at a time, in the order they come. */
   classify(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
-  /** Table 5.4's counts per stream and node, since this backend began serving the stream. */
+  /** Table 5.4's counts per stream and node, since this backend began serving the stream, and the oracle's share since the last call. */
   stats(): SpecializationStats[];
   close(): Promise<void>;
 }
@@ -50,6 +50,8 @@ interface Stream {
   current?: { deadlineMs: number; params: unknown; output?: NodeOutput };
   /** The previous input's classification: the next waits for it. */
   queue: Promise<unknown>;
+  /** Counts at the last stats, for the interval's. */
+  reported: { inputs: number; oracleCalls: number };
 }
 
 export function createSpecializedNodes(options: SpecializedNodesOptions): SpecializedNodes {
@@ -92,6 +94,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     const created: Stream = {
       pools,
       queue: Promise.resolve(),
+      reported: { inputs: 0, oracleCalls: 0 },
       specializer: createSpecializer<ImageInput>({
         name: `${node.app}-${node.node}`,
         templates,
@@ -154,12 +157,13 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       return done;
     },
     stats: () =>
-      [...streams].map(([key, { specializer }]) => {
+      [...streams].map(([key, stream]) => {
         const [source, at] = key.split('\u0000') as [string, string];
         const [app, node] = at.split('/') as [string, string];
-        const s = specializer.status();
-        const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, retrains, retrainMs, phase } = s;
-        return { app, node, source, phase, inputs, specialized, fellThrough, transitions, dominantSum, windowSum, retrains, retrainMs };
+        const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs, phase } = stream.specializer.status();
+        const interval = { intervalInputs: inputs - stream.reported.inputs, intervalOracleCalls: oracleCalls - stream.reported.oracleCalls };
+        stream.reported = { inputs, oracleCalls };
+        return { app, node, source, phase, inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, ...interval, retrains, retrainMs };
       }),
     async close() {
       await Promise.all([...streams.values()].map(async (s) => s.specializer.close()));

@@ -54,6 +54,8 @@ export interface Classified {
 }
 
 export interface SpecializerStatus extends WegStatus<string> {
+  /** Inputs the oracle ran on: exploring, spot checks and fall-throughs. */
+  oracleCalls: number;
   retrains: number;
   retrainMs: number;
   /** The TensorFlow.js backend of the last retraining. */
@@ -86,6 +88,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   /** After a failed retraining, WEG's next decisions are refused for this many inputs (w_min, doubling while retraining keeps failing). */
   const backoff = { failures: 0, untilInput: 0, inputs: 0 };
   const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined, trainingError: undefined as string | undefined };
+  let oracleCalls = 0;
 
   const timed = async <T>(work: () => Promise<T>): Promise<[T, number]> => {
     const started = performance.now();
@@ -93,6 +96,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     return [result, performance.now() - started];
   };
   const oracle = async (input: Input): Promise<[string, number]> => {
+    oracleCalls += 1;
     const [[label], ms] = await timed(() => options.oracle([input]));
     if (typeof label !== 'string') throw new TypeError(`specializer ${options.name}: the oracle gave no label for an input`);
     return [label, ms];
@@ -192,6 +196,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     },
     status: () => ({
       ...weg.status(),
+      oracleCalls,
       retrains: trained.retrains,
       retrainMs: trained.retrainMs,
       ...(trained.trainedOn ? { trainedOn: trained.trainedOn } : {}),

@@ -183,6 +183,10 @@ const stats = z.object({
         transitions: count,
         dominantSum: count,
         windowSum: count,
+        /** Inputs the oracle ran on (exploring, spot checks, fall-throughs), and inputs, in this interval: the oracle's share γ the scheduler plans for. */
+        oracleCalls: count,
+        intervalInputs: count,
+        intervalOracleCalls: count,
         retrains: count,
         retrainMs: ms,
       }),

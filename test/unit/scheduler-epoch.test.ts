@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMemoryBus, planContract, silentLogger, statsContract, Topics, type Clock, type MemoryBus, type Plan, type Stats } from '../../core/index.js';
-import { countModelMoves, createEpochService, linearProfile, planEpoch, planViolations, profileLookup, type AppDemand } from '../../scheduler/index.js';
+import { appDemands, countModelMoves, createEpochService, linearProfile, planEpoch, planViolations, profileLookup, type AppDemand } from '../../scheduler/index.js';
 import { waitFor } from '../conformance/wait-for.js';
 
 const profileOf = profileLookup([
@@ -25,6 +25,37 @@ const app = (name: string, framesRate: number, gamma = 2): AppDemand => ({
 });
 
 const options = { epsilonMs: 50 };
+
+describe("the apps' load from the backends' stats", () => {
+  const specialization = (source: string, intervalInputs: number, intervalOracleCalls: number) => ({
+    app: 'north', node: 'read', source, phase: 'specialized', inputs: 500, specialized: 400, fellThrough: 40, transitions: 1, dominantSum: 3, windowSum: 30, oracleCalls: 150, intervalInputs, intervalOracleCalls, retrains: 1, retrainMs: 500,
+  });
+  const stats = (backend: string, framesRate: number, gamma: number, specializations: Stats['specializations'] = []): Stats => ({
+    backend, fromMs: 0, toMs: 1000, sessions: [], edges: [{ app: 'north', from: 'detect', to: 'read', gamma }], apps: [{ app: 'north', framesRate }], specializations,
+  });
+  const { sloMs, nodes, edges } = app('north', 0);
+
+  it('sums frames, averages γ, and scales the edge into a specialized node by the share of its inputs the oracle ran on', () => {
+    expect(appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 10, 2), stats('b2', 5, 4)])[0]).toMatchObject({ framesRate: 15, gammas: { 'frames>detect': 1, 'detect>read': 3 } });
+    // Two streams: 20 of 100 inputs and 10 of 100 went to the oracle in the last interval: γ 3 × 0.15.
+    const specialized = appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 10, 2, [specialization('cam-1', 100, 20)]), stats('b2', 5, 4, [specialization('cam-2', 100, 10)])]);
+    expect(specialized[0]!.gammas['detect>read']).toBeCloseTo(0.45, 10);
+    // No input in the interval: nothing measured, the oracle serves every input.
+    expect(appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 10, 2, [specialization('cam-1', 0, 0)])])[0]!.gammas['detect>read']).toBe(2);
+  });
+
+  it('plans the oracle session of a specialized node for the inputs it serves', () => {
+    // 400 frames/s, 2 crops each. Every crop to the reader: batches of 64 on a backend of its
+    // own. One in ten (the cascade answers the rest): batches of 10, and room for a detector session beside it.
+    const plan = (oracleCalls: number): Plan => {
+      const demand = appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 400, 2, [specialization('cam-1', 100, oracleCalls)])]);
+      return planEpoch({ epoch: 1, nowMs: 0, apps: demand, backends: ['b1', 'b2', 'b3'] }, profileOf, options).plan;
+    };
+    const reader = (p: Plan) => p.backends.find((b) => b.sessions.some((s) => s.session.startsWith('reader@')))!;
+    expect(reader(plan(100)).sessions).toEqual([{ session: 'reader@150', batch: 64 }]);
+    expect(reader(plan(10)).sessions).toEqual([{ session: 'reader@150', batch: 10 }, { session: 'detector@850', batch: 6 }]);
+  });
+});
 
 describe('planEpoch', () => {
   it('serves the same model under the same SLO from two apps as one session, routed by the rate each backend serves', () => {
