@@ -12,6 +12,7 @@ import {
   ErrorCode,
   Groups,
   PanoptesError,
+  scheduledGraph,
   Topics,
   type Bus,
   type CompiledConfig,
@@ -343,9 +344,10 @@ function schedulerOptions(config: CompiledConfig, families: readonly ResolvedMod
   for (const warning of warnings) logger.warn(warning);
   const profileOf = profileLookup(profiles, settings.device);
   const apps = Object.values(config.apps);
-  for (const node of apps.flatMap((a) => a.nodes)) profileOf(node.model);
+  const graphs = apps.map((a) => ({ app: a.name, sloMs: a.sloMs, ...scheduledGraph(a) }));
+  for (const node of graphs.flatMap((a) => a.nodes)) profileOf(node.model);
   return {
-    apps: apps.map((a) => ({ app: a.name, sloMs: a.sloMs, nodes: a.nodes.map(({ id, model }) => ({ id, model })), edges: a.edges.map(({ from, to }) => ({ from, to })) })),
+    apps: graphs,
     profileOf,
     families: families.map((f) => ({ name: f.name, models: (f.family ?? []).map((m) => m.name) })),
     epsilonMs: settings.epsilonMs,

@@ -39,8 +39,12 @@ export interface Attribute {
 export type NodeOutput =
   | { kind: 'detections'; detections: Detection[] }
   | { kind: 'texts'; texts: TextLine[] }
-  /** `answeredBy`: where a specialized node's answer came from (thesis ch. 5); absent for other nodes. */
-  | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy };
+  /**
+   * `answeredBy`: where a specialized node's answer came from (thesis ch. 5); absent for other
+   * nodes. `features`: a classifier's feature layer for the input, which a specialized model's
+   * retrained top layer reads; no row holds it.
+   */
+  | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy; features?: Float32Array };
 
 /**
  * Who answered a specialized node: the oracle (exploring, or checking), the cascade's

@@ -2,6 +2,7 @@ import {
   Groups,
   Channels,
   describeError,
+  specializedNodeOf,
   systemClock,
   Topics,
   type Batch,
@@ -145,15 +146,17 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
 }
 
 /**
- * The apps' load from the backends' latest stats: frames per app summed, γ per edge averaged. An
- * edge into a specialized node (thesis ch. 5) carries only the inputs its oracle ran on
- * (exploring, spot checks, fall-throughs), as measured over every stream in the last interval:
- * the node's session is the oracle's, and the cascade spares it the rest.
+ * The apps' load from the backends' latest stats: frames per app summed, γ per edge averaged. A
+ * specialized node (thesis ch. 5) serves only the inputs its oracle ran on (exploring, spot
+ * checks, fall-throughs), and each template's node those its model ran on (cascade calls, pool
+ * rows), as measured over every stream in the last interval: the edges into them carry those
+ * shares of the inputs. Before anything is measured each serves every input.
  */
 export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'gammas'>[], live: readonly Stats[]): AppDemand[] {
   const framesRate = new Map<string, number>();
   const gammas = new Map<string, number[]>();
-  const oracle = new Map<string, { inputs: number; calls: number }>();
+  /** Per app/node: inputs in the interval, and runs by the oracle ('') and by each template's model. */
+  const runs = new Map<string, { inputs: number; by: Map<string, number> }>();
   for (const stats of live) {
     for (const a of stats.apps ?? []) framesRate.set(a.app, (framesRate.get(a.app) ?? 0) + a.framesRate);
     for (const e of stats.edges) {
@@ -161,22 +164,26 @@ export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'gammas
       gammas.set(key, [...(gammas.get(key) ?? []), e.gamma]);
     }
     for (const s of stats.specializations ?? []) {
-      const share = oracle.get(`${s.app}/${s.node}`) ?? { inputs: 0, calls: 0 };
-      oracle.set(`${s.app}/${s.node}`, { inputs: share.inputs + s.intervalInputs, calls: share.calls + s.intervalOracleCalls });
+      const node = runs.get(`${s.app}/${s.node}`) ?? { inputs: 0, by: new Map<string, number>() };
+      node.inputs += s.intervalInputs;
+      for (const [model, n] of [['', s.intervalOracleCalls] as const, ...Object.entries(s.intervalTemplateRuns)]) node.by.set(model, (node.by.get(model) ?? 0) + n);
+      runs.set(`${s.app}/${s.node}`, node);
     }
   }
-  return apps.map((app) => ({
-    ...app,
-    framesRate: framesRate.get(app.app) ?? 0,
-    gammas: Object.fromEntries(
+  return apps.map((app) => {
+    const modelOf = new Map(app.nodes.map((n) => [n.id, n.model]));
+    const gammasOf = Object.fromEntries(
       app.edges.flatMap((e) => {
-        // A frame is one input to a root node.
-        const measured = e.from === FRAMES ? [1] : gammas.get(`${app.app}/${edgeKey(e.from, e.to)}`);
+        // A template's node is fed what its specialized node is fed; a frame is one input to a root node.
+        const node = specializedNodeOf(e.to) ?? e.to;
+        const measured = e.from === FRAMES ? [1] : gammas.get(`${app.app}/${edgeKey(e.from, node)}`);
         if (!measured) return [];
-        const specialized = oracle.get(`${app.app}/${e.to}`);
-        const share = specialized && specialized.inputs > 0 ? specialized.calls / specialized.inputs : 1;
+        const served = runs.get(`${app.app}/${node}`);
+        const runner = node === e.to ? '' : modelOf.get(e.to)!;
+        const share = served && served.inputs > 0 ? (served.by.get(runner) ?? 0) / served.inputs : 1;
         return [[edgeKey(e.from, e.to), (share * measured.reduce((a, b) => a + b, 0)) / measured.length]];
       }),
-    ),
-  }));
+    );
+    return { ...app, framesRate: framesRate.get(app.app) ?? 0, gammas: gammasOf };
+  });
 }

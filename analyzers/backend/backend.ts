@@ -146,11 +146,12 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     }
   };
 
-  const specialized = createSpecializedNodes({ apps: options.apps, models: options.models, runtime: options.runtime, infer, logger });
+  const parseParams = async (model: string, params: Record<string, unknown>): Promise<unknown> => (await hosting.runner(model)).parseParams(params);
+  const specialized = createSpecializedNodes({ apps: options.apps, runtime: options.runtime, infer, parseParams, logger });
 
   const runner = createDagRunner({
     apps: options.apps,
-    parseParams: async (model, params) => (await hosting.runner(model)).parseParams(params),
+    parseParams,
     infer: (node, image, params, deadlineMs, frame) => (specialized.specializes(node) ? specialized.classify(node, image, params, deadlineMs, frame) : infer(node, image, params, deadlineMs)),
     budgets: (app) => budgets.get(app),
     realtime: options.realtime ?? (() => true),
@@ -209,7 +210,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   return {
     async start() {
       await runner.start();
-      await hosting.start(runner.models());
+      await hosting.start([...runner.models(), ...specialized.templates()]);
       state = 'running';
       await intake.join(undefined);
       await plans.start();

@@ -1,10 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AppLogic, FrameRef, Logger, NodeOutput, ResolvedModel, SpecializeConfig, Stats } from '../../core/index.js';
+import { templateNodeId, type AppLogic, type FrameRef, type Logger, type NodeOutput, type SpecializeConfig, type Stats } from '../../core/index.js';
 import type { DagNode } from '../dag/index.js';
 import type { ImageInput } from '../image/index.js';
-import { loadFeatureExtractor, type FeatureExtractor } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { createSpecializer, createStreamPool, type Specializer, type SpecializerTemplate, type StreamPool } from '../specialize/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
@@ -12,29 +11,33 @@ import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 /**
  * The nodes of this backend's apps that declare `specialize:`: one specializer (WEG with its
  * cascade) per stream and node, keyed by source, which the bus keeps on one backend. The oracle
- * is the node's own session, batched with every other stream's requests; templates' feature
- * layers and the trained heads run on the runtime beside it, and heads are retrained on one
- * training thread shared by every stream. Each template's pool is the stream's own inputs as
- * the oracle labelled them (`createStreamPool`).
+ * is the node's own session and each template runs in a session of its own (`templateNodeId`),
+ * both batched with every other stream's requests and planned by the scheduler; a template's
+ * feature layer comes out of its classifier's run. The trained heads (one small dense layer per
+ * stream) run on the runtime, and one training thread retrains the heads of every stream. Each
+ * template's pool is the stream's own inputs as the oracle labelled them (`createStreamPool`).
  */
 
 export type SpecializationStats = NonNullable<Stats['specializations']>[number];
 
 export interface SpecializedNodesOptions {
   apps: readonly AppLogic[];
-  models: Readonly<Record<string, ResolvedModel>>;
   runtime: ModelRuntime;
-  /** Runs the oracle: one image through the node's own session by its deadline. */
+  /** Runs one image through a node's session by its deadline. */
   infer(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number): Promise<NodeOutput>;
+  /** A model's params, parsed once: a template runs with its defaults. */
+  parseParams(model: string, params: Record<string, unknown>): Promise<unknown>;
   logger: Logger;
   random?: () => number;
 }
 
 export interface SpecializedNodes {
   specializes(node: DagNode): boolean;
+  /** The templates' models, for their sessions. */
+  templates(): string[];
   /** The node's answer for one input of the stream `frame.source`; a stream's inputs are classified one at a time, in the order they come. */
   classify(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
-  /** Table 5.4's counts per stream and node, since this backend began serving the stream, and the oracle's share since the last call. */
+  /** Table 5.4's counts per stream and node since this backend began serving the stream, and the oracle's and templates' runs since the last call. */
   stats(): SpecializationStats[];
   close(): Promise<void>;
 }
@@ -45,13 +48,14 @@ const MAX_TRAINING_ROWS = 600;
 
 interface Stream {
   specializer: Specializer<ImageInput>;
-  pools: { pool: StreamPool; extractor: () => Promise<FeatureExtractor> }[];
-  /** The request in flight: the oracle runs it by its deadline and with its params. */
+  pools: { template: DagNode; pool: StreamPool }[];
+  /** The request in flight: the oracle and the templates run it by its deadline, the oracle with its params. */
   current?: { deadlineMs: number; params: unknown; output?: NodeOutput };
   /** The previous input's classification: the next waits for it. */
   queue: Promise<unknown>;
-  /** Counts at the last stats, for the interval's. */
-  reported: { inputs: number; oracleCalls: number };
+  /** Template runs by model, and the counts at the last stats, for the interval's. */
+  templateRuns: Map<string, number>;
+  reported: { inputs: number; oracleCalls: number; templateRuns: Map<string, number> };
 }
 
 export function createSpecializedNodes(options: SpecializedNodesOptions): SpecializedNodes {
@@ -60,21 +64,17 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
   const configs = new Map<string, SpecializeConfig>();
   for (const app of options.apps) for (const node of app.spec.nodes) if (node.specialize) configs.set(`${app.spec.name}/${node.id}`, node.specialize);
   const streams = new Map<string, Stream>();
-  const extractors = new Map<string, Promise<FeatureExtractor>>();
   let trainer: HeadTrainer | undefined;
   let headDir: string | undefined;
-
-  const extractorOf = (model: string): Promise<FeatureExtractor> => {
-    let extractor = extractors.get(model);
-    if (!extractor) {
-      extractor = loadFeatureExtractor(options.models[model]!, options.runtime);
-      extractors.set(model, extractor);
-      // A template that cannot load is said once; the stream's oracle keeps answering.
-      extractor.catch((err: unknown) => logger.error({ err, model }, 'a specialization template could not be loaded'));
-    }
-    return extractor;
-  };
   const train = () => (trainer ??= createHeadTrainer());
+
+  /** The template's feature layer for an image of the stream's current request, from its own session. */
+  const features = async (stream: Stream, template: DagNode, image: ImageInput): Promise<Float32Array> => {
+    stream.templateRuns.set(template.model, (stream.templateRuns.get(template.model) ?? 0) + 1);
+    const output = await options.infer(template, image, await options.parseParams(template.model, {}), stream.current!.deadlineMs);
+    if (output.kind !== 'attributes' || !output.features) throw new TypeError(`${template.app}/${template.node}: ${template.model} gave no features; a template needs a \`features\` output`);
+    return output.features;
+  };
 
   const streamOf = (node: DagNode, source: string): Stream => {
     const key = `${source}\u0000${node.app}/${node.node}`;
@@ -82,19 +82,23 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     if (existing) return existing;
     const config = configs.get(`${node.app}/${node.node}`)!;
     const training = { skew: config.trainingSkew ?? TRAINING_SKEW[config.workload], maxRows: MAX_TRAINING_ROWS };
-    const pools = config.templates.map((model) => ({ pool: createStreamPool({ rowsPerClass: config.poolRowsPerClass, training, random }), extractor: () => extractorOf(model) }));
-    const templates: SpecializerTemplate<ImageInput>[] = config.templates.map((model, i) => ({
-      name: model,
-      behaviour: (n) => pools[i]!.pool.behaviour(n),
+    const pools = config.templates.map((model) => ({
+      template: { app: node.app, node: templateNodeId(node.node, model), model },
+      pool: createStreamPool({ rowsPerClass: config.poolRowsPerClass, training, random }),
+    }));
+    const templates: SpecializerTemplate<ImageInput>[] = pools.map(({ template, pool }) => ({
+      name: template.model,
+      behaviour: (n) => pool.behaviour(n),
       get pool() {
-        return pools[i]!.pool.pool;
+        return pool.pool;
       },
-      features: async (images) => (await pools[i]!.extractor()).features(images),
+      features: async ([image]) => features(created, template, image!),
     }));
     const created: Stream = {
       pools,
       queue: Promise.resolve(),
-      reported: { inputs: 0, oracleCalls: 0 },
+      templateRuns: new Map(),
+      reported: { inputs: 0, oracleCalls: 0, templateRuns: new Map() },
       specializer: createSpecializer<ImageInput>({
         name: `${node.app}-${node.node}`,
         templates,
@@ -104,17 +108,13 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
         runtime: options.runtime,
         headDir: (headDir ??= mkdtempSync(join(tmpdir(), 'panoptes-heads-'))),
         random,
-        oracle: async (images) => {
+        oracle: async ([image]) => {
           const { deadlineMs, params } = created.current!;
-          return Promise.all(
-            images.map(async (image) => {
-              const output = await options.infer(node, image, params, deadlineMs);
-              const label = output.kind === 'attributes' ? output.attributes[0]?.value : undefined;
-              if (label === undefined) throw new TypeError(`${node.app}/${node.node}: the oracle ${node.model} answered no class (${output.kind})`);
-              created.current!.output = output;
-              return label;
-            }),
-          );
+          const output = await options.infer(node, image!, params, deadlineMs);
+          const label = output.kind === 'attributes' ? output.attributes[0]?.value : undefined;
+          if (label === undefined) throw new TypeError(`${node.app}/${node.node}: the oracle ${node.model} answered no class (${output.kind})`);
+          created.current!.output = output;
+          return [label];
         },
       }),
     };
@@ -124,10 +124,10 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
 
   /** An input the oracle labelled joins each template's pool where the pool keeps it. */
   const remember = async (stream: Stream, image: ImageInput, label: string): Promise<void> => {
-    for (const { pool, extractor } of stream.pools) {
+    for (const { template, pool } of stream.pools) {
       const slot = pool.admit(label);
       if (slot === undefined) continue;
-      pool.fill(label, slot, await (await extractor()).features([image]));
+      pool.fill(label, slot, await features(stream, template, image));
       pool.measureIfDue((job) => train().train(job)).catch((err: unknown) => logger.warn({ err }, 'measuring a template on the stream pool failed'));
     }
   };
@@ -145,11 +145,12 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     } catch (err) {
       logger.warn({ err, node: `${node.app}/${node.node}` }, 'an input could not join the specialization pool');
     }
-    return { ...oracle, answeredBy: result.answeredBy };
+    return { kind: 'attributes', attributes: oracle.attributes, answeredBy: result.answeredBy };
   };
 
   return {
     specializes: (node) => configs.has(`${node.app}/${node.node}`),
+    templates: () => [...new Set([...configs.values()].flatMap((c) => c.templates))],
     classify(node, image, params, deadlineMs, frame) {
       const stream = streamOf(node, frame.source);
       const done = stream.queue.then(() => classify(stream, node, image, params, deadlineMs, frame));
@@ -161,16 +162,18 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
         const [source, at] = key.split('\u0000') as [string, string];
         const [app, node] = at.split('/') as [string, string];
         const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs, phase } = stream.specializer.status();
-        const interval = { intervalInputs: inputs - stream.reported.inputs, intervalOracleCalls: oracleCalls - stream.reported.oracleCalls };
-        stream.reported = { inputs, oracleCalls };
-        return { app, node, source, phase, inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, ...interval, retrains, retrainMs };
+        const last = stream.reported;
+        const intervalTemplateRuns = Object.fromEntries([...stream.templateRuns].map(([model, runs]) => [model, runs - (last.templateRuns.get(model) ?? 0)]));
+        stream.reported = { inputs, oracleCalls, templateRuns: new Map(stream.templateRuns) };
+        return {
+          ...{ app, node, source, phase, inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs },
+          ...{ intervalInputs: inputs - last.inputs, intervalOracleCalls: oracleCalls - last.oracleCalls, intervalTemplateRuns },
+        };
       }),
     async close() {
       await Promise.all([...streams.values()].map(async (s) => s.specializer.close()));
       streams.clear();
       await trainer?.close();
-      for (const extractor of extractors.values()) await (await extractor.catch(() => undefined))?.dispose();
-      extractors.clear();
       if (headDir) rmSync(headDir, { recursive: true, force: true });
     },
   };

@@ -10,7 +10,8 @@ import { float32Output, parseWith, phasedRunner, type ModelRunner } from './runn
  * Image classifiers (EfficientNet-Lite on ImageNet, `tools/convert-models/efficientnet_lite.py`):
  * input `images` float32 [N, S, S, 3], RGB 0..255, any S (the zoo's `inputSize`: a cheaper
  * template runs the same file at a smaller S); outputs `probabilities` [N, classes] and
- * `features` [N, F], the pooled layer a retrained top layer reads. Crops are letterboxed.
+ * `features` [N, F], the pooled layer a retrained top layer reads (handed on with each crop's
+ * class, for a specialized node). Crops are letterboxed.
  */
 
 const classifierParams = z.strictObject({});
@@ -27,11 +28,15 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
     async execute({ size, input }) {
       return { size, outputs: await model.run({ [model.inputNames[0] ?? 'images']: input }) };
     },
-    finish: ({ size, outputs }) =>
-      topClasses(float32Output(outputs, 'probabilities', [size, labels.length], spec.name), size, labels).map(({ label, score }) => ({
+    finish: ({ size, outputs }) => {
+      const features = outputs.features ? float32Output(outputs, 'features', [size, outputs.features.dims[1] ?? 0], spec.name) : undefined;
+      const width = features ? features.length / size : 0;
+      return topClasses(float32Output(outputs, 'probabilities', [size, labels.length], spec.name), size, labels).map(({ label, score }, i) => ({
         kind: 'attributes' as const,
         attributes: [{ name: 'class', value: label, number: 0, score }],
-      })),
+        ...(features ? { features: features.slice(i * width, (i + 1) * width) } : {}),
+      }));
+    },
     dispose: () => model.dispose(),
   });
 }

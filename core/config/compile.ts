@@ -145,6 +145,34 @@ function checkSpecialize(templates: readonly string[], node: AppSpec['nodes'][nu
   return issues;
 }
 
+/**
+ * The node a specialized node's template runs as, in plans and sessions (`kind~efficientnet-lite0`):
+ * node ids cannot hold `~`, so it names no node of the app.
+ */
+export function templateNodeId(node: string, template: string): string {
+  return `${node}~${template}`;
+}
+
+/** The specialized node a template's node id belongs to; undefined for an app's own node. */
+export function specializedNodeOf(id: string): string | undefined {
+  const at = id.indexOf('~');
+  return at < 0 ? undefined : id.slice(0, at);
+}
+
+/**
+ * An app's graph as the scheduler plans it: each specialized node's templates are nodes of their
+ * own, fed by the node's parents (the specialized model runs first; the oracle serves the inputs
+ * it passes on, and those WEG sends it).
+ */
+export function scheduledGraph(app: AppSpec): { nodes: { id: string; model: string }[]; edges: { from: string; to: string }[] } {
+  const nodes = app.nodes.flatMap(({ id, model, specialize }) => [{ id, model }, ...(specialize?.templates ?? []).map((t) => ({ id: templateNodeId(id, t), model: t }))]);
+  const edges = app.edges.flatMap(({ from, to }) => {
+    const templates = app.nodes.find((n) => n.id === to)?.specialize?.templates ?? [];
+    return [{ from, to }, ...templates.map((t) => ({ from, to: templateNodeId(to, t) }))];
+  });
+  return { nodes, edges };
+}
+
 export interface CompileOptions {
   /** Overrides the deployment's `dataDir`; both are relative to the working directory. */
   dataDir?: string;

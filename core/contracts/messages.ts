@@ -187,6 +187,8 @@ const stats = z.object({
         oracleCalls: count,
         intervalInputs: count,
         intervalOracleCalls: count,
+        /** Runs of each template's model (cascade calls and pool rows) in this interval, by model. */
+        intervalTemplateRuns: z.record(z.string(), count),
         retrains: count,
         retrainMs: ms,
       }),

@@ -1,7 +1,7 @@
 /**
  * A specialized node in the pipeline (docs/examples/vehicle-types.yaml): CenterNet's vehicles in
  * car-detection.mp4, cropped and classified by EfficientNet-Lite2 (the oracle) with WEG and an
- * EfficientNet-Lite0 template, on the stream's own pool. The clip is short, so the test's copy of
+ * EfficientNet-Lite0 template, on the stream's own pool, each model in a session of its own. The clip is short, so the test's copy of
  * the app scales WEG down (a window of 10, 10 pool rows a class) and accepts any measured template
  * (τ_a = −1): what it checks is the plumbing with real models, not the speed-up (that is
  * `npm run bench -- weg`).
@@ -31,6 +31,7 @@ describe.skipIf(!existsSync(clip))('a specialized node on car-detection.mp4 (nee
       crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-types' AND node = 'vehicles'",
       labels: "SELECT value, count() AS n FROM recognitions WHERE node = 'kind' GROUP BY value ORDER BY n DESC LIMIT 8",
       answers: "SELECT answered_by, count() AS n, uniqExact(object_id) AS objects FROM recognitions WHERE app = 'vehicle-types' AND node = 'kind' GROUP BY answered_by ORDER BY answered_by",
+      sessions: "SELECT session, sum(batches) AS batches FROM session_stats WHERE session LIKE 'efficientnet-%' GROUP BY session ORDER BY session",
       stats:
         "SELECT stream, argMax(special_rate, at) AS special_rate, argMax(cascade_rate, at) AS cascade_rate, argMax(transitions, at) AS transitions, argMax(mean_dominant, at) AS mean_dominant, argMax(mean_window, at) AS mean_window FROM session_stats WHERE session = 'vehicle-types/kind' GROUP BY stream",
     });
@@ -46,6 +47,12 @@ describe.skipIf(!existsSync(clip))('a specialized node on car-detection.mp4 (nee
     expect(answers.map((a) => a.answered_by)).toContain('oracle');
     // It specialized, and the cascade answered some crops itself.
     expect(answers.map((a) => a.answered_by)).toContain('cascade');
+
+    // The oracle and the template each ran in a model session of their own, in batches.
+    expect((rows.sessions as { session: string; batches: number }[]).map((r) => [r.session, Number(r.batches) > 0])).toEqual([
+      ['efficientnet-lite0', true],
+      ['efficientnet-lite2', true],
+    ]);
 
     const [stats] = rows.stats as { stream: string; special_rate: number; cascade_rate: number; transitions: number; mean_dominant: number; mean_window: number }[];
     expect(stats!.stream).toBe('road');

@@ -8,6 +8,7 @@ import {
   appSpecSchema,
   checkAppGraph,
   CONFIG_KINDS,
+  scheduledGraph,
   configJsonSchema,
   deploymentSchema,
   ErrorCode,
@@ -328,6 +329,21 @@ describe('loadModelZoo and loadApp', () => {
       'nodes[1].specialize.templates[3]: template "efficientnet-lite0" is listed twice',
     ]);
     expect(checkAppGraph(app({ specialize: { templates: ['efficientnet-lite2'] } }), zoo)[0]!.message).toContain('the oracle itself');
+    // The scheduler plans each template as a node of its own, fed by the specialized node's parents.
+    expect(scheduledGraph(app({ specialize: { templates: ['efficientnet-lite0', 'mobileface'] } }))).toEqual({
+      nodes: [
+        { id: 'vehicles', model: 'centernet' },
+        { id: 'kind', model: 'efficientnet-lite2' },
+        { id: 'kind~efficientnet-lite0', model: 'efficientnet-lite0' },
+        { id: 'kind~mobileface', model: 'mobileface' },
+      ],
+      edges: [
+        { from: 'frames', to: 'vehicles' },
+        { from: 'vehicles', to: 'kind' },
+        { from: 'vehicles', to: 'kind~efficientnet-lite0' },
+        { from: 'vehicles', to: 'kind~mobileface' },
+      ],
+    });
     expect(() => app({ specialize: { templates: [], minWindow: 1, poolRowsPerClass: 5, bogus: 1 } })).toThrow(/templates[\s\S]*minWindow[\s\S]*poolRowsPerClass|bogus/);
   });
 

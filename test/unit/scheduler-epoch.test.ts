@@ -25,35 +25,46 @@ const app = (name: string, framesRate: number, gamma = 2): AppDemand => ({
 });
 
 const options = { epsilonMs: 50 };
+const specializedProfiles = profileLookup([
+  linearProfile({ model: 'detector', alphaMs: 5, betaMs: 20, maxBatch: 32 }),
+  linearProfile({ model: 'reader', alphaMs: 1, betaMs: 5, maxBatch: 64 }),
+  linearProfile({ model: 'lite', alphaMs: 0.2, betaMs: 2, maxBatch: 64 }),
+]);
 
 describe("the apps' load from the backends' stats", () => {
-  const specialization = (source: string, intervalInputs: number, intervalOracleCalls: number) => ({
-    app: 'north', node: 'read', source, phase: 'specialized', inputs: 500, specialized: 400, fellThrough: 40, transitions: 1, dominantSum: 3, windowSum: 30, oracleCalls: 150, intervalInputs, intervalOracleCalls, retrains: 1, retrainMs: 500,
+  /** One stream's specialized `read` node: of `inputs` in the interval, the oracle ran on `oracleCalls`, the template `lite` on the rest. */
+  const specialization = (source: string, inputs: number, oracleCalls: number) => ({
+    app: 'north', node: 'read', source, phase: 'specialized', inputs: 500, specialized: 400, fellThrough: 40, transitions: 1, dominantSum: 3, windowSum: 30, oracleCalls: 150,
+    intervalInputs: inputs, intervalOracleCalls: oracleCalls, intervalTemplateRuns: { lite: inputs - oracleCalls }, retrains: 1, retrainMs: 500,
   });
   const stats = (backend: string, framesRate: number, gamma: number, specializations: Stats['specializations'] = []): Stats => ({
     backend, fromMs: 0, toMs: 1000, sessions: [], edges: [{ app: 'north', from: 'detect', to: 'read', gamma }], apps: [{ app: 'north', framesRate }], specializations,
   });
+  // The scheduler's graph of `read` specialized with the template `lite`: a node of its own beside it.
   const { sloMs, nodes, edges } = app('north', 0);
+  const north = { app: 'north', sloMs, nodes: [...nodes, { id: 'read~lite', model: 'lite' }], edges: [...edges, { from: 'detect', to: 'read~lite' }] };
 
-  it('sums frames, averages γ, and scales the edge into a specialized node by the share of its inputs the oracle ran on', () => {
-    expect(appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 10, 2), stats('b2', 5, 4)])[0]).toMatchObject({ framesRate: 15, gammas: { 'frames>detect': 1, 'detect>read': 3 } });
-    // Two streams: 20 of 100 inputs and 10 of 100 went to the oracle in the last interval: γ 3 × 0.15.
-    const specialized = appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 10, 2, [specialization('cam-1', 100, 20)]), stats('b2', 5, 4, [specialization('cam-2', 100, 10)])]);
-    expect(specialized[0]!.gammas['detect>read']).toBeCloseTo(0.45, 10);
-    // No input in the interval: nothing measured, the oracle serves every input.
-    expect(appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 10, 2, [specialization('cam-1', 0, 0)])])[0]!.gammas['detect>read']).toBe(2);
+  it('sums frames and averages γ; the edges into a specialized node and its template carry the shares of the inputs each ran on', () => {
+    expect(appDemands([north], [stats('b1', 10, 2), stats('b2', 5, 4)])[0]).toMatchObject({ framesRate: 15, gammas: { 'frames>detect': 1, 'detect>read': 3, 'detect>read~lite': 3 } });
+    // Two streams: 20 of 100 inputs and 10 of 100 went to the oracle in the last interval (γ 3 × 0.15), the rest to the template (× 0.85).
+    const [specialized] = appDemands([north], [stats('b1', 10, 2, [specialization('cam-1', 100, 20)]), stats('b2', 5, 4, [specialization('cam-2', 100, 10)])]);
+    expect(specialized!.gammas['detect>read']).toBeCloseTo(0.45, 10);
+    expect(specialized!.gammas['detect>read~lite']).toBeCloseTo(2.55, 10);
+    // No input in the interval: nothing measured, each serves every input.
+    expect(appDemands([north], [stats('b1', 10, 2, [specialization('cam-1', 0, 0)])])[0]!.gammas).toMatchObject({ 'detect>read': 2, 'detect>read~lite': 2 });
   });
 
-  it('plans the oracle session of a specialized node for the inputs it serves', () => {
+  it("plans the oracle's session for the inputs it serves, and the template's session beside it", () => {
     // 400 frames/s, 2 crops each. Every crop to the reader: batches of 64 on a backend of its
-    // own. One in ten (the cascade answers the rest): batches of 10, and room for a detector session beside it.
-    const plan = (oracleCalls: number): Plan => {
-      const demand = appDemands([{ app: 'north', sloMs, nodes, edges }], [stats('b1', 400, 2, [specialization('cam-1', 100, oracleCalls)])]);
-      return planEpoch({ epoch: 1, nowMs: 0, apps: demand, backends: ['b1', 'b2', 'b3'] }, profileOf, options).plan;
-    };
-    const reader = (p: Plan) => p.backends.find((b) => b.sessions.some((s) => s.session.startsWith('reader@')))!;
-    expect(reader(plan(100)).sessions).toEqual([{ session: 'reader@150', batch: 64 }]);
-    expect(reader(plan(10)).sessions).toEqual([{ session: 'reader@150', batch: 10 }, { session: 'detector@850', batch: 6 }]);
+    // own. One in ten (the cascade answers the rest): batches of 8 (80 crops a second).
+    const plan = (oracleCalls: number): Plan => planEpoch({ epoch: 1, nowMs: 0, apps: appDemands([north], [stats('b1', 400, 2, [specialization('cam-1', 100, oracleCalls)])]), backends: ['b1', 'b2', 'b3', 'b4'] }, specializedProfiles, options).plan;
+    const sessionsOf = (p: Plan, model: string) => p.backends.flatMap((b) => b.sessions).filter((s) => s.session.startsWith(`${model}@`));
+    expect(sessionsOf(plan(100), 'reader')).toEqual([{ session: 'reader@150', batch: 64 }]);
+    const [reader] = sessionsOf(plan(10), 'reader');
+    expect(reader!.batch).toBeLessThan(16);
+    const lite = plan(10).sessions.find((s) => s.model === 'lite')!;
+    expect(lite.nodes).toEqual([{ app: 'north', node: 'read~lite' }]);
+    expect(sessionsOf(plan(10), 'lite').reduce((n, s) => n + s.batch, 0)).toBeGreaterThan(0);
   });
 });
 

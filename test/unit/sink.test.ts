@@ -294,7 +294,7 @@ describe('sink worker', () => {
       ],
       edges: [],
       specializations: [
-        { app: 'kinds', node: 'kind', source: 'road', phase: 'specialized', inputs: 200, specialized: 150, fellThrough: 30, transitions: 2, dominantSum: 5, windowSum: 70, oracleCalls: 80, intervalInputs: 10, intervalOracleCalls: 2, retrains: 2, retrainMs: 900 },
+        { app: 'kinds', node: 'kind', source: 'road', phase: 'specialized', inputs: 200, specialized: 150, fellThrough: 30, transitions: 2, dominantSum: 5, windowSum: 70, oracleCalls: 80, intervalInputs: 10, intervalOracleCalls: 2, intervalTemplateRuns: { 'efficientnet-lite0': 9 }, retrains: 2, retrainMs: 900 },
       ],
     };
     const plan: Plan = {
