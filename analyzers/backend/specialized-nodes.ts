@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { templateNodeId, type AppLogic, type FrameRef, type Logger, type NodeOutput, type SpecializeConfig, type Stats } from '../../core/index.js';
+import { createLogThrottle, repeatedSuffix, templateNodeId, type AppLogic, type FrameRef, type Logger, type NodeOutput, type SpecializeConfig, type Stats } from '../../core/index.js';
 import type { DagNode } from '../dag/index.js';
 import type { ImageInput } from '../image/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
@@ -29,6 +29,8 @@ export interface SpecializedNodesOptions {
   parseParams(model: string, params: Record<string, unknown>): Promise<unknown>;
   logger: Logger;
   random?: () => number;
+  /** A stream that sent no input for this long is forgotten (its head, pools and WEG state). @defaultValue 10 minutes */
+  idleStreamMs?: number;
 }
 
 export interface SpecializedNodes {
@@ -37,7 +39,11 @@ export interface SpecializedNodes {
   templates(): string[];
   /** The node's answer for one input of the stream `frame.source`; a stream's inputs are classified one at a time, in the order they come. */
   classify(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
-  /** Table 5.4's counts per stream and node since this backend began serving the stream, and the oracle's and templates' runs since the last call. */
+  /**
+   * Table 5.4's counts per stream and node since this backend began serving the stream, and the
+   * oracle's and templates' runs since the last call, for the streams that sent inputs since then.
+   * Forgets streams idle for `idleStreamMs`.
+   */
   stats(): SpecializationStats[];
   close(): Promise<void>;
 }
@@ -56,6 +62,7 @@ interface Stream {
   /** Template runs by model, and the counts at the last stats, for the interval's. */
   templateRuns: Map<string, number>;
   reported: { inputs: number; oracleCalls: number; templateRuns: Map<string, number> };
+  lastInputMs: number;
 }
 
 export function createSpecializedNodes(options: SpecializedNodesOptions): SpecializedNodes {
@@ -67,11 +74,22 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
   let trainer: HeadTrainer | undefined;
   let headDir: string | undefined;
   const train = () => (trainer ??= createHeadTrainer());
+  const idleStreamMs = options.idleStreamMs ?? 10 * 60_000;
+  /** Pool rows being added and measurements running, awaited on close. */
+  const background = new Set<Promise<unknown>>();
+  const inBackground = (work: Promise<unknown>): void => {
+    const tracked = work.finally(() => background.delete(tracked));
+    background.add(tracked);
+  };
+  /** A template that keeps failing (or a pool that cannot be measured) is said once, then counted. */
+  const failures = createLogThrottle(30_000);
+  const warn = (key: string, err: unknown, message: string): void =>
+    failures.log(key, (repeats) => logger.warn({ err, ...(repeats > 0 ? { repeats } : {}) }, `${message}${repeatedSuffix(repeats, 30_000)}`));
 
-  /** The template's feature layer for an image of the stream's current request, from its own session. */
-  const features = async (stream: Stream, template: DagNode, image: ImageInput): Promise<Float32Array> => {
+  /** The template's feature layer for an image of the stream, from the template's own session. */
+  const features = async (stream: Stream, template: DagNode, image: ImageInput, deadlineMs: number): Promise<Float32Array> => {
     stream.templateRuns.set(template.model, (stream.templateRuns.get(template.model) ?? 0) + 1);
-    const output = await options.infer(template, image, await options.parseParams(template.model, {}), stream.current!.deadlineMs);
+    const output = await options.infer(template, image, await options.parseParams(template.model, {}), deadlineMs);
     if (output.kind !== 'attributes' || !output.features) throw new TypeError(`${template.app}/${template.node}: ${template.model} gave no features; a template needs a \`features\` output`);
     return output.features;
   };
@@ -92,13 +110,14 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       get pool() {
         return pool.pool;
       },
-      features: async ([image]) => features(created, template, image!),
+      features: async ([image]) => features(created, template, image!, created.current!.deadlineMs),
     }));
     const created: Stream = {
       pools,
       queue: Promise.resolve(),
       templateRuns: new Map(),
       reported: { inputs: 0, oracleCalls: 0, templateRuns: new Map() },
+      lastInputMs: Date.now(),
       specializer: createSpecializer<ImageInput>({
         name: `${node.app}-${node.node}`,
         templates,
@@ -122,13 +141,20 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     return created;
   };
 
-  /** An input the oracle labelled joins each template's pool where the pool keeps it. */
+  /** An input the oracle labelled joins each template's pool where the pool keeps it; one template failing keeps no other from it. */
   const remember = async (stream: Stream, image: ImageInput, label: string): Promise<void> => {
     for (const { template, pool } of stream.pools) {
       const slot = pool.admit(label);
       if (slot === undefined) continue;
-      pool.fill(label, slot, await features(stream, template, image));
-      pool.measureIfDue((job) => train().train(job)).catch((err: unknown) => logger.warn({ err }, 'measuring a template on the stream pool failed'));
+      const where = `${template.app}/${template.node}`;
+      try {
+        // Delay-tolerant: served after the requests that have deadlines, never dropped for time.
+        pool.fill(label, slot, await features(stream, template, image, Infinity));
+      } catch (err) {
+        warn(`pool ${where}`, err, `${where}: an input could not join the specialization pool`);
+        continue;
+      }
+      inBackground(pool.measureIfDue((job) => train().train(job)).catch((err: unknown) => warn(`measure ${where}`, err, `${where}: measuring the template on the stream's pool failed`)));
     }
   };
 
@@ -140,11 +166,8 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       const name = oracle?.kind === 'attributes' ? oracle.attributes[0]!.name : 'class';
       return { kind: 'attributes', attributes: [{ name, value: result.label, number: 0, score: result.score ?? 0 }], answeredBy: result.answeredBy };
     }
-    try {
-      await remember(stream, image, result.label);
-    } catch (err) {
-      logger.warn({ err, node: `${node.app}/${node.node}` }, 'an input could not join the specialization pool');
-    }
+    // Off the answer's path: the next input need not wait for the template's run.
+    inBackground(remember(stream, image, result.label));
     return { kind: 'attributes', attributes: oracle.attributes, answeredBy: result.answeredBy };
   };
 
@@ -153,26 +176,39 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     templates: () => [...new Set([...configs.values()].flatMap((c) => c.templates))],
     classify(node, image, params, deadlineMs, frame) {
       const stream = streamOf(node, frame.source);
+      stream.lastInputMs = Date.now();
       const done = stream.queue.then(() => classify(stream, node, image, params, deadlineMs, frame));
       stream.queue = done.catch(() => undefined);
       return done;
     },
-    stats: () =>
-      [...streams].map(([key, stream]) => {
+    stats() {
+      const now = Date.now();
+      const reports: SpecializationStats[] = [];
+      for (const [key, stream] of streams) {
+        if (now - stream.lastInputMs > idleStreamMs) {
+          streams.delete(key);
+          inBackground(stream.queue.then(() => stream.specializer.close()).catch((err: unknown) => logger.warn({ err }, 'closing an idle stream\'s specializer failed')));
+          continue;
+        }
         const [source, at] = key.split('\u0000') as [string, string];
         const [app, node] = at.split('/') as [string, string];
         const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs, phase } = stream.specializer.status();
         const last = stream.reported;
+        if (inputs === last.inputs) continue;
         const intervalTemplateRuns = Object.fromEntries([...stream.templateRuns].map(([model, runs]) => [model, runs - (last.templateRuns.get(model) ?? 0)]));
         stream.reported = { inputs, oracleCalls, templateRuns: new Map(stream.templateRuns) };
-        return {
+        reports.push({
           ...{ app, node, source, phase, inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs },
           ...{ intervalInputs: inputs - last.inputs, intervalOracleCalls: oracleCalls - last.oracleCalls, intervalTemplateRuns },
-        };
-      }),
+        });
+      }
+      return reports;
+    },
     async close() {
       await Promise.all([...streams.values()].map(async (s) => s.specializer.close()));
       streams.clear();
+      while (background.size > 0) await Promise.allSettled([...background]);
+      failures.close();
       await trainer?.close();
       if (headDir) rmSync(headDir, { recursive: true, force: true });
     },

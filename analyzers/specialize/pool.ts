@@ -21,9 +21,10 @@ export interface TrainingSetOptions {
 }
 
 /**
- * The rows h_D is trained on: the dominant classes' rows as classes 0..n−1 and, as class n
- * ("other"), rows of any other class, so that the dominant classes make up `skew` of the set.
- * Returns copies the caller may hand over to the training thread.
+ * The rows h_D is trained on: the dominant classes' rows as classes 0..n−1, each class its even
+ * share of `maxRows · skew` (rows repeated where it has fewer), and, as class n ("other"), rows
+ * of any other class, so that the dominant classes make up `skew` of the set. Returns copies the
+ * caller may hand over to the training thread.
  */
 export function trainingSet(pool: LabelledPool, dominant: readonly string[], options: TrainingSetOptions): Omit<HeadJob, 'featureCount'> {
   const { skew, maxRows, random } = options;
@@ -38,7 +39,10 @@ export function trainingSet(pool: LabelledPool, dominant: readonly string[], opt
     else byClass[c]!.push(row);
   });
   const perClass = Math.max(1, Math.floor((maxRows * skew) / Math.max(1, dominant.length)));
-  const rows = byClass.flatMap((classRows) => sample(classRows, perClass, random));
+  // A class with fewer rows than its share gives them again (in a new order each time), so the
+  // "other" rows stay many enough to stand for every other class: a small pool (a stream's own)
+  // would otherwise train h_D on a handful of them, and h_D would claim the classes it never saw.
+  const rows = byClass.flatMap((classRows) => (classRows.length === 0 ? [] : Array.from({ length: Math.ceil(perClass / classRows.length) }, () => sample(classRows, classRows.length, random)).flat().slice(0, perClass)));
   const otherCount = Math.min(others.length, Math.round((rows.length * (1 - skew)) / skew));
   rows.push(...sample(others, otherCount, random));
   const { featureCount } = pool;

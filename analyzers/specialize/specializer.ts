@@ -56,6 +56,8 @@ export interface Classified {
 export interface SpecializerStatus extends WegStatus<string> {
   /** Inputs the oracle ran on: exploring, spot checks and fall-throughs. */
   oracleCalls: number;
+  /** Spot checks the oracle failed to make (its request dropped for its deadline): the cascade's answer stood unchecked. */
+  spotChecksMissed: number;
   retrains: number;
   retrainMs: number;
   /** The TensorFlow.js backend of the last retraining. */
@@ -89,6 +91,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   const backoff = { failures: 0, untilInput: 0, inputs: 0 };
   const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined, trainingError: undefined as string | undefined };
   let oracleCalls = 0;
+  let spotChecksMissed = 0;
 
   const timed = async <T>(work: () => Promise<T>): Promise<[T, number]> => {
     const started = performance.now();
@@ -155,7 +158,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     const { template, dominant, model } = active!;
     const [features, featureMs] = await timed(() => template.features([input]));
     // A copy the model's thread may take over: the template's array may be a view of memory it keeps.
-    const feed = { data: features.slice(0, template.pool.featureCount), dims: [1, template.pool.featureCount], type: 'float32' as const };
+    const feed = { data: features.slice(), dims: [1, features.length], type: 'float32' as const };
     const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: feed }));
     const { index: best, score } = topClasses(outputs[HEAD_OUTPUT]!.data as Float32Array, 1, dominant)[0]!;
     let modelMs = featureMs + headMs;
@@ -168,9 +171,15 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
       result = { label, answeredBy: 'fall-through', modelMs };
     } else {
       if (spotCheck) {
-        const [label, ms] = await oracle(input);
-        modelMs += ms;
-        oracleLabel = label;
+        // The answer stands without its check: an oracle that could not check it in time (its
+        // request dropped for the deadline) or at all must not lose the input.
+        try {
+          const [label, ms] = await oracle(input);
+          modelMs += ms;
+          oracleLabel = label;
+        } catch {
+          spotChecksMissed += 1;
+        }
       }
       result = { label: dominant[best]!, answeredBy: 'cascade', score, modelMs };
     }
@@ -197,6 +206,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     status: () => ({
       ...weg.status(),
       oracleCalls,
+      spotChecksMissed,
       retrains: trained.retrains,
       retrainMs: trained.retrainMs,
       ...(trained.trainedOn ? { trainedOn: trained.trainedOn } : {}),

@@ -35,7 +35,7 @@ export interface StreamPool {
   fill(label: string, slot: number, features: Float32Array): void;
   /** The rows kept now. */
   readonly pool: LabelledPool;
-  /** Undefined until measured. */
+  /** Undefined until measured, and for more dominant classes than it was measured at. */
   behaviour(dominant: number): SpecializedBehaviour | undefined;
   /** The last measurement, one entry per n. */
   readonly measured: readonly MeasuredBehaviour[];
@@ -85,7 +85,8 @@ export function createStreamPool(options: StreamPoolOptions): StreamPool {
       snapshot ??= poolOf([...rows.keys()].flatMap((label) => filled(label).map((row) => [label, row] as [string, Float32Array])));
       return snapshot;
     },
-    behaviour: (dominant) => estimate(dominant),
+    // Not beyond the largest n measured: a pool of two classes says nothing of five.
+    behaviour: (dominant) => (dominant <= (measured.at(-1)?.dominant ?? 0) ? estimate(dominant) : undefined),
     get measured() {
       return measured;
     },

@@ -18,7 +18,9 @@ import { cascadeAccuracy, dominantClasses, minimumSupport, type SpecializedBehav
  *   distribution for thousands of inputs.
  * - Templates: the cheapest (first listed) whose estimate passes.
  * - Training runs while the oracle keeps serving; its labels go on extending the window.
- * - After an exit, the previous epoch's labels are its oracle labels (window and spot checks).
+ * - After an exit, the previous epoch's labels are its oracle labels (window and spot checks),
+ *   its last w only: S_j keeps no more, so a long exploration cannot make the next window (and
+ *   D) span the whole history.
  */
 
 export interface WegParams {
@@ -113,6 +115,11 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   const counts = { inputs: 0, specialized: 0, fellThrough: 0, transitions: 0, dominantSum: 0, windowSum: 0 };
 
   const recent = (): Label[] => labels.slice(-window);
+  /** A label joins S_j; only the last w are ever read, so older ones go (in bulk, not one by one). */
+  const remember = (label: Label): void => {
+    labels.push(label);
+    if (phase !== 'window' && labels.length > 2 * window) labels = labels.slice(-window);
+  };
   const skewOf = (d: ReadonlySet<Label>): number => {
     const seen = recent();
     return seen.length === 0 ? 0 : seen.filter((l) => d.has(l)).length / seen.length;
@@ -155,7 +162,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
 
   const exit = (): 'exit' => {
     epoch += 1;
-    previous = labels;
+    previous = labels.slice(-window);
     labels = [];
     phase = 'window';
     template = undefined;
@@ -171,7 +178,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     },
 
     explored(label) {
-      labels.push(label);
+      remember(label);
       if (phase === 'window') {
         if (labels.length >= minWindow) closeWindow();
         else return undefined;
@@ -201,7 +208,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       else {
         answered += 1;
         if (oracleLabel !== undefined) {
-          labels.push(oracleLabel);
+          remember(oracleLabel);
           if (oracleLabel !== answer) disagreed += 1;
         }
       }

@@ -19,8 +19,10 @@ export interface HeadJob {
   /** Class index of each row, 0..classes−1. */
   labels: Int32Array;
   classes: number;
-  /** @defaultValue 20 */
+  /** Passes over the rows, at least; more where fewer would make fewer than `minSteps` optimizer steps. @defaultValue 20 */
   epochs?: number;
+  /** Adam steps at least: 20 epochs of a small set (a stream's own pool, a few dozen rows) are 20 steps, too few to learn it. @defaultValue 100 */
+  minSteps?: number;
   /** @defaultValue 0.01 */
   learningRate?: number;
   /** @defaultValue 256 */
@@ -73,8 +75,9 @@ export function loadTensorFlow(): Promise<Tf> {
 }
 
 export async function trainHead(job: HeadJob): Promise<TrainedHead> {
-  const { features, featureCount, labels, classes, epochs = 20, learningRate = 0.01, batchSize = 256, seed = 1 } = job;
+  const { features, featureCount, labels, classes, learningRate = 0.01, batchSize = 256, seed = 1, minSteps = 100 } = job;
   const rows = labels.length;
+  const epochs = Math.max(job.epochs ?? 20, Math.ceil(minSteps / Math.ceil(rows / batchSize)));
   if (rows === 0 || features.length !== rows * featureCount) {
     throw new RangeError(`trainHead: ${features.length} feature values for ${rows} labels of ${featureCount} features`);
   }

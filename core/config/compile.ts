@@ -75,7 +75,7 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
     } else if (node.track && model.task !== 'detect-objects' && model.task !== 'detect-text') {
       issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" runs ${node.model} (${model.task}); track follows detections: use a detector` });
     }
-    if (node.specialize) issues.push(...checkSpecialize(node.specialize.templates, node, i, models));
+    if (node.specialize) issues.push(...checkSpecialize(node, i, models));
     for (const key of ['lines', 'zones'] as const) {
       if (node[key].length > 0 && !node.track) issues.push({ path: `nodes[${i}].${key}`, message: `node "${node.id}" has ${key} but no \`track\`; ${key} count tracked objects` });
       const names = node[key].map((x) => x.name);
@@ -127,18 +127,32 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
   return issues;
 }
 
-/** A specialized node classifies (its model is the oracle), and its templates are classifiers of the zoo too. */
-function checkSpecialize(templates: readonly string[], node: AppSpec['nodes'][number], i: number, models: Readonly<Record<string, unknown>>): Omit<ConfigIssue, 'file'>[] {
+/**
+ * A specialized node classifies: its model (the oracle) and its templates are image classifiers
+ * of the zoo (a class list, and the `features` output a template's top layer is retrained on),
+ * and a* + τ_a is an accuracy the cascade can reach.
+ */
+function checkSpecialize(node: AppSpec['nodes'][number], i: number, models: Readonly<Record<string, unknown>>): Omit<ConfigIssue, 'file'>[] {
+  const { templates, oracleAccuracy, accuracyMargin } = node.specialize!;
   const issues: Omit<ConfigIssue, 'file'>[] = [];
-  const classifier = (name: string): boolean => (models[name] as { task?: string } | undefined)?.task === 'recognize-attributes';
+  const classifier = (name: string): boolean => {
+    const model = models[name] as { task?: string; labelsFile?: string } | undefined;
+    return model?.task === 'recognize-attributes' && model.labelsFile !== undefined;
+  };
   if (models[node.model] && !classifier(node.model)) {
-    issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" runs ${node.model}, which does not classify; specialize needs a classifier (task recognize-attributes) as the oracle` });
+    issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" runs ${node.model}, which is not an image classifier (a model with a labelsFile); the oracle of a specialized node is one` });
   }
   if (node.parse || node.track) issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" specializes; it cannot also ${node.parse ? 'parse text' : 'track'}` });
+  if (oracleAccuracy + accuracyMargin > 1) {
+    issues.push({
+      path: `nodes[${i}].specialize.accuracyMargin`,
+      message: `oracleAccuracy ${oracleAccuracy} + accuracyMargin ${accuracyMargin} is above 1: no cascade can reach it, so the node would never specialize (the thesis' +0.05 is for an a* measured against hand labels)`,
+    });
+  }
   templates.forEach((name, j) => {
     const at = `nodes[${i}].specialize.templates[${j}]`;
     if (!models[name]) issues.push({ path: at, message: `got "${name}"; expected a model from the zoo: ${Object.keys(models).join(', ')}` });
-    else if (!classifier(name)) issues.push({ path: at, message: `got "${name}", which does not classify; a template is a cheaper classifier with a \`features\` output` });
+    else if (!classifier(name)) issues.push({ path: at, message: `got "${name}", which is not an image classifier; a template is a cheaper classifier with a \`features\` output (e.g. efficientnet-lite0)` });
     else if (name === node.model) issues.push({ path: at, message: `got "${name}", the oracle itself; a template is a cheaper model` });
     if (templates.indexOf(name) !== j) issues.push({ path: at, message: `template "${name}" is listed twice` });
   });

@@ -155,8 +155,8 @@ export const specializeSchema = z.strictObject({
   minWindow: z.number().int().min(2).max(10_000).default(30),
   /** τ_r: dominant sets differing in at most this many classes are the same. */
   sameClasses: z.number().int().min(0).max(100).default(2),
-  /** ε: the share of the specialized model's answers the oracle checks. */
-  epsilon: z.number().min(0).max(1).default(0.01),
+  /** ε: the share of the specialized model's answers the oracle checks (τ_FP is judged by them). */
+  epsilon: z.number().gt(0).lt(1).default(0.01),
   /** τ_FP: the specialized phase ends when more of its answers than this disagree with the oracle. */
   maxDisagreement: z.number().gt(0).max(1).default(0.5),
   /** Training skew; default by `workload`. */
@@ -165,7 +165,7 @@ export const specializeSchema = z.strictObject({
    * Oracle-labelled inputs of a class the stream's pool keeps (a random sample of those seen), per
    * template. A class is specialized on once it has 10 (half to train on, half to test).
    */
-  poolRowsPerClass: z.number().int().min(10).max(1000).default(20),
+  poolRowsPerClass: z.number().int().min(10).max(200).default(20),
 });
 
 export const appNodeSchema = z.strictObject({

@@ -321,14 +321,25 @@ describe('loadModelZoo and loadApp', () => {
       maxDisagreement: 0.5,
       poolRowsPerClass: 20,
     });
-    const issues = checkAppGraph(app({ model: 'centernet', specialize: { templates: ['efficientnet-lite0', 'nope', 'ppocr-det', 'efficientnet-lite0'] } }), zoo);
+    const issues = checkAppGraph(app({ model: 'centernet', specialize: { templates: ['efficientnet-lite0', 'nope', 'faceres', 'efficientnet-lite0'] } }), zoo);
     expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
-      'nodes[1].specialize: node "kind" runs centernet, which does not classify; specialize needs a classifier (task recognize-attributes) as the oracle',
+      'nodes[1].specialize: node "kind" runs centernet, which is not an image classifier (a model with a labelsFile); the oracle of a specialized node is one',
       'nodes[1].specialize.templates[1]: got "nope"; expected a model from the zoo: ' + Object.keys(zoo).join(', '),
-      'nodes[1].specialize.templates[2]: got "ppocr-det", which does not classify; a template is a cheaper classifier with a `features` output',
+      'nodes[1].specialize.templates[2]: got "faceres", which is not an image classifier; a template is a cheaper classifier with a `features` output (e.g. efficientnet-lite0)',
       'nodes[1].specialize.templates[3]: template "efficientnet-lite0" is listed twice',
     ]);
     expect(checkAppGraph(app({ specialize: { templates: ['efficientnet-lite2'] } }), zoo)[0]!.message).toContain('the oracle itself');
+    // FaceRes classifies (age, gender) but has no class list: not an oracle to specialize.
+    expect(checkAppGraph(app({ model: 'faceres', specialize: { templates: ['efficientnet-lite0'] } }), zoo)[0]!.path).toBe('nodes[1].specialize');
+    // The thesis' +0.05 with a* = 1: no cascade reaches 1.05, so it is refused rather than never specializing.
+    const unreachable = checkAppGraph(app({ specialize: { templates: ['efficientnet-lite0'], accuracyMargin: 0.05 } }), zoo);
+    expect(unreachable.map((i) => i.path)).toEqual(['nodes[1].specialize.accuracyMargin']);
+    expect(checkAppGraph(app({ specialize: { templates: ['efficientnet-lite0'], oracleAccuracy: 0.8, accuracyMargin: 0.05 } }), zoo)).toEqual([]);
+    for (const [key, value] of [['templates', []], ['minWindow', 1], ['poolRowsPerClass', 5], ['poolRowsPerClass', 1000], ['epsilon', 0], ['trainingSkew', 1], ['bogus', 1]] as const) {
+      const specialize = { templates: ['efficientnet-lite0'], [key]: value };
+      const err = invalid(() => parseConfig(appSpecSchema, JSON.stringify({ name: 'kinds', sloMs: 3000, nodes: [{ id: 'kind', model: 'efficientnet-lite2', specialize }], edges: [{ from: 'frames', to: 'kind' }] }), 'kinds.yaml'));
+      expect(err.issues.map((i) => i.path)).toEqual([`nodes[0].specialize.${key}`]);
+    }
     // The scheduler plans each template as a node of its own, fed by the specialized node's parents.
     expect(scheduledGraph(app({ specialize: { templates: ['efficientnet-lite0', 'mobileface'] } }))).toEqual({
       nodes: [

@@ -35,6 +35,18 @@ describe('training sets for h_D (thesis §5.2)', () => {
     });
   });
 
+  it("repeats a dominant class's rows up to its share, so a small pool's other classes all stand for \"other\"", () => {
+    // A stream's pool: 10 rows of each of 10 classes, one of them dominant.
+    const labels = Array.from({ length: 100 }, (_, i) => `c${i % 10}`);
+    const set = trainingSet({ featureCount: 1, features: Float32Array.from({ length: 100 }, (_, i) => i), labels }, ['c1'], { skew: 0.6, maxRows: 600, random: seededRandom(1) });
+    const dominant = [...set.labels.keys()].filter((i) => set.labels[i] === 0).map((i) => set.features[i]!);
+    // 360 rows of c1 (600 · 0.6): its 10 rows, 36 times each; all 90 rows of the nine others.
+    expect(dominant).toHaveLength(360);
+    expect(new Set(dominant)).toEqual(new Set([1, 11, 21, 31, 41, 51, 61, 71, 81, 91]));
+    for (const row of new Set(dominant)) expect(dominant.filter((r) => r === row)).toHaveLength(36);
+    expect(set.labels.filter((l) => l === 1)).toHaveLength(90);
+  });
+
   it('uses every "other" row there is when there are too few for the skew', () => {
     const labels = [...Array(100).fill('a'), ...Array(10).fill('z')] as string[];
     const set = trainingSet({ featureCount: 1, features: new Float32Array(110), labels }, ['a'], { skew: 0.5, maxRows: 1000, random: seededRandom(1) });

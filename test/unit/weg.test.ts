@@ -143,13 +143,24 @@ describe('WEG phases (Algorithm 5.1) on scripted labels', () => {
     specialize(w);
     w.exploited({ answeredItself: true, answer: 'a', oracleLabel: 'x' });
     expect(w.status().phase).toBe('window');
-    // The same classes again: the old epoch continues, w = 30 + the 31 labels before.
+    // The same classes again: the old epoch continues, w = 30 + the last 30 labels before (its w).
     specialize(w);
-    expect(w.status()).toMatchObject({ phase: 'specialized', window: 61, transitions: 2 });
+    expect(w.status()).toMatchObject({ phase: 'specialized', window: 60, transitions: 2 });
     w.exploited({ answeredItself: true, answer: 'a', oracleLabel: 'x' });
     // Other classes: a new epoch with a window of w_min.
     specialize(w, skewed(30, ['d', 'e', 'f']));
     expect(w.status()).toMatchObject({ phase: 'specialized', window: 30, dominant: ['d', 'e', 'f'], transitions: 3, epoch: 3 });
+  });
+
+  it('keeps only the labels it reads: after a long exploration the next window is not the whole history', () => {
+    const w = weg();
+    // 20,000 inputs in which a, b and c make up a third (never enough to specialize on), then one exit.
+    explore(w, Array.from({ length: 20_000 }, (_, i) => (i % 3 === 0 ? 'abc'[i % 9 / 3]! : `c${i}`)));
+    expect(w.status()).toMatchObject({ phase: 'selecting', window: 30 });
+    specialize(w);
+    w.exploited({ answeredItself: true, answer: 'a', oracleLabel: 'x' });
+    specialize(w);
+    expect(w.status().window).toBeLessThanOrEqual(60);
   });
 
   it('keeps exploring on unskewed input: no class seen twice, no dominant set, the oracle on every input', () => {
