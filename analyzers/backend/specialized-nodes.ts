@@ -5,7 +5,7 @@ import { createLogThrottle, repeatedSuffix, templateNodeId, type AppLogic, type 
 import type { DagNode } from '../dag/index.js';
 import type { ImageInput } from '../image/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import { createSpecializer, createStreamPool, type Specializer, type SpecializerTemplate, type StreamPool } from '../specialize/index.js';
+import { createSpecializer, createStreamPool, type Classified, type Specializer, type SpecializerTemplate, type StreamPool } from '../specialize/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 
 /**
@@ -16,6 +16,8 @@ import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
  * feature layer comes out of its classifier's run. The trained heads (one small dense layer per
  * stream) run on the runtime, and one training thread retrains the heads of every stream. Each
  * template's pool is the stream's own inputs as the oracle labelled them (`createStreamPool`).
+ * A stream's inputs that come while others run wait, and are then classified together
+ * (`classifyAll`), so a frame's crops reach the sessions as one batch.
  */
 
 export type SpecializationStats = NonNullable<Stats['specializations']>[number];
@@ -37,7 +39,10 @@ export interface SpecializedNodes {
   specializes(node: DagNode): boolean;
   /** The templates' models, for their sessions. */
   templates(): string[];
-  /** The node's answer for one input of the stream `frame.source`; a stream's inputs are classified one at a time, in the order they come. */
+  /**
+   * The node's answer for one input of the stream `frame.source`. A stream's inputs are taken in
+   * the order they come: those that came while the last ones ran are classified together.
+   */
   classify(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
   /**
    * Table 5.4's counts per stream and node since this backend began serving the stream, and the
@@ -52,18 +57,36 @@ export interface SpecializedNodes {
 const TRAINING_SKEW = { faces: 0.5, objects: 0.6 } as const;
 const MAX_TRAINING_ROWS = 600;
 
+/** A stream's input with its request: the oracle and the templates run it by its deadline, the oracle with its params. */
+interface StreamInput {
+  image: ImageInput;
+  deadlineMs: number;
+  params: unknown;
+  /** The oracle's whole answer, where it ran. */
+  oracle?: NodeOutput;
+}
+
+interface Waiting {
+  input: StreamInput;
+  timeMs: number;
+  resolve: (output: NodeOutput) => void;
+  reject: (err: unknown) => void;
+}
+
 interface Stream {
-  specializer: Specializer<ImageInput>;
+  specializer: Specializer<StreamInput>;
   pools: { template: DagNode; pool: StreamPool }[];
-  /** The request in flight: the oracle and the templates run it by its deadline, the oracle with its params. */
-  current?: { deadlineMs: number; params: unknown; output?: NodeOutput };
-  /** The previous input's classification: the next waits for it. */
-  queue: Promise<unknown>;
+  /** Inputs waiting for the ones in flight, and whether some are. */
+  waiting: Waiting[];
+  running: boolean;
   /** Template runs by model, and the counts at the last stats, for the interval's. */
   templateRuns: Map<string, number>;
   reported: { inputs: number; oracleCalls: number; templateRuns: Map<string, number> };
   lastInputMs: number;
 }
+
+/** The most inputs of one stream classified together. */
+const MAX_GROUP = 16;
 
 export function createSpecializedNodes(options: SpecializedNodesOptions): SpecializedNodes {
   const logger = options.logger.child({ module: 'analyzers.specialize' });
@@ -104,21 +127,22 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       template: { app: node.app, node: templateNodeId(node.node, model), model },
       pool: createStreamPool({ rowsPerClass: config.poolRowsPerClass, training, random }),
     }));
-    const templates: SpecializerTemplate<ImageInput>[] = pools.map(({ template, pool }) => ({
+    const templates: SpecializerTemplate<StreamInput>[] = pools.map(({ template, pool }) => ({
       name: template.model,
       behaviour: (n) => pool.behaviour(n),
       get pool() {
         return pool.pool;
       },
-      features: async ([image]) => features(created, template, image!, created.current!.deadlineMs),
+      features: async ([input]) => features(created, template, input!.image, input!.deadlineMs),
     }));
     const created: Stream = {
       pools,
-      queue: Promise.resolve(),
+      waiting: [],
+      running: false,
       templateRuns: new Map(),
       reported: { inputs: 0, oracleCalls: 0, templateRuns: new Map() },
       lastInputMs: Date.now(),
-      specializer: createSpecializer<ImageInput>({
+      specializer: createSpecializer<StreamInput>({
         name: `${node.app}-${node.node}`,
         templates,
         weg: config,
@@ -127,14 +151,16 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
         runtime: options.runtime,
         headDir: (headDir ??= mkdtempSync(join(tmpdir(), 'panoptes-heads-'))),
         random,
-        oracle: async ([image]) => {
-          const { deadlineMs, params } = created.current!;
-          const output = await options.infer(node, image!, params, deadlineMs);
-          const label = output.kind === 'attributes' ? output.attributes[0]?.value : undefined;
-          if (label === undefined) throw new TypeError(`${node.app}/${node.node}: the oracle ${node.model} answered no class (${output.kind})`);
-          created.current!.output = output;
-          return [label];
-        },
+        oracle: async (inputs) =>
+          Promise.all(
+            inputs.map(async (input) => {
+              const output = await options.infer(node, input.image, input.params, input.deadlineMs);
+              const label = output.kind === 'attributes' ? output.attributes[0]?.value : undefined;
+              if (label === undefined) throw new TypeError(`${node.app}/${node.node}: the oracle ${node.model} answered no class (${output.kind})`);
+              input.oracle = output;
+              return label;
+            }),
+          ),
       }),
     };
     streams.set(key, created);
@@ -158,17 +184,37 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     }
   };
 
-  const classify = async (stream: Stream, node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput> => {
-    stream.current = { deadlineMs, params };
-    const result = await stream.specializer.classify(image, frame.captureTimeMs);
-    const oracle = stream.current.output;
+  /** The node's output for a classified input; an input the oracle labelled joins the pools, off the answer's path. */
+  const outputOf = (stream: Stream, input: StreamInput, result: Classified): NodeOutput => {
+    const oracle = input.oracle;
     if (result.answeredBy === 'cascade' || !oracle || oracle.kind !== 'attributes') {
       const name = oracle?.kind === 'attributes' ? oracle.attributes[0]!.name : 'class';
       return { kind: 'attributes', attributes: [{ name, value: result.label, number: 0, score: result.score ?? 0 }], answeredBy: result.answeredBy };
     }
-    // Off the answer's path: the next input need not wait for the template's run.
-    inBackground(remember(stream, image, result.label));
+    inBackground(remember(stream, input.image, result.label));
     return { kind: 'attributes', attributes: oracle.attributes, answeredBy: result.answeredBy };
+  };
+
+  /** Classifies what waits, a group at a time, until nothing does. */
+  const drain = async (stream: Stream): Promise<void> => {
+    stream.running = true;
+    try {
+      while (stream.waiting.length > 0) {
+        const group = stream.waiting.splice(0, MAX_GROUP);
+        try {
+          const results = await stream.specializer.classifyAll(group.map(({ input, timeMs }) => ({ input, timeMs })));
+          results.forEach((result, i) => {
+            const { input, resolve, reject } = group[i]!;
+            if (result.status === 'fulfilled') resolve(outputOf(stream, input, result.value));
+            else reject(result.reason);
+          });
+        } catch (err) {
+          for (const w of group) w.reject(err);
+        }
+      }
+    } finally {
+      stream.running = false;
+    }
   };
 
   return {
@@ -177,17 +223,18 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     classify(node, image, params, deadlineMs, frame) {
       const stream = streamOf(node, frame.source);
       stream.lastInputMs = Date.now();
-      const done = stream.queue.then(() => classify(stream, node, image, params, deadlineMs, frame));
-      stream.queue = done.catch(() => undefined);
-      return done;
+      return new Promise<NodeOutput>((resolve, reject) => {
+        stream.waiting.push({ input: { image, deadlineMs, params }, timeMs: frame.captureTimeMs, resolve, reject });
+        if (!stream.running) inBackground(drain(stream));
+      });
     },
     stats() {
       const now = Date.now();
       const reports: SpecializationStats[] = [];
       for (const [key, stream] of streams) {
-        if (now - stream.lastInputMs > idleStreamMs) {
+        if (now - stream.lastInputMs > idleStreamMs && !stream.running) {
           streams.delete(key);
-          inBackground(stream.queue.then(() => stream.specializer.close()).catch((err: unknown) => logger.warn({ err }, 'closing an idle stream\'s specializer failed')));
+          inBackground(stream.specializer.close().catch((err: unknown) => logger.warn({ err }, "closing an idle stream's specializer failed")));
           continue;
         }
         const [source, at] = key.split('\u0000') as [string, string];
@@ -205,6 +252,8 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       return reports;
     },
     async close() {
+      // What is being classified first (and the pool rows it adds), then the heads.
+      while (background.size > 0) await Promise.allSettled([...background]);
       await Promise.all([...streams.values()].map(async (s) => s.specializer.close()));
       streams.clear();
       while (background.size > 0) await Promise.allSettled([...background]);

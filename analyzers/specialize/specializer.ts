@@ -69,6 +69,13 @@ export interface SpecializerStatus extends WegStatus<string> {
 export interface Specializer<Input> {
   /** `timeMs`: the input's time in the stream (its capture time). One call at a time: a stream's inputs in order. */
   classify(input: Input, timeMs: number): Promise<Classified>;
+  /**
+   * Inputs of the stream that came together, in order: WEG decides for each at once, their models
+   * run at the same time (so their sessions batch them), and WEG hears the outcomes in order. An
+   * input whose model failed (its request dropped for its deadline) is rejected alone. One call
+   * at a time.
+   */
+  classifyAll(inputs: readonly { input: Input; timeMs: number }[]): Promise<PromiseSettledResult<Classified>[]>;
   status(): SpecializerStatus;
   close(): Promise<void>;
 }
@@ -154,8 +161,11 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     }
   };
 
-  const cascade = async (input: Input, spotCheck: boolean): Promise<Classified> => {
-    const { template, dominant, model } = active!;
+  /** WEG left the specialized phase: the head goes once the inputs running on it are done. */
+  let exited = false;
+  /** The cascade on one input: h_D, and the oracle where h_D says "other" or a spot check is due. What WEG is to hear comes back with the answer. */
+  const cascade = async (input: Input, spotCheck: boolean, head: NonNullable<typeof active>): Promise<[Classified, () => void]> => {
+    const { template, dominant, model } = head;
     const [features, featureMs] = await timed(() => template.features([input]));
     // A copy the model's thread may take over: the template's array may be a view of memory it keeps.
     const feed = { data: features.slice(), dims: [1, features.length], type: 'float32' as const };
@@ -183,26 +193,48 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
       }
       result = { label: dominant[best]!, answeredBy: 'cascade', score, modelMs };
     }
-    const exited = weg.exploited({ answeredItself: result.answeredBy === 'cascade', answer: result.label, ...(oracleLabel !== undefined ? { oracleLabel } : {}) });
+    const report = (): void => {
+      if (weg.exploited({ answeredItself: result.answeredBy === 'cascade', answer: result.label, ...(oracleLabel !== undefined ? { oracleLabel } : {}) })) exited = true;
+    };
+    return [result, report];
+  };
+  const explore = async (input: Input, timeMs: number): Promise<[Classified, () => void]> => {
+    const [label, modelMs] = await oracle(input);
+    const report = (): void => {
+      const decision = weg.explored(label);
+      if (decision && backoff.inputs < backoff.untilInput) weg.trainingFailed();
+      else if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
+    };
+    return [{ label, answeredBy: 'oracle', modelMs }, report];
+  };
+
+  const classifyAll = async (inputs: readonly { input: Input; timeMs: number }[]): Promise<PromiseSettledResult<Classified>[]> => {
+    if (inputs.length === 0) return [];
+    backoff.inputs += inputs.length;
+    await settleTraining(inputs[0]!.timeMs);
+    const head = active;
+    const runs = await Promise.allSettled(
+      inputs.map(({ input, timeMs }) => {
+        const action = weg.next();
+        return action.run === 'cascade' && head ? cascade(input, action.spotCheck, head) : explore(input, timeMs);
+      }),
+    );
+    for (const run of runs) if (run.status === 'fulfilled') run.value[1]();
     if (exited) {
-      await active?.model.dispose();
-      active = undefined;
+      exited = false;
+      await head?.model.dispose();
+      if (active === head) active = undefined;
     }
-    return result;
+    return runs.map((run) => (run.status === 'fulfilled' ? { status: 'fulfilled', value: run.value[0] } : run));
   };
 
   return {
     async classify(input, timeMs) {
-      backoff.inputs += 1;
-      await settleTraining(timeMs);
-      const action = weg.next();
-      if (action.run === 'cascade' && active) return cascade(input, action.spotCheck);
-      const [label, modelMs] = await oracle(input);
-      const decision = weg.explored(label);
-      if (decision && backoff.inputs < backoff.untilInput) weg.trainingFailed();
-      else if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
-      return { label, answeredBy: 'oracle', modelMs };
+      const [result] = await classifyAll([{ input, timeMs }]);
+      if (result!.status === 'rejected') throw result!.reason;
+      return result!.value;
     },
+    classifyAll,
     status: () => ({
       ...weg.status(),
       oracleCalls,

@@ -38,12 +38,18 @@ describe('specialized nodes in a backend', () => {
   });
   const kind: DagNode = { app: 'kinds', node: 'kind', model: 'oracle' };
   const runs = { oracle: 0, template: 0 };
+  /** Oracle requests in flight, and the most at once. */
+  const inFlight = { now: 0, most: 0 };
   let oracleDown = false;
   const rows = seededRandom(5);
   const infer = async (node: DagNode, image: ImageInput): Promise<NodeOutput> => {
     const cls = classOf(image);
     if (node.model === 'oracle') {
       runs.oracle += 1;
+      inFlight.most = Math.max(inFlight.most, ++inFlight.now);
+      // As a session would: the requests queued meanwhile run in one batch.
+      await sleep(1);
+      inFlight.now -= 1;
       if (oracleDown) throw new DeadlineMissed();
       return { kind: 'attributes', attributes: [{ name: 'class', value: `c${cls}`, number: 0, score: 0.9 }] };
     }
@@ -108,6 +114,17 @@ describe('specialized nodes in a backend', () => {
     // Nothing new since: no stream to report.
     expect(specialized.stats()).toEqual([]);
   }, 60_000);
+
+  it('classifies the inputs of a stream that come together at once, so their session can batch them, and answers each in order', async () => {
+    const specialized = nodes();
+    inFlight.most = 0;
+    const classes = [0, 1, 0, 1, 2, 0, 1, 3];
+    const outputs = await Promise.all(classes.map(async (cls, i) => specialized.classify(kind, imageOf(cls), {}, Infinity, frame('cam-d', i))));
+    expect(outputs.map((o) => (o.kind === 'attributes' ? o.attributes[0]!.value : ''))).toEqual(classes.map((c) => `c${c}`));
+    // The first alone, the seven that came meanwhile together.
+    expect(inFlight.most).toBe(7);
+    expect(specialized.stats()).toMatchObject([{ source: 'cam-d', inputs: 8, intervalOracleCalls: 8 }]);
+  });
 
   it("keeps the cascade's answer when its spot check cannot be made, and forgets an idle stream", async () => {
     const specialized = nodes({ epsilon: 0.9 }, 300);
