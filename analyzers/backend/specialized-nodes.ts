@@ -17,7 +17,7 @@ import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
  * stream) run on the runtime, and one training thread retrains the heads of every stream. Each
  * template's pool is the stream's own inputs as the oracle labelled them (`createStreamPool`).
  * A stream's inputs that come while others run wait, and are then classified together
- * (`classifyAll`), so a frame's crops reach the sessions as one batch.
+ * (`classifyAll`): a frame's crops after the first reach the sessions as one batch.
  */
 
 export type SpecializationStats = NonNullable<Stats['specializations']>[number];
@@ -98,10 +98,11 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
   let headDir: string | undefined;
   const train = () => (trainer ??= createHeadTrainer());
   const idleStreamMs = options.idleStreamMs ?? 10 * 60_000;
+  let closed = false;
   /** Pool rows being added and measurements running, awaited on close. */
   const background = new Set<Promise<unknown>>();
   const inBackground = (work: Promise<unknown>): void => {
-    const tracked = work.finally(() => background.delete(tracked));
+    const tracked = work.catch((err: unknown) => logger.error({ err }, 'specialization work failed')).finally(() => background.delete(tracked));
     background.add(tracked);
   };
   /** A template that keeps failing (or a pool that cannot be measured) is said once, then counted. */
@@ -221,6 +222,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     specializes: (node) => configs.has(`${node.app}/${node.node}`),
     templates: () => [...new Set([...configs.values()].flatMap((c) => c.templates))],
     classify(node, image, params, deadlineMs, frame) {
+      if (closed) return Promise.reject(new Error(`${node.app}/${node.node}: specialized nodes are closed`));
       const stream = streamOf(node, frame.source);
       stream.lastInputMs = Date.now();
       return new Promise<NodeOutput>((resolve, reject) => {
@@ -252,6 +254,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       return reports;
     },
     async close() {
+      closed = true;
       // What is being classified first (and the pool rows it adds), then the heads.
       while (background.size > 0) await Promise.allSettled([...background]);
       await Promise.all([...streams.values()].map(async (s) => s.specializer.close()));

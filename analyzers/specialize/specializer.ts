@@ -154,17 +154,18 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
       weg.trainingFailed();
     } else if (training.head && timeMs >= training.head.readyAtMs) {
       const { template, dominant, head } = training;
+      const previous = active;
       training = undefined;
-      await active?.model.dispose();
       active = { template, dominant, model: head.model };
       weg.trained(template, dominant);
+      await disposeHead(previous);
     }
   };
 
   /** WEG left the specialized phase: the head goes once the inputs running on it are done. */
   let exited = false;
   /** The cascade on one input: h_D, and the oracle where h_D says "other" or a spot check is due. What WEG is to hear comes back with the answer. */
-  const cascade = async (input: Input, spotCheck: boolean, head: NonNullable<typeof active>): Promise<[Classified, () => void]> => {
+  const cascade = async (input: Input, spotCheck: boolean, head: NonNullable<typeof active>): Promise<[Classified, (seen: number, timeMs: number) => void]> => {
     const { template, dominant, model } = head;
     const [features, featureMs] = await timed(() => template.features([input]));
     // A copy the model's thread may take over: the template's array may be a view of memory it keeps.
@@ -193,39 +194,60 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
       }
       result = { label: dominant[best]!, answeredBy: 'cascade', score, modelMs };
     }
-    const report = (): void => {
+    const report = (seen: number, timeMs: number): void => {
+      const afterExit = exited;
       if (weg.exploited({ answeredItself: result.answeredBy === 'cascade', answer: result.label, ...(oracleLabel !== undefined ? { oracleLabel } : {}) })) exited = true;
+      // WEG left the specialized phase at an input before this one of the group: the oracle's
+      // label, where this input has one, opens the new window.
+      if (afterExit && oracleLabel !== undefined) hear(oracleLabel, seen, timeMs);
     };
     return [result, report];
   };
-  const explore = async (input: Input, timeMs: number): Promise<[Classified, () => void]> => {
-    const [label, modelMs] = await oracle(input);
-    const report = (): void => {
-      const decision = weg.explored(label);
-      if (decision && backoff.inputs < backoff.untilInput) weg.trainingFailed();
-      else if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
-    };
-    return [{ label, answeredBy: 'oracle', modelMs }, report];
+  /** An oracle label for WEG's window; a decision to specialize starts a training, unless failed retrainings hold it back. `seen`: inputs seen up to this one. */
+  const hear = (label: string, seen: number, timeMs: number): void => {
+    const decision = weg.explored(label);
+    if (decision && seen < backoff.untilInput) weg.trainingFailed();
+    else if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
   };
 
+  const explore = async (input: Input): Promise<[Classified, (seen: number, timeMs: number) => void]> => {
+    const [label, modelMs] = await oracle(input);
+    return [{ label, answeredBy: 'oracle', modelMs }, (seen, timeMs) => hear(label, seen, timeMs)];
+  };
+
+  /** A head the runtime fails to dispose went with its worker: nothing to keep it for. */
+  const disposeHead = async (head: typeof active): Promise<void> => {
+    await head?.model.dispose().catch(() => undefined);
+  };
+
+  let busy = false;
   const classifyAll = async (inputs: readonly { input: Input; timeMs: number }[]): Promise<PromiseSettledResult<Classified>[]> => {
+    if (busy) throw new Error(`specializer ${options.name}: classifyAll called while a call is running; a stream's inputs go one call at a time`);
     if (inputs.length === 0) return [];
-    backoff.inputs += inputs.length;
-    await settleTraining(inputs[0]!.timeMs);
-    const head = active;
-    const runs = await Promise.allSettled(
-      inputs.map(({ input, timeMs }) => {
-        const action = weg.next();
-        return action.run === 'cascade' && head ? cascade(input, action.spotCheck, head) : explore(input, timeMs);
-      }),
-    );
-    for (const run of runs) if (run.status === 'fulfilled') run.value[1]();
-    if (exited) {
-      exited = false;
-      await head?.model.dispose();
-      if (active === head) active = undefined;
+    busy = true;
+    try {
+      const before = backoff.inputs;
+      backoff.inputs += inputs.length;
+      await settleTraining(inputs[0]!.timeMs);
+      const head = active;
+      const runs = await Promise.allSettled(
+        inputs.map(({ input }) => {
+          const action = weg.next();
+          return action.run === 'cascade' && head ? cascade(input, action.spotCheck, head) : explore(input);
+        }),
+      );
+      runs.forEach((run, i) => {
+        if (run.status === 'fulfilled') run.value[1](before + i + 1, inputs[i]!.timeMs);
+      });
+      if (exited) {
+        exited = false;
+        if (active === head) active = undefined;
+        await disposeHead(head);
+      }
+      return runs.map((run) => (run.status === 'fulfilled' ? { status: 'fulfilled', value: run.value[0] } : run));
+    } finally {
+      busy = false;
     }
-    return runs.map((run) => (run.status === 'fulfilled' ? { status: 'fulfilled', value: run.value[0] } : run));
   };
 
   return {
@@ -246,7 +268,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     }),
     async close() {
       await training?.done;
-      await Promise.all([training?.head?.model.dispose(), active?.model.dispose()]);
+      await Promise.all([training?.head?.model.dispose().catch(() => undefined), disposeHead(active)]);
       training = undefined;
       active = undefined;
     },

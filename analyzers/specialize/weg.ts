@@ -201,7 +201,11 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     },
 
     exploited({ answeredItself, answer, oracleLabel }) {
-      if (phase !== 'specialized') return undefined;
+      if (phase !== 'specialized') {
+        // A cascade decided before WEG left (the same group of inputs): its fall-through still counts.
+        if (!answeredItself) counts.fellThrough += 1;
+        return undefined;
+      }
       // A fall-through's answer is the oracle's label.
       calls = [...calls.slice(1 - window), answeredItself || dominant.has(answer)];
       if (!answeredItself) counts.fellThrough += 1;

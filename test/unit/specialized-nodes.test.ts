@@ -126,6 +126,12 @@ describe('specialized nodes in a backend', () => {
     expect(specialized.stats()).toMatchObject([{ source: 'cam-d', inputs: 8, intervalOracleCalls: 8 }]);
   });
 
+  it('refuses inputs once closed', async () => {
+    const specialized = nodes();
+    await specialized.close();
+    await expect(specialized.classify(kind, imageOf(1), {}, Infinity, frame('cam-e', 0))).rejects.toThrow(/kinds\/kind: specialized nodes are closed/);
+  });
+
   it("keeps the cascade's answer when its spot check cannot be made, and forgets an idle stream", async () => {
     const specialized = nodes({ epsilon: 0.9 }, 300);
     const random = seededRandom(4);

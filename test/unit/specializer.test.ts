@@ -120,6 +120,72 @@ describe('a specializer: WEG over a real head trained on its thread and served b
     expect(oracleCalls.length).toBeLessThan(inputs.length - answered.cascade + 20);
   }, 120_000);
 
+  it('classifies a group at once: when WEG leaves in the middle of it, the rest count and their oracle labels open the new window', async () => {
+    // A template that answers its own classes perfectly and half of the rest: Eq. 5.1 passes only while 90% of the inputs are in D.
+    const grid = [1, 2].map((dominant) => ({ dominant, aIn: 1, eInOut: 0, aOut: 0.5 }));
+    const inFlight = { now: 0, most: 0 };
+    const specializer = createSpecializer<number>({
+      name: 'groups',
+      oracle: async (rows) => {
+        inFlight.most = Math.max(inFlight.most, ++inFlight.now);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        inFlight.now -= 1;
+        return rows.map((r) => test.labels[r]!);
+      },
+      templates: [{ name: 'tiny', behaviour: behaviourByDominant(grid), pool: train, features: async (rows) => test.features.slice(rows[0]! * FEATURES, (rows[0]! + 1) * FEATURES) }],
+      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
+      training: { skew: 0.6, maxRows: 300 },
+      train: (job) => trainer.train(job),
+      runtime,
+      headDir,
+      random: seededRandom(5),
+      awaitTraining: true,
+    });
+    const random = seededRandom(12);
+    const rowOf = (label: string) => CLASSES.indexOf(label) * 20 + Math.floor(random() * 20);
+    let t = 0;
+    // Specialized on c0 and c1, input by input.
+    while (specializer.status().phase !== 'specialized' && t < 200) await specializer.classify(rowOf(random() < 0.5 ? 'c0' : 'c1'), t++ * 100);
+    expect(specializer.status().phase).toBe('specialized');
+    const before = specializer.status();
+    // Then 60 inputs of other classes at once: h_D passes them on, and WEG leaves early in the group.
+    const group = Array.from({ length: 60 }, () => ({ input: rowOf(CLASSES[2 + Math.floor(random() * 10)]!), timeMs: t++ * 100 }));
+    const results = await specializer.classifyAll(group);
+    const after = specializer.status();
+    await specializer.close();
+    expect(results.every((r) => r.status === 'fulfilled')).toBe(true);
+    const answers = results.map((r) => (r.status === 'fulfilled' ? r.value : undefined)!);
+    // Every one ran the cascade (decided at the group's start), at once.
+    expect(answers.every((a) => a.answeredBy !== 'oracle')).toBe(true);
+    expect(inFlight.most).toBeGreaterThan(10);
+    expect(after.specialized - before.specialized).toBe(60);
+    expect(after.fellThrough - before.fellThrough).toBe(answers.filter((a) => a.answeredBy === 'fall-through').length);
+    // The labels of the fall-throughs after the exit filled the new window (w_min 30): WEG is past it.
+    expect(after.epoch).toBe(before.epoch + 1);
+    expect(after.phase).not.toBe('window');
+    await expect(specializer.classifyAll([])).resolves.toEqual([]);
+  }, 120_000);
+
+  it("refuses a second call while one runs: a stream's inputs go one call at a time", async () => {
+    const specializer = createSpecializer<number>({
+      name: 'one-at-a-time',
+      oracle: async (rows) => {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return rows.map(() => 'c0');
+      },
+      templates: [{ name: 'tiny', behaviour: () => undefined, pool: train, features: async () => new Float32Array(FEATURES) }],
+      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
+      training: { skew: 0.6, maxRows: 100 },
+      train: (job) => trainer.train(job),
+      runtime,
+      headDir,
+    });
+    const first = specializer.classifyAll([{ input: 1, timeMs: 0 }]);
+    await expect(specializer.classifyAll([{ input: 2, timeMs: 100 }])).rejects.toThrow(/one call at a time/);
+    expect((await first)[0]).toMatchObject({ status: 'fulfilled', value: { label: 'c0', answeredBy: 'oracle' } });
+    await specializer.close();
+  });
+
   it('BAD TRAINING: a retraining that fails leaves the oracle serving, says why in status(), and WEG tries again after w_min inputs, then after 2·w_min', async () => {
     const grid = [{ dominant: 1, aIn: 1, eInOut: 0, aOut: 1 }];
     let attempts = 0;
