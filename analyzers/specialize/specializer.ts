@@ -230,14 +230,16 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
       backoff.inputs += inputs.length;
       await settleTraining(inputs[0]!.timeMs);
       const head = active;
+      const actions = inputs.map(() => weg.next());
       const runs = await Promise.allSettled(
-        inputs.map(({ input }) => {
-          const action = weg.next();
+        inputs.map(({ input }, i) => {
+          const action = actions[i]!;
           return action.run === 'cascade' && head ? cascade(input, action.spotCheck, head) : explore(input);
         }),
       );
       runs.forEach((run, i) => {
         if (run.status === 'fulfilled') run.value[1](before + i + 1, inputs[i]!.timeMs);
+        else weg.abandoned(actions[i]!);
       });
       if (exited) {
         exited = false;

@@ -81,6 +81,8 @@ export interface Weg<Label> {
   trained(template: Template, dominant: readonly Label[]): void;
   /** Training failed: WEG goes on exploring and may decide again. */
   trainingFailed(): void;
+  /** An input `next` was asked about gave no outcome (its model failed, its request was dropped): it does not count. */
+  abandoned(action: WegAction): void;
   /**
    * A cascade's outcome: whether h_D answered itself (not "other"), and the oracle's label where
    * it was spot-checked. Returns 'exit' when WEG leaves the specialized phase.
@@ -198,6 +200,11 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
 
     trainingFailed() {
       if (phase === 'training') phase = 'selecting';
+    },
+
+    abandoned(action) {
+      counts.inputs -= 1;
+      if (action.run === 'cascade') counts.specialized -= 1;
     },
 
     exploited({ answeredItself, answer, oracleLabel }) {

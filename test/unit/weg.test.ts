@@ -163,6 +163,14 @@ describe('WEG phases (Algorithm 5.1) on scripted labels', () => {
     expect(w.status().window).toBeLessThanOrEqual(60);
   });
 
+  it('does not count an input that gave no outcome', () => {
+    const w = weg();
+    specialize(w);
+    const before = w.status();
+    w.abandoned(w.next());
+    expect(w.status()).toMatchObject({ inputs: before.inputs, specialized: before.specialized });
+  });
+
   it('keeps exploring on unskewed input: no class seen twice, no dominant set, the oracle on every input', () => {
     const w = weg();
     expect(explore(w, Array.from({ length: 200 }, (_, i) => `c${i}`))).toBeUndefined();
