@@ -74,6 +74,8 @@ interface Waiting {
 }
 
 interface Stream {
+  node: DagNode;
+  source: string;
   specializer: Specializer<StreamInput>;
   pools: { template: DagNode; pool: StreamPool }[];
   /** Inputs waiting for the ones in flight, and whether some are. */
@@ -110,10 +112,18 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
   const warn = (key: string, err: unknown, message: string): void =>
     failures.log(key, (repeats) => logger.warn({ err, ...(repeats > 0 ? { repeats } : {}) }, `${message}${repeatedSuffix(repeats, 30_000)}`));
 
+  /** A template runs with its model's default params, parsed once. */
+  const templateParams = new Map<string, Promise<unknown>>();
   /** The template's feature layer for an image of the stream, from the template's own session. */
   const features = async (stream: Stream, template: DagNode, image: ImageInput, deadlineMs: number): Promise<Float32Array> => {
     stream.templateRuns.set(template.model, (stream.templateRuns.get(template.model) ?? 0) + 1);
-    const output = await options.infer(template, image, await options.parseParams(template.model, {}), deadlineMs);
+    let params = templateParams.get(template.model);
+    if (!params) {
+      templateParams.set(template.model, (params = options.parseParams(template.model, {})));
+      // A model that failed to load is tried again with the next input.
+      params.catch(() => templateParams.delete(template.model));
+    }
+    const output = await options.infer(template, image, await params, deadlineMs);
     if (output.kind !== 'attributes' || !output.features) throw new TypeError(`${template.app}/${template.node}: ${template.model} gave no features; a template needs a \`features\` output`);
     return output.features;
   };
@@ -137,6 +147,8 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       features: async ([input]) => features(created, template, input!.image, input!.deadlineMs),
     }));
     const created: Stream = {
+      node,
+      source,
       pools,
       waiting: [],
       running: false,
@@ -203,7 +215,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       while (stream.waiting.length > 0) {
         const group = stream.waiting.splice(0, MAX_GROUP);
         try {
-          const results = await stream.specializer.classifyAll(group.map(({ input, timeMs }) => ({ input, timeMs })));
+          const results = await stream.specializer.classifyAll(group);
           results.forEach((result, i) => {
             const { input, resolve, reject } = group[i]!;
             if (result.status === 'fulfilled') resolve(outputOf(stream, input, result.value));
@@ -239,8 +251,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
           inBackground(stream.specializer.close().catch((err: unknown) => logger.warn({ err }, "closing an idle stream's specializer failed")));
           continue;
         }
-        const [source, at] = key.split('\u0000') as [string, string];
-        const [app, node] = at.split('/') as [string, string];
+        const { source, node: { app, node } } = stream;
         const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs, phase } = stream.specializer.status();
         const last = stream.reported;
         if (inputs === last.inputs) continue;

@@ -42,7 +42,7 @@ export function trainingSet(pool: LabelledPool, dominant: readonly string[], opt
   // A class with fewer rows than its share gives them again (in a new order each time), so the
   // "other" rows stay many enough to stand for every other class: a small pool (a stream's own)
   // would otherwise train h_D on a handful of them, and h_D would claim the classes it never saw.
-  const rows = byClass.flatMap((classRows) => (classRows.length === 0 ? [] : Array.from({ length: Math.ceil(perClass / classRows.length) }, () => sample(classRows, classRows.length, random)).flat().slice(0, perClass)));
+  const rows = byClass.flatMap((classRows) => sampleRepeating(classRows, perClass, random));
   const otherCount = Math.min(others.length, Math.round((rows.length * (1 - skew)) / skew));
   rows.push(...sample(others, otherCount, random));
   const { featureCount } = pool;
@@ -115,6 +115,13 @@ export async function measureBehaviour(train: LabelledPool, test: LabelledPool, 
     grid.push({ dominant: n, sets: setsPerCount, aIn: mean(sum.aIn), eInOut: mean(sum.eInOut), aOut: mean(sum.aOut), trainMs: mean(sum.trainMs) });
   }
   return grid;
+}
+
+/** `count` of `items` (none if there are none), all of them in a new order each time round while fewer than `count` are left. */
+function sampleRepeating<T>(items: readonly T[], count: number, random: () => number): T[] {
+  const drawn: T[] = [];
+  while (items.length > 0 && drawn.length < count) drawn.push(...sample(items, count - drawn.length, random));
+  return drawn;
 }
 
 /** Up to `count` of `items`, drawn without replacement. */

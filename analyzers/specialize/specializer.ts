@@ -80,6 +80,9 @@ export interface Specializer<Input> {
   close(): Promise<void>;
 }
 
+/** What WEG hears of an input, in the group's order: `seen` inputs up to this one; `afterExit`, whether WEG left at an earlier one. Returns whether WEG leaves the specialized phase here. */
+type Report = (seen: number, timeMs: number, afterExit: boolean) => boolean;
+
 interface Training<Input> {
   template: SpecializerTemplate<Input>;
   dominant: string[];
@@ -162,10 +165,12 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     }
   };
 
-  /** WEG left the specialized phase: the head goes once the inputs running on it are done. */
-  let exited = false;
-  /** The cascade on one input: h_D, and the oracle where h_D says "other" or a spot check is due. What WEG is to hear comes back with the answer. */
-  const cascade = async (input: Input, spotCheck: boolean, head: NonNullable<typeof active>): Promise<[Classified, (seen: number, timeMs: number) => void]> => {
+  /**
+   * The cascade on one input: h_D, and the oracle where h_D says "other" or a spot check is due.
+   * What WEG is to hear comes back with the answer: told whether WEG left at an input before it
+   * in the group, it says whether WEG leaves now.
+   */
+  const cascade = async (input: Input, spotCheck: boolean, head: NonNullable<typeof active>): Promise<[Classified, Report]> => {
     const { template, dominant, model } = head;
     const [features, featureMs] = await timed(() => template.features([input]));
     // A copy the model's thread may take over: the template's array may be a view of memory it keeps.
@@ -194,12 +199,11 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
       }
       result = { label: dominant[best]!, answeredBy: 'cascade', score, modelMs };
     }
-    const report = (seen: number, timeMs: number): void => {
-      const afterExit = exited;
-      if (weg.exploited({ answeredItself: result.answeredBy === 'cascade', answer: result.label, ...(oracleLabel !== undefined ? { oracleLabel } : {}) })) exited = true;
-      // WEG left the specialized phase at an input before this one of the group: the oracle's
-      // label, where this input has one, opens the new window.
+    const report: Report = (seen, timeMs, afterExit) => {
+      const exits = weg.exploited({ answeredItself: result.answeredBy === 'cascade', answer: result.label, ...(oracleLabel !== undefined ? { oracleLabel } : {}) }) === 'exit';
+      // WEG already left the specialized phase: the oracle's label, where there is one, opens the new window.
       if (afterExit && oracleLabel !== undefined) hear(oracleLabel, seen, timeMs);
+      return exits;
     };
     return [result, report];
   };
@@ -210,9 +214,9 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     else if (decision) startTraining(decision.template as SpecializerTemplate<Input>, decision.dominant, timeMs);
   };
 
-  const explore = async (input: Input): Promise<[Classified, (seen: number, timeMs: number) => void]> => {
+  const explore = async (input: Input): Promise<[Classified, Report]> => {
     const [label, modelMs] = await oracle(input);
-    return [{ label, answeredBy: 'oracle', modelMs }, (seen, timeMs) => hear(label, seen, timeMs)];
+    return [{ label, answeredBy: 'oracle', modelMs }, (seen, timeMs) => (hear(label, seen, timeMs), false)];
   };
 
   /** A head the runtime fails to dispose went with its worker: nothing to keep it for. */
@@ -237,12 +241,13 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
           return action.run === 'cascade' && head ? cascade(input, action.spotCheck, head) : explore(input);
         }),
       );
+      let exited = false;
       runs.forEach((run, i) => {
-        if (run.status === 'fulfilled') run.value[1](before + i + 1, inputs[i]!.timeMs);
+        if (run.status === 'fulfilled') exited = run.value[1](before + i + 1, inputs[i]!.timeMs, exited) || exited;
         else weg.abandoned(actions[i]!);
       });
+      // The head goes once the inputs that ran on it are done.
       if (exited) {
-        exited = false;
         if (active === head) active = undefined;
         await disposeHead(head);
       }

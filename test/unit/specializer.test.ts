@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createOnnxRuntime } from '../../analyzers/index.js';
-import { behaviourByDominant, createSpecializer, measureBehaviour, trainingSet, type LabelledPool } from '../../analyzers/specialize/index.js';
+import { behaviourByDominant, createSpecializer, measureBehaviour, trainingSet, type LabelledPool, type SpecializerOptions, type SpecializerTemplate } from '../../analyzers/specialize/index.js';
 import { createHeadTrainer } from '../../analyzers/training/index.js';
 import { seededRandom, silentLogger } from '../../core/index.js';
 import { clusteredFeatures } from '../helpers.js';
@@ -64,6 +64,23 @@ describe('a specializer: WEG over a real head trained on its thread and served b
     rmSync(headDir, { recursive: true, force: true });
   });
   const [train, test] = [pool(40, 1), pool(20, 2)];
+  /** Inputs are rows of the held-out pool: the template's features are the row's. */
+  const rowFeatures = async (rows: readonly number[]) => test.features.slice(rows[0]! * FEATURES, (rows[0]! + 1) * FEATURES);
+  /** A specializer over one template, trained on `train`, retraining waited for. */
+  const specializerOn = (oracle: (rows: readonly number[]) => Promise<string[]>, template: Pick<SpecializerTemplate<number>, 'behaviour' | 'features'>, options: Partial<SpecializerOptions<number>> = {}) =>
+    createSpecializer<number>({
+      name: 'test',
+      oracle,
+      templates: [{ name: 'tiny', pool: train, ...template }],
+      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
+      training: { skew: 0.6, maxRows: 300 },
+      train: (job) => trainer.train(job),
+      runtime,
+      headDir,
+      random: seededRandom(5),
+      awaitTraining: true,
+      ...options,
+    });
 
   it("measures a template's a_in, e_in→out and a_out on held-out rows; separable classes give nearly perfect ones", async () => {
     const grid = await measureBehaviour(train, test, { dominantCounts: [2, 5, 30], setsPerCount: 3, skew: 0.6, maxRows: 300, random: seededRandom(3), train: (job) => trainer.train(job) });
@@ -81,21 +98,13 @@ describe('a specializer: WEG over a real head trained on its thread and served b
     const grid = await measureBehaviour(train, test, { dominantCounts: [1, 2, 5], setsPerCount: 2, skew: 0.6, maxRows: 300, random: seededRandom(3), train: (job) => trainer.train(job) });
     // Inputs are rows of the held-out pool; the oracle knows their labels, the template their features.
     const oracleCalls: number[] = [];
-    const specializer = createSpecializer<number>({
-      name: 'test',
-      oracle: async (rows) => {
+    const specializer = specializerOn(
+      async (rows) => {
         oracleCalls.push(...rows);
         return rows.map((r) => test.labels[r]!);
       },
-      templates: [{ name: 'tiny', behaviour: behaviourByDominant(grid), pool: train, features: async (rows) => test.features.slice(rows[0]! * FEATURES, (rows[0]! + 1) * FEATURES) }],
-      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
-      training: { skew: 0.6, maxRows: 300 },
-      train: (job) => trainer.train(job),
-      runtime,
-      headDir,
-      random: seededRandom(5),
-      awaitTraining: true,
-    });
+      { behaviour: behaviourByDominant(grid), features: rowFeatures },
+    );
     const random = seededRandom(11);
     const rowOf = (label: string) => CLASSES.indexOf(label) * 20 + Math.floor(random() * 20);
     const inputs = Array.from({ length: 400 }, () => rowOf(random() < 0.95 ? (random() < 0.5 ? 'c0' : 'c1') : CLASSES[2 + Math.floor(random() * 10)]!));
@@ -124,23 +133,15 @@ describe('a specializer: WEG over a real head trained on its thread and served b
     // A template that answers its own classes perfectly and half of the rest: Eq. 5.1 passes only while 90% of the inputs are in D.
     const grid = [1, 2].map((dominant) => ({ dominant, aIn: 1, eInOut: 0, aOut: 0.5 }));
     const inFlight = { now: 0, most: 0 };
-    const specializer = createSpecializer<number>({
-      name: 'groups',
-      oracle: async (rows) => {
+    const specializer = specializerOn(
+      async (rows) => {
         inFlight.most = Math.max(inFlight.most, ++inFlight.now);
         await new Promise((resolve) => setTimeout(resolve, 1));
         inFlight.now -= 1;
         return rows.map((r) => test.labels[r]!);
       },
-      templates: [{ name: 'tiny', behaviour: behaviourByDominant(grid), pool: train, features: async (rows) => test.features.slice(rows[0]! * FEATURES, (rows[0]! + 1) * FEATURES) }],
-      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
-      training: { skew: 0.6, maxRows: 300 },
-      train: (job) => trainer.train(job),
-      runtime,
-      headDir,
-      random: seededRandom(5),
-      awaitTraining: true,
-    });
+      { behaviour: behaviourByDominant(grid), features: rowFeatures },
+    );
     const random = seededRandom(12);
     const rowOf = (label: string) => CLASSES.indexOf(label) * 20 + Math.floor(random() * 20);
     let t = 0;
@@ -167,19 +168,13 @@ describe('a specializer: WEG over a real head trained on its thread and served b
   }, 120_000);
 
   it("refuses a second call while one runs: a stream's inputs go one call at a time", async () => {
-    const specializer = createSpecializer<number>({
-      name: 'one-at-a-time',
-      oracle: async (rows) => {
+    const specializer = specializerOn(
+      async (rows) => {
         await new Promise((resolve) => setTimeout(resolve, 5));
         return rows.map(() => 'c0');
       },
-      templates: [{ name: 'tiny', behaviour: () => undefined, pool: train, features: async () => new Float32Array(FEATURES) }],
-      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
-      training: { skew: 0.6, maxRows: 100 },
-      train: (job) => trainer.train(job),
-      runtime,
-      headDir,
-    });
+      { behaviour: () => undefined, features: rowFeatures },
+    );
     const first = specializer.classifyAll([{ input: 1, timeMs: 0 }]);
     await expect(specializer.classifyAll([{ input: 2, timeMs: 100 }])).rejects.toThrow(/one call at a time/);
     expect((await first)[0]).toMatchObject({ status: 'fulfilled', value: { label: 'c0', answeredBy: 'oracle' } });
@@ -189,20 +184,11 @@ describe('a specializer: WEG over a real head trained on its thread and served b
   it('BAD TRAINING: a retraining that fails leaves the oracle serving, says why in status(), and WEG tries again after w_min inputs, then after 2·w_min', async () => {
     const grid = [{ dominant: 1, aIn: 1, eInOut: 0, aOut: 1 }];
     let attempts = 0;
-    const specializer = createSpecializer<number>({
-      name: 'failing',
-      oracle: async (rows) => rows.map(() => 'c0'),
-      templates: [{ name: 'tiny', behaviour: behaviourByDominant(grid), pool: train, features: async () => new Float32Array(FEATURES) }],
-      weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
-      training: { skew: 0.6, maxRows: 100 },
+    const specializer = specializerOn(async (rows) => rows.map(() => 'c0'), { behaviour: behaviourByDominant(grid), features: async () => new Float32Array(FEATURES) }, {
       train: async () => {
         attempts += 1;
         throw new Error('out of memory in the training thread');
       },
-      runtime,
-      headDir,
-      random: seededRandom(5),
-      awaitTraining: true,
     });
     const attemptsAt: number[] = [];
     for (let i = 0; i < 130; i++) {
