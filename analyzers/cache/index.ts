@@ -1,0 +1,15 @@
+export {
+  composeCaches,
+  DEFAULT_ACCURACY_TARGET,
+  DEFAULT_ALPHAS,
+  effectiveHitRates,
+  expectedAccuracy,
+  expectedLatency,
+  greedyComposition,
+  latencyGain,
+  solveComposition,
+  violation,
+  type CacheVariant,
+  type Composition,
+  type CompositionProblem,
+} from './composition.js';
