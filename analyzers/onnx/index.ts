@@ -21,3 +21,4 @@ export {
 } from './prefix-batch.js';
 export { loadMergedPrefixBatch, mergePrefixBatch, MEMBER_ROWS, type MergedPrefixBatch } from './merged-prefix.js';
 export { denseHeadModel, encodeDenseHead, HEAD_INPUT, HEAD_OUTPUT } from './dense-head.js';
+export { blockOutputs, segmentModel, singleTensorCuts } from './segments.js';

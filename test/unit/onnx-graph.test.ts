@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import onnxProto from 'onnx-proto';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  blockOutputs,
   createOnnxRuntime,
   decodeOnnxModel,
   encodeOnnxModel,
@@ -12,6 +13,8 @@ import {
   hashGraph,
   readOnnxModel,
   sharedPrefix,
+  segmentModel,
+  singleTensorCuts,
   splitModel,
   type NamedTensors,
   type OnnxModel,
@@ -276,6 +279,42 @@ describe('prefix and suffix models', () => {
     const err = thrown(() => splitModel(a, ['features']));
     expect(err).toMatchObject({ code: 'PANOPTES_MODEL_LOAD', details: { tensor: 'features' } });
     expect(err.message).toMatch(/shape inference/);
+  });
+});
+
+describe('segments at hidden layers (learned caches)', () => {
+  const LITE0 = join(projectRoot(), 'models/efficientnet-lite0.onnx');
+
+  it("cuts EfficientNet-Lite0 at its block outputs into segments that, run one after another, give the model's outputs", async () => {
+    const model = await readOnnxModel(LITE0);
+    const layers = blockOutputs(model);
+    // Block 0 runs into block 1 (no residual sum between them); blocks 1–14 end at their
+    // projection or their residual sum; block 15 and the head run to the pooled features.
+    expect(layers).toHaveLength(14);
+    expect(layers[0]).toBe('_blocks/1/_project_conv/out');
+    expect(layers.at(-1)).toBe('_blocks/14/add');
+    const cuts = [layers[1]!, layers[6]!, layers[12]!];
+    const segments = segmentModel(model, cuts);
+    expect(segments.map((s) => s.graph?.output?.map((v) => v.name))).toEqual([[cuts[0]], [cuts[1]], [cuts[2]], ['features', 'probabilities']]);
+    expect(segments.reduce((n, s) => n + (s.graph?.node?.length ?? 0), 0)).toBe(model.graph?.node?.length);
+    const size = 96;
+    const images: NamedTensors = { images: { type: 'float32', data: Float32Array.from(weights(2 * size * size * 3, 3), (v) => (v + 1) * 127), dims: [2, size, size, 3] } };
+    const whole = await run(model, images);
+    let hidden = await run(segments[0]!, images);
+    for (const [k, segment] of segments.slice(1).entries()) {
+      expect(hidden[cuts[k]!]?.dims.slice(0, 2)).toEqual([2, [24, 80, 192][k]]);
+      hidden = await run(segment, { [cuts[k]!]: hidden[cuts[k]!]! });
+    }
+    expect(maxAbsDiff(f32(hidden.probabilities!), f32(whole.probabilities!))).toBeLessThan(1e-5);
+    expect(maxAbsDiff(f32(hidden.features!), f32(whole.features!))).toBeLessThan(1e-4);
+  });
+
+  it('EXPECTED FAILURE: a cut that does not alone carry the rest of the model, or cuts out of order, are ModelLoad errors naming it', async () => {
+    const model = await readOnnxModel(LITE0);
+    // Inside a residual block: the skip connection crosses it too.
+    expect(singleTensorCuts(model).map((c) => c.tensor)).not.toContain('_blocks/2/_expand_conv/out');
+    expect(thrown(() => segmentModel(model, ['_blocks/2/_expand_conv/out']))).toMatchObject({ code: 'PANOPTES_MODEL_LOAD', details: { tensor: '_blocks/2/_expand_conv/out' } });
+    expect(thrown(() => segmentModel(model, ['_blocks/4/add', '_blocks/2/add'])).message).toMatch(/'_blocks\/2\/add' comes before '_blocks\/4\/add'/);
   });
 });
 
