@@ -13,3 +13,17 @@ export {
   type Composition,
   type CompositionProblem,
 } from './composition.js';
+export {
+  CONV_CHANNELS,
+  convOutput,
+  defaultVariants,
+  denseInput,
+  parameterCount,
+  parseVariant,
+  poolWindow,
+  SELECTOR_HIDDEN,
+  variantName,
+  type HiddenShape,
+  type VariantSpec,
+} from './variant.js';
+export { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, lookupModel, weightShapes, type CacheWeights } from './lookup-model.js';

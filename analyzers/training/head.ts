@@ -134,7 +134,7 @@ async function predict(tf: Tf, rows: Float32Array, featureCount: number, w: Tens
   }
 }
 
-function shuffle(order: number[], random: () => number): void {
+export function shuffle(order: number[], random: () => number): void {
   for (let i = order.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
     [order[i], order[j]] = [order[j]!, order[i]!];
