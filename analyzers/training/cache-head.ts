@@ -21,8 +21,10 @@ export interface CacheHeadJob {
   classes: number;
   /** A class no hit may answer (the cache's "other": the base's classes it does not know). */
   otherClass?: number;
-  /** @defaultValue 10 */
+  /** Passes over the rows, at least; more where fewer would make fewer than `minSteps` optimizer steps. @defaultValue 10 */
   epochs?: number;
+  /** Adam steps at least, for the predictor (the selector takes twice as many): a small set's 10 epochs are too few steps to learn it. @defaultValue 150 */
+  minSteps?: number;
   /** @defaultValue 0.005 */
   learningRate?: number;
   /** @defaultValue 32 */
@@ -53,10 +55,11 @@ export interface TrainedCache {
 type Tf = typeof TensorFlow;
 
 export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
-  const { variant, shape, hidden, targets, classes, epochs = 10, learningRate = 0.005, batchSize = 32, temperature = 2, hardWeight = 0.5 } = job;
-  const { falsePositiveWeight = 4, seed = 1, otherClass = -1 } = job;
+  const { variant, shape, hidden, targets, classes, learningRate = 0.005, batchSize = 32, temperature = 2, hardWeight = 0.5 } = job;
+  const { falsePositiveWeight = 4, seed = 1, otherClass = -1, minSteps = 150 } = job;
   const rowSize = shape.channels * shape.height * shape.width;
   const rows = targets.length / classes;
+  const epochs = Math.max(job.epochs ?? 10, Math.ceil(minSteps / Math.ceil(rows / batchSize)));
   if (!Number.isInteger(rows) || rows === 0 || hidden.length !== rows * rowSize) {
     throw new RangeError(`trainCacheHead: ${hidden.length} hidden values and ${targets.length} targets for ${classes} classes of ${shape.channels}×${shape.height}×${shape.width}`);
   }

@@ -1,0 +1,213 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { seededRandom } from '../../core/index.js';
+import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
+import type { CacheHeadJob, TrainedCache } from '../training/index.js';
+import { DEFAULT_ACCURACY_TARGET, type CacheVariant } from './composition.js';
+import { argMax, concat, copyFeeds, copyTensor, pick } from './tensors.js';
+import { encodeLookupModel, LOOKUP_INPUT, type CacheWeights } from './lookup-model.js';
+import type { SegmentedModel } from './segmented-model.js';
+import { defaultVariants, parameterCount, variantName, type HiddenShape, type VariantSpec } from './variant.js';
+
+/**
+ * GATI's exploration phase (§4.1, digest §2.4): one pass of the base model over the validation
+ * inputs records every candidate layer's hidden output and the base's output distribution; for
+ * each (layer, variant) a predictor and selector are trained on 80% and measured on the other
+ * 20% (H, A against the base's top class), their lookup timed where lookups run (T) and their
+ * memory counted (M); each segment of the base is timed too (L).
+ */
+export interface ExploreOptions {
+  base: SegmentedModel;
+  /** The validation inputs, as feeds of segment 0 (any batch size). */
+  batches: Iterable<NamedTensors> | AsyncIterable<NamedTensors>;
+  /** The base model's class distribution per input, row-major [batch, classes], from its outputs. */
+  probabilitiesOf(outputs: NamedTensors): Float32Array;
+  /** The cache's classes: the base's most frequent top classes, this many at most; the rest are "other". @defaultValue 16 */
+  maxClasses?: number;
+  variantsOf?(shape: HiddenShape): VariantSpec[];
+  /** Trains a variant (on the training thread). */
+  train(job: CacheHeadJob): Promise<TrainedCache>;
+  /** Where lookups run, to time them. */
+  lookupRuntime: ModelRuntime;
+  /** Where lookup models are written. */
+  dir: string;
+  /** One input of batch 1, to time the segments and lookups on. */
+  timingFeeds(): NamedTensors;
+  /** The precision each variant's selector threshold is calibrated to, where it can be. @defaultValue 0.97 */
+  accuracyTarget?: number;
+  /** Which share of the inputs measures the variants. @defaultValue 0.2 */
+  heldOut?: number;
+  /** @defaultValue 1 */
+  seed?: number;
+  /** Progress, after each variant. */
+  onVariant?(variant: ExploredVariant, done: number, total: number): void;
+}
+
+export interface ExploredVariant extends CacheVariant {
+  readonly spec: VariantSpec;
+  readonly weights: CacheWeights;
+  /** Where the lookup model is written. */
+  readonly file: string;
+  readonly trainMs: number;
+  /** The selector's output from which a lookup is a hit. */
+  readonly threshold: number;
+}
+
+export interface Exploration {
+  /** The base's class of each cache class; the last is "other" (−1). */
+  readonly baseClassOf: readonly number[];
+  readonly shapes: readonly HiddenShape[];
+  /** L_i, at batch 1. */
+  readonly segmentMs: readonly number[];
+  readonly variants: readonly ExploredVariant[];
+  /** Inputs seen. */
+  readonly inputs: number;
+}
+
+/** Median of `runs` timed calls, after one untimed. */
+async function medianMs(runs: number, call: () => Promise<unknown>): Promise<number> {
+  await call();
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const started = performance.now();
+    await call();
+    times.push(performance.now() - started);
+  }
+  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
+}
+
+const shapeOf = (t: TensorData): HiddenShape => ({ channels: t.dims[1]!, height: t.dims[2]!, width: t.dims[3]! });
+
+export async function exploreCaches(options: ExploreOptions): Promise<Exploration> {
+  const { base, probabilitiesOf, train, lookupRuntime, dir, maxClasses = 16, heldOut = 0.2, seed = 1, variantsOf = defaultVariants, accuracyTarget = DEFAULT_ACCURACY_TARGET } = options;
+  // One pass: the hidden outputs per layer, and the base's distributions.
+  const hidden: Float32Array[][] = base.layers.map(() => []);
+  const distributions: Float32Array[] = [];
+  let shapes: HiddenShape[] = [];
+  for await (const feeds of options.batches) {
+    const run = await base.runAll(feeds);
+    run.hidden.forEach((t, layer) => hidden[layer]!.push(t.data as Float32Array));
+    shapes = run.hidden.map(shapeOf);
+    distributions.push(probabilitiesOf(run.outputs));
+  }
+  const probabilities = concat(distributions);
+  const rows = hidden[0]!.reduce((n, batch) => n + batch.length, 0) / size(shapes[0]!);
+  const baseClasses = probabilities.length / rows;
+  const top = Array.from({ length: rows }, (_, r) => argMax(probabilities.subarray(r * baseClasses, (r + 1) * baseClasses)));
+  const baseClassOf = [...frequent(top, maxClasses), -1];
+  const targets = cacheTargets(probabilities, rows, baseClasses, baseClassOf);
+
+  const random = seededRandom(seed);
+  const order = Array.from({ length: rows }, (_, i) => i).sort(() => random() - 0.5);
+  const testRows = order.slice(0, Math.round(rows * heldOut));
+  const trainRows = order.slice(testRows.length);
+
+  const segmentMs: number[] = [];
+  let input: NamedTensors | TensorData = options.timingFeeds();
+  for (let k = 0; k < base.segments; k++) {
+    const feeds = input;
+    const copy = (): NamedTensors | TensorData => ('dims' in feeds ? copyTensor(feeds as TensorData) : copyFeeds(feeds as NamedTensors));
+    segmentMs.push(await medianMs(10, async () => base.runSegment(k, copy())));
+    const out = await base.runSegment(k, copy());
+    input = out[base.layers[k] ?? ''] ?? input;
+  }
+
+  await mkdir(dir, { recursive: true });
+  const classes = baseClassOf.length;
+  const plan = base.layers.map((_, layer) => variantsOf(shapes[layer]!));
+  const total = plan.flat().length;
+  const variants: ExploredVariant[] = [];
+  for (const [layer, specs] of plan.entries()) {
+    const shape = shapes[layer]!;
+    const all = concat(hidden[layer]!);
+    hidden[layer] = [];
+    for (const spec of specs) {
+      const trained = await train({
+        variant: spec,
+        shape,
+        hidden: pick(all, trainRows, size(shape)),
+        targets: pick(targets, trainRows, classes),
+        classes,
+        otherClass: classes - 1,
+        seed,
+        evaluate: pick(all, testRows, size(shape)),
+      });
+      const { predicted, hit } = trained.evaluation!;
+      const answers = testRows.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: baseClassOf[predicted[i]!] === top[r] }));
+      const { threshold, hitRate, accuracy } = calibrate(answers, accuracyTarget);
+      const name = variantName(spec);
+      const file = join(dir, `${base.name}.${layer}.${name.replace(/[(),]/g, '_')}.onnx`);
+      await writeFile(file, encodeLookupModel(spec, shape, classes, trained.weights));
+      const model = await lookupRuntime.load({ name: `${base.name}@${layer}:${name}`, file });
+      const one: TensorData = { type: 'float32', data: all.slice(0, size(shape)), dims: [1, shape.channels, shape.height, shape.width] };
+      const lookupMs = await medianMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) }));
+      await model.dispose();
+      const explored: ExploredVariant = {
+        layer,
+        name,
+        spec,
+        hitRate,
+        accuracy,
+        threshold,
+        lookupMs,
+        // Parameters and working memory: Table 4's memory is about twice the parameters' bytes.
+        memoryBytes: 2 * 4 * parameterCount(spec, shape, classes),
+        weights: trained.weights,
+        file,
+        trainMs: trained.trainMs,
+      };
+      variants.push(explored);
+      options.onVariant?.(explored, variants.length, total);
+    }
+  }
+  return { baseClassOf, shapes, segmentMs, variants, inputs: rows };
+}
+
+/**
+ * The selector's threshold: the lowest of a grid at which the held-out hits are at least
+ * `target` precise (0.5, the trained one, where none is), with the hit rate and precision there.
+ * The paper has only the asymmetric loss; this sets the trade-off where the filter needs it, on
+ * the split that measures it, so H and A are somewhat optimistic.
+ */
+export function calibrate(answers: readonly { hit: number; right: boolean }[], target: number): { threshold: number; hitRate: number; accuracy: number } {
+  const at = (threshold: number) => {
+    const hits = answers.filter((a) => a.hit >= threshold);
+    // No hits: no precision to speak of; it never passes the filter.
+    return { threshold, hitRate: hits.length / Math.max(1, answers.length), accuracy: hits.length > 0 ? hits.filter((a) => a.right).length / hits.length : 0 };
+  };
+  for (const threshold of [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99]) {
+    const measured = at(threshold);
+    if (measured.hitRate > 0 && measured.accuracy >= target) return measured;
+  }
+  return at(0.5);
+}
+
+/**
+ * The base's distribution folded onto the cache's classes, keeping its top class on top: its
+ * known classes, and "other" (the last) as the most likely class it does not know, normalised.
+ * (Folding all the rest into "other" would make "other" the top wherever the base is unsure, as
+ * an ImageNet model on a crop often is, though its top class is a known one.)
+ */
+export function cacheTargets(probabilities: Float32Array, rows: number, baseClasses: number, baseClassOf: readonly number[]): Float32Array {
+  const classes = baseClassOf.length;
+  const known = new Set(baseClassOf);
+  const targets = new Float32Array(rows * classes);
+  for (let r = 0; r < rows; r++) {
+    const row = probabilities.subarray(r * baseClasses, (r + 1) * baseClasses);
+    let other = 0;
+    for (let c = 0; c < baseClasses; c++) if (!known.has(c)) other = Math.max(other, row[c]!);
+    const folded = [...baseClassOf.slice(0, -1).map((c) => row[c]!), other];
+    const sum = folded.reduce((a, b) => a + b, 0) || 1;
+    folded.forEach((p, c) => (targets[r * classes + c] = p / sum));
+  }
+  return targets;
+}
+
+/** The `most` commonest values, commonest first. */
+function frequent(values: readonly number[], most: number): number[] {
+  const counts = new Map<number, number>();
+  for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+  return [...counts].sort((a, b) => b[1] - a[1] || a[0] - b[0]).slice(0, most).map(([v]) => v);
+}
+
+const size = (shape: HiddenShape): number => shape.channels * shape.height * shape.width;

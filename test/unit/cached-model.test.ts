@@ -1,0 +1,156 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createCachedModel,
+  exploreCaches,
+  LOOKUP_HIT,
+  LOOKUP_INPUT,
+  LOOKUP_PROBABILITIES,
+  loadSegmentedModel,
+  type EnabledCache,
+  type Exploration,
+  type SegmentedModel,
+} from '../../analyzers/cache/index.js';
+import { blockOutputs, createOnnxRuntime, readOnnxModel, type LoadedModel, type NamedTensors } from '../../analyzers/index.js';
+import { createHeadTrainer } from '../../analyzers/training/index.js';
+import { projectRoot, seededRandom, silentLogger } from '../../core/index.js';
+import { f32 } from '../helpers.js';
+
+/**
+ * Learned caches on a real network: EfficientNet-Lite0 at 64 px, on noisy images of six colours
+ * (its answer depends mostly on the colour, so caches on its hidden layers can learn it).
+ */
+const SIZE = 64;
+const COLOURS: [number, number, number][] = [
+  [200, 40, 40],
+  [40, 160, 60],
+  [40, 60, 200],
+  [230, 220, 60],
+  [30, 30, 30],
+  [240, 240, 240],
+];
+const LITE0 = { name: 'lite0-64', file: join(projectRoot(), 'models/efficientnet-lite0.onnx') };
+
+function images(count: number, seed: number): NamedTensors {
+  const random = seededRandom(seed);
+  const data = new Float32Array(count * SIZE * SIZE * 3);
+  for (let i = 0; i < count; i++) {
+    const colour = COLOURS[Math.floor(random() * COLOURS.length)]!;
+    for (let p = 0; p < SIZE * SIZE; p++) for (let c = 0; c < 3; c++) data[(i * SIZE * SIZE + p) * 3 + c] = Math.min(255, Math.max(0, colour[c]! + (random() - 0.5) * 60));
+  }
+  return { images: { type: 'float32', data, dims: [count, SIZE, SIZE, 3] } };
+}
+const one = (batch: NamedTensors, i: number): NamedTensors => ({
+  images: { type: 'float32', data: (batch.images!.data as Float32Array).slice(i * SIZE * SIZE * 3, (i + 1) * SIZE * SIZE * 3), dims: [1, SIZE, SIZE, 3] },
+});
+const answerOf = (outputs: NamedTensors): number => {
+  const p = f32(outputs.probabilities!);
+  return p.indexOf(Math.max(...p));
+};
+
+describe('learned caches on EfficientNet-Lite0', () => {
+  const baseRuntime = createOnnxRuntime({ logger: silentLogger(), workers: 1, intraOpThreads: 1 });
+  const lookupRuntime = createOnnxRuntime({ logger: silentLogger(), workers: 1, intraOpThreads: 1 });
+  const trainer = createHeadTrainer();
+  const dir = mkdtempSync(join(tmpdir(), 'panoptes-cached-model-'));
+  let base: SegmentedModel;
+  let explored: Exploration;
+  const loaded: LoadedModel[] = [];
+  /** Enabled caches for the explored variants at `layers` named `name`. */
+  const enable = async (name: string, layers: number[]): Promise<EnabledCache[]> =>
+    Promise.all(
+      explored.variants
+        .filter((v) => v.name.startsWith(name) && layers.includes(v.layer))
+        .map(async (v) => {
+          const model = await lookupRuntime.load({ name: v.file, file: v.file });
+          loaded.push(model);
+          return { layer: v.layer, variant: v.name, model, baseClassOf: explored.baseClassOf, threshold: v.threshold };
+        }),
+    );
+
+  beforeAll(async () => {
+    const layers = blockOutputs(await readOnnxModel(LITE0.file)).filter((_, i) => [1, 4, 8].includes(i));
+    base = await loadSegmentedModel(baseRuntime, LITE0, layers, dir);
+    explored = await exploreCaches({
+      base,
+      batches: [images(100, 1), images(100, 2)],
+      probabilitiesOf: (outputs) => f32(outputs.probabilities!),
+      maxClasses: 8,
+      variantsOf: (shape) => [
+        { family: 'Pool', features: Math.floor((shape.channels * shape.height * shape.width) / 4) },
+        { family: 'Conv', kernel: 3, stride: 1 },
+      ],
+      train: async (job) => trainer.trainCache({ ...job, epochs: 15 }),
+      lookupRuntime,
+      dir,
+      timingFeeds: () => one(images(1, 9), 0),
+    });
+  }, 120_000);
+  afterAll(async () => {
+    for (const m of loaded) await m.dispose();
+    await base?.dispose();
+    await Promise.all([baseRuntime.close(), lookupRuntime.close(), trainer.close()]);
+  });
+
+  it('explores every (layer, variant): hit rate, precision against the base, lookup and segment times, memory', () => {
+    expect(explored.inputs).toBe(200);
+    expect(explored.segmentMs).toHaveLength(4);
+    expect(explored.shapes.map((s) => s.channels)).toEqual([24, 80, 112]);
+    expect(explored.variants.map((v) => `${v.name}@${v.layer}`)).toHaveLength(6);
+    for (const v of explored.variants) {
+      expect(v.hitRate).toBeGreaterThanOrEqual(0);
+      expect(v.lookupMs).toBeGreaterThan(0);
+      expect(v.memoryBytes).toBeGreaterThan(0);
+    }
+    // The base is sure of yellow and unsure of white and red: a cache on the deepest layer answers
+    // a good share of inputs at the 97% precision its threshold was calibrated to.
+    const deepest = explored.variants.filter((v) => v.layer === 2 && v.accuracy >= 0.97);
+    expect(Math.max(0, ...deepest.map((v) => v.hitRate))).toBeGreaterThan(0.2);
+    expect(explored.baseClassOf).toHaveLength(9);
+    expect(explored.baseClassOf.at(-1)).toBe(-1);
+  });
+
+  it.each(['async', 'sync'] as const)("%s: every answer is the base model's (a miss) or the answering cache's own (a hit)", async (mode) => {
+    const caches = await enable('Pool', [0, 1, 2]);
+    const model = createCachedModel({ base, caches, mode, answerOf });
+    const batch = images(40, 3);
+    const exits = new Set<string>();
+    for (let i = 0; i < 40; i++) {
+      const answered = await model.run(one(batch, i));
+      exits.add(String(answered.exit));
+      if (answered.exit === 'full') {
+        expect(answered.answer).toBe(answerOf((await base.runAll(one(batch, i))).outputs));
+        continue;
+      }
+      // The cache that answered gives this answer on this input's hidden output, and says hit.
+      const { hidden } = await base.runAll(one(batch, i));
+      const cache = caches.find((c) => c.layer === answered.exit)!;
+      const out = await cache.model.run({ [LOOKUP_INPUT]: hidden[cache.layer]! });
+      const p = f32(out[LOOKUP_PROBABILITIES]!);
+      expect(explored.baseClassOf[p.indexOf(Math.max(...p))]).toBe(answered.answer);
+      expect(f32(out[LOOKUP_HIT]!)[0]).toBeGreaterThanOrEqual(cache.threshold!);
+      expect(answered.variant).toBe(cache.variant);
+    }
+    // Some inputs answered early.
+    expect([...exits].some((e) => e !== 'full')).toBe(true);
+  });
+
+  it('swaps retrained caches atomically: a request answers from the set it started with, under concurrent lookups', async () => {
+    const before = await enable('Pool', [2]);
+    const after = await enable('Conv', [2]);
+    const model = createCachedModel({ base, caches: before, answerOf });
+    const batch = images(30, 4);
+    const runs = Array.from({ length: 30 }, (_, i) => {
+      const started = model.caches;
+      const answered = model.run(one(batch, i)).then((a) => ({ a, started }));
+      if (i === 14) model.swap(after);
+      return answered;
+    });
+    const results = await Promise.all(runs);
+    for (const { a, started } of results) if (a.exit !== 'full') expect(started.map((c) => c.variant)).toContain(a.variant);
+    const used = new Set(results.filter((r) => r.a.exit !== 'full').map((r) => r.a.variant));
+    expect([...used].sort()).toEqual([after[0]!.variant, before[0]!.variant].sort());
+  });
+});
