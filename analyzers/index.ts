@@ -39,6 +39,7 @@ export {
   cpuDeviceName,
   cropImage,
   findPrefixFamilies,
+  letterboxBatchNative,
   loadFeatureExtractor,
   loadModelRunner,
   profileModel,
@@ -85,3 +86,24 @@ export {
   type WegStatus,
 } from './specialize/index.js';
 export { createHeadTrainer, type HeadTrainer } from './training/index.js';
+export {
+  argMax,
+  cacheTargets,
+  calibrate,
+  composeCaches,
+  createCachedModel,
+  defaultVariants,
+  effectiveHitRates,
+  encodeLookupModel,
+  exploreCaches,
+  greedyComposition,
+  loadSegmentedModel,
+  parameterCount,
+  variantName,
+  type CachedModel,
+  type Composition,
+  type EnabledCache,
+  type Exploration,
+  type ExploredVariant,
+  type SegmentedModel,
+} from './cache/index.js';

@@ -8,6 +8,7 @@
 //   npm run bench -- peer [--batch N] [--threads N]
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
 //   npm run bench -- weg [--minutes M] [--workload faces|objects]
+//   npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '
 import { createFileSource } from '../ingest/index.js';
 import { backendBench } from './backend.js';
 import { busBench } from './bus.js';
+import { cacheBench } from './cache.js';
 import { ingestBench } from './ingest.js';
 import { DETECT_APP, peerBench } from './peer.js';
 import { sinkBench } from './sink.js';
@@ -78,7 +80,7 @@ async function pipeline(): Promise<void> {
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
 /** Each gets the arguments after its name. */
-const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench };
+const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench, cache: cacheBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {

@@ -27,8 +27,31 @@ export async function objectsWorkload(runtime: ModelRuntime, zoo: Readonly<Recor
     (await oracleRunner.run(images, images.map(() => ({})))).map((o) => (o.kind === 'attributes' ? o.attributes[0]!.value : ''));
 
   console.log('objects: CenterNet detections in the shared clips, cropped and labelled by the oracle (EfficientNet-Lite2)');
+  const crops = await objectCrops(runtime, zoo);
+  // Labelled on the very pixels the traces will show the oracle (the cached crops are JPEGs): on
+  // crops it is unsure of, the oracle's top class changes with the slightest change of pixels.
+  const labels = await inBatches(crops.map((c) => c.image), oracle);
+
+  const templates = [];
+  for (const size of [128, 224]) {
+    const name = `efficientnet-lite0-${size}`;
+    templates.push({ name, extractor: await loadFeatureExtractor({ ...zoo['efficientnet-lite0']!, name, inputSize: size }, runtime) });
+  }
+  return {
+    name: 'objects',
+    crops: crops.map((c, i) => ({ ...c, label: labels[i]! })),
+    oracle,
+    templates,
+    training: { skew: 0.6, maxRows: 600 },
+    skewed: { dominant: 5, skew: 0.9 },
+    dispose: () => oracleRunner.dispose(),
+  };
+}
+
+/** Every detection CenterNet finds in the shared clips, cropped with a margin, in clip and time order. */
+export async function objectCrops(runtime: ModelRuntime, zoo: Readonly<Record<string, ResolvedModel>>): Promise<Crop[]> {
   const key = [JSON.stringify({ CLIPS, MIN_CROP_SIDE }), readFileSync(zoo.centernet!.file)];
-  const crops = await cachedCrops('objects', key, async () => {
+  return cachedCrops('objects', key, async () => {
     const detector = await loadModelRunner(zoo.centernet!, runtime);
     const params = detector.parseParams({ minScore: 0.4 });
     const all: Crop[] = [];
@@ -49,22 +72,4 @@ export async function objectsWorkload(runtime: ModelRuntime, zoo: Readonly<Recor
     await detector.dispose();
     return all;
   });
-  // Labelled on the very pixels the traces will show the oracle (the cached crops are JPEGs): on
-  // crops it is unsure of, the oracle's top class changes with the slightest change of pixels.
-  const labels = await inBatches(crops.map((c) => c.image), oracle);
-
-  const templates = [];
-  for (const size of [128, 224]) {
-    const name = `efficientnet-lite0-${size}`;
-    templates.push({ name, extractor: await loadFeatureExtractor({ ...zoo['efficientnet-lite0']!, name, inputSize: size }, runtime) });
-  }
-  return {
-    name: 'objects',
-    crops: crops.map((c, i) => ({ ...c, label: labels[i]! })),
-    oracle,
-    templates,
-    training: { skew: 0.6, maxRows: 600 },
-    skewed: { dominant: 5, skew: 0.9 },
-    dispose: () => oracleRunner.dispose(),
-  };
 }

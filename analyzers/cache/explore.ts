@@ -164,22 +164,24 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
 }
 
 /**
- * The selector's threshold: the lowest of a grid at which the held-out hits are at least
- * `target` precise (0.5, the trained one, where none is), with the hit rate and precision there.
+ * The selector's threshold: the lowest of a grid at which at least `minHits` held-out hits are
+ * at least `target` precise (0.5, the trained one, where none is), with the hit rate and
+ * precision there (fewer hits are too few to tell a precision of 97% from one of 80%).
  * The paper has only the asymmetric loss; this sets the trade-off where the filter needs it, on
  * the split that measures it, so H and A are somewhat optimistic.
  */
-export function calibrate(answers: readonly { hit: number; right: boolean }[], target: number): { threshold: number; hitRate: number; accuracy: number } {
+export function calibrate(answers: readonly { hit: number; right: boolean }[], target: number, minHits = 10): { threshold: number; hitRate: number; accuracy: number } {
   const at = (threshold: number) => {
     const hits = answers.filter((a) => a.hit >= threshold);
     // No hits: no precision to speak of; it never passes the filter.
-    return { threshold, hitRate: hits.length / Math.max(1, answers.length), accuracy: hits.length > 0 ? hits.filter((a) => a.right).length / hits.length : 0 };
+    return { threshold, hits: hits.length, hitRate: hits.length / Math.max(1, answers.length), accuracy: hits.length > 0 ? hits.filter((a) => a.right).length / hits.length : 0 };
   };
   for (const threshold of [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99]) {
-    const measured = at(threshold);
-    if (measured.hitRate > 0 && measured.accuracy >= target) return measured;
+    const { hits, ...measured } = at(threshold);
+    if (hits >= minHits && measured.accuracy >= target) return measured;
   }
-  return at(0.5);
+  const { hits: _, ...trained } = at(0.5);
+  return trained;
 }
 
 /**

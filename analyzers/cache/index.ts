@@ -30,3 +30,4 @@ export { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, look
 export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
+export { argMax } from './tensors.js';

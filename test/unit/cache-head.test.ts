@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { defaultVariants, encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, parseVariant, poolWindow, variantName, type HiddenShape, type VariantSpec } from '../../analyzers/cache/index.js';
+import { cacheTargets, calibrate, defaultVariants, encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, parseVariant, poolWindow, variantName, type HiddenShape, type VariantSpec } from '../../analyzers/cache/index.js';
 import { createOnnxRuntime } from '../../analyzers/index.js';
 import { trainCacheHead, type CacheHeadJob } from '../../analyzers/training/index.js';
 import { seededRandom, silentLogger } from '../../core/index.js';
@@ -108,5 +108,21 @@ describe('learned-cache variants', () => {
     await expect(trainCacheHead({ variant, shape, hidden: again.hidden, targets: again.targets, classes: CLASSES, init: { ...trained.weights, 'conv/W': new Float32Array(3) } })).rejects.toThrow(
       /init weight 'conv\/W' has 3 values for 16×4×3×3/,
     );
+  });
+
+  it("folds the base's distribution onto the cache's classes keeping its top class on top, and calibrates a selector's threshold on enough hits", () => {
+    // An unsure base: its top class (2, known) has 0.3; the unknown classes hold 0.6 between them.
+    const base = Float32Array.of(0.05, 0.05, 0.3, 0.2, 0.2, 0.2);
+    const folded = cacheTargets(base, 1, 6, [2, 0, -1]);
+    expect([...folded].map((p) => Number(p.toFixed(3)))).toEqual([0.545, 0.091, 0.364]);
+    // Ten hits at 0.95 all right, ten at 0.6 half wrong: the threshold rises to where precision holds.
+    const answers = [
+      ...Array.from({ length: 10 }, () => ({ hit: 0.95, right: true })),
+      ...Array.from({ length: 10 }, (_, i) => ({ hit: 0.6, right: i < 5 })),
+      ...Array.from({ length: 20 }, () => ({ hit: 0.1, right: false })),
+    ];
+    expect(calibrate(answers, 0.97)).toEqual({ threshold: 0.7, hitRate: 0.25, accuracy: 1 });
+    // Nine right hits are too few to vouch for 97%: the trained threshold stays, with its precision.
+    expect(calibrate(answers.slice(1), 0.97)).toEqual({ threshold: 0.5, hitRate: 19 / 39, accuracy: 14 / 19 });
   });
 });

@@ -1,0 +1,348 @@
+// `npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]` (defaults 400,
+// 600, 4, 64): learned
+// caches (GATI) on EfficientNet-Lite2, the crop classifier, over the crops CenterNet finds in the
+// shared footage, against the base model alone on the same inputs in the same run.
+//
+// Exploration runs on crops of one half of the footage (split in time); composition picks the
+// caches; the other half is replayed input by input, as it was filmed (temporal locality of real
+// video) and as a trace built the digest's way (§5.7: Zipf class popularity, the order of the
+// classes drawn anew every SWITCH inputs). Each input runs, in turn: the whole base model; the
+// cached model with its static caches, asynchronous and synchronous; and the adaptive cached model,
+// whose caches are retrained on a sliding window of sampled requests. The base model and the
+// lookups each have one thread (the paper's split of a machine's cores between them).
+// Retraining is waited for and not timed.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  argMax,
+  blockOutputs,
+  cacheTargets,
+  calibrate,
+  composeCaches,
+  createCachedModel,
+  createHeadTrainer,
+  createOnnxRuntime,
+  defaultVariants,
+  effectiveHitRates,
+  encodeLookupModel,
+  exploreCaches,
+  greedyComposition,
+  letterboxBatchNative,
+  loadSegmentedModel,
+  parameterCount,
+  readOnnxModel,
+  variantName,
+  type CachedModel,
+  type EnabledCache,
+  type Exploration,
+  type ExploredVariant,
+  type HeadTrainer,
+  type ModelRuntime,
+  type NamedTensors,
+  type RgbImage,
+  type SegmentedModel,
+} from '../analyzers/index.js';
+import { loadModelZoo, seededRandom } from '../core/index.js';
+import { logger } from './weg-crops.js';
+import { objectCrops } from './weg-objects.js';
+
+const BASE = 'efficientnet-lite2';
+const SEED = 11;
+/** The cache's classes: the base's commonest top classes, and other. */
+const MAX_CLASSES = 16;
+/** Variants above this many parameters take minutes to train here: left out (the paper chose no FC cache on CPU either). */
+const MAX_PARAMETERS = 4_000_000;
+/** Online adaptation, scaled from the paper's 100-request groups, 60-minute window and 15-minute period. */
+const ADAPT = { group: 100, sampled: 20, window: 300, period: 200, original: 100 };
+/** The skewed trace: Zipf exponent, and how often the classes' order is drawn anew. */
+const ZIPF = 1.5;
+const SWITCH = 150;
+
+interface Input {
+  feeds: () => NamedTensors;
+  /** The base model's class. */
+  label: number;
+}
+
+export async function cacheBench(args: readonly string[]): Promise<void> {
+  const option = (name: string, fallback: number): number => {
+    const at = args.indexOf(name);
+    const value = at >= 0 ? Number(args[at + 1]) : fallback;
+    if (!(value > 0)) throw new Error(`${name}: expected a positive number, got ${args[at + 1]}`);
+    return value;
+  };
+  const exploreCount = option('--explore', 400);
+  const inputCount = option('--inputs', 600);
+  const layerCount = option('--layers', 4);
+  const budgetBytes = option('--budget-mb', 64) * 1e6;
+
+  const zoo = loadModelZoo();
+  const spec = zoo[BASE]!;
+  const dir = mkdtempSync(join(tmpdir(), 'panoptes-bench-cache-'));
+  const detectRuntime = createOnnxRuntime({ logger });
+  const baseRuntime = createOnnxRuntime({ logger, workers: 1, intraOpThreads: 1 });
+  const lookupRuntime = createOnnxRuntime({ logger, workers: 1, intraOpThreads: 1 });
+  const trainer = createHeadTrainer();
+  try {
+    const crops = await objectCrops(detectRuntime, zoo);
+    await detectRuntime.close();
+    const all = blockOutputs(await readOnnxModel(spec.file));
+    const layers = Array.from({ length: Math.min(layerCount, all.length) }, (_, i) => all[Math.floor(((i + 1) * all.length) / (Math.min(layerCount, all.length) + 1))]!);
+    console.log(`base: ${BASE} at ${spec.inputSize} px, cut at ${layers.length} of its ${all.length} block outputs: ${layers.join(', ')}`);
+    const base = await loadSegmentedModel(baseRuntime, { name: BASE, file: spec.file }, layers, dir);
+    const whole = await baseRuntime.load({ name: `${BASE}-whole`, file: spec.file });
+    const prepare = async (image: RgbImage): Promise<() => NamedTensors> => {
+      const { input } = await letterboxBatchNative([image], spec.inputSize!, BASE);
+      return () => ({ images: { ...input, data: input.data.slice() as Float32Array } });
+    };
+    const answerOf = (outputs: NamedTensors): number => argMax(outputs.probabilities!.data as Float32Array);
+
+    const random = seededRandom(SEED);
+    const trainHalf = crops.filter((c) => !c.test).sort(() => random() - 0.5).slice(0, exploreCount);
+    console.log(`exploring on ${trainHalf.length} crops of one half of the footage (${crops.length} crops in all)`);
+    const exploration = await exploreCaches({
+      base,
+      batches: batchesOf(trainHalf.map((c) => c.image), 8, spec.inputSize!),
+      maxClasses: MAX_CLASSES,
+      probabilitiesOf: (outputs) => outputs.probabilities!.data as Float32Array,
+      variantsOf: (shape) => defaultVariants(shape).filter((v) => parameterCount(v, shape, MAX_CLASSES + 1) <= MAX_PARAMETERS),
+      train: async (job) => trainer.trainCache(job),
+      lookupRuntime,
+      dir,
+      timingFeeds: () => ({ images: { type: 'float32', data: new Float32Array(spec.inputSize! * spec.inputSize! * 3).fill(128), dims: [1, spec.inputSize!, spec.inputSize!, 3] } }),
+      onVariant: (v, done, total) => console.log(`  [${done}/${total}] layer ${v.layer} ${v.name}: hit rate ${v.hitRate.toFixed(3)}, precision ${v.accuracy.toFixed(3)} (threshold ${v.threshold}), lookup ${v.lookupMs.toFixed(2)} ms, ${(v.memoryBytes / 1e6).toFixed(1)} MB, trained in ${v.trainMs.toFixed(0)} ms`),
+    });
+    console.log(`segments: ${exploration.segmentMs.map((ms) => ms.toFixed(1)).join(' + ')} ms; cache classes: ${exploration.baseClassOf.length - 1} and other`);
+
+    const problem = { segmentMs: exploration.segmentMs, variants: exploration.variants, memoryBudgetBytes: budgetBytes };
+    const composition = composeCaches(problem);
+    const describe = (c: { variants: readonly { name: string; layer: number }[]; expectedMs: number; expectedAccuracy: number }): string =>
+      `${c.variants.map((v) => `${v.name}@${v.layer}`).join(' + ') || 'none'}: expected ${c.expectedMs.toFixed(2)} ms at ${c.expectedAccuracy.toFixed(3)}`;
+    console.log(`composition (α ${composition.alpha}): ${describe(composition)}`);
+    console.log(`  latency-greedy: ${describe(greedyComposition(problem, 'latency'))}`);
+    console.log(`  hit-rate-greedy: ${describe(greedyComposition(problem, 'hit-rate'))}`);
+    const chosen = composition.variants as ExploredVariant[];
+
+    // The held-out half, labelled by the base model.
+    const testCrops = crops.filter((c) => c.test);
+    const held: Input[] = [];
+    for (const c of testCrops) {
+      const feeds = await prepare(c.image);
+      held.push({ feeds, label: answerOf(await whole.run(feeds())) });
+    }
+    const traces = [
+      { name: 'footage', inputs: held.slice(0, inputCount) },
+      { name: `zipf ${ZIPF}`, inputs: zipfTrace(held, inputCount, seededRandom(SEED)) },
+    ];
+    const figures = [];
+    for (const trace of traces) {
+      console.log(`${trace.name}: ${trace.inputs.length} inputs`);
+      figures.push(await runTrace(trace.inputs, { base, whole, chosen, exploration, lookupRuntime, trainer, dir, answerOf, original: trainHalf.slice(0, ADAPT.original).map((c) => c.image), prepare }));
+    }
+    const [footage, zipf] = figures;
+    console.log(JSON.stringify({ ...footage, zipf, composition: chosen.map((v) => `${v.name}@${v.layer}`), budgetMb: budgetBytes / 1e6 }));
+    await base.dispose();
+    await whole.dispose();
+  } finally {
+    await Promise.all([trainer.close(), baseRuntime.close(), lookupRuntime.close(), detectRuntime.close().catch(() => undefined)]);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface TraceContext {
+  base: SegmentedModel;
+  whole: { run(feeds: NamedTensors): Promise<NamedTensors> };
+  chosen: readonly ExploredVariant[];
+  exploration: Exploration;
+  lookupRuntime: ModelRuntime;
+  trainer: HeadTrainer;
+  dir: string;
+  answerOf(outputs: NamedTensors): number;
+  /** Inputs of the exploration set, mixed into every retraining against forgetting. */
+  original: readonly RgbImage[];
+  prepare(image: RgbImage): Promise<() => NamedTensors>;
+}
+
+async function runTrace(inputs: readonly Input[], context: TraceContext) {
+  const { base, whole, chosen, exploration, lookupRuntime, answerOf } = context;
+  const enable = async (variants: readonly (ExploredVariant & { weightsFile?: string })[]): Promise<EnabledCache[]> =>
+    Promise.all(variants.map(async (v) => ({ layer: v.layer, variant: v.name, model: await lookupRuntime.load({ name: v.weightsFile ?? v.file, file: v.weightsFile ?? v.file }), baseClassOf: exploration.baseClassOf, threshold: v.threshold })));
+  const models = {
+    async: createCachedModel({ base, caches: await enable(chosen), answerOf }),
+    sync: createCachedModel({ base, caches: await enable(chosen), answerOf, mode: 'sync' }),
+    adaptive: createCachedModel({ base, caches: await enable(chosen), answerOf }),
+  };
+  const adapt = await adaptation(models.adaptive, context);
+  const times = { base: [] as number[], async: [] as number[], sync: [] as number[], adaptive: [] as number[], asyncMiss: [] as number[], adaptiveMiss: [] as number[] };
+  const agree = { async: 0, sync: 0, adaptive: 0 };
+  const exits = new Map<string, number>();
+  const timed = async <T>(run: () => Promise<T>): Promise<[T, number]> => {
+    const started = performance.now();
+    const out = await run();
+    return [out, performance.now() - started];
+  };
+  let adaptiveHit = false;
+  for (const [i, input] of inputs.entries()) {
+    const [, baseMs] = await timed(async () => whole.run(input.feeds()));
+    times.base.push(baseMs);
+    for (const mode of ['async', 'sync', 'adaptive'] as const) {
+      const [answered, ms] = await timed(async () => models[mode].run(input.feeds()));
+      times[mode].push(ms);
+      if (answered.answer === input.label) agree[mode] += 1;
+      if (mode !== 'sync' && answered.exit === 'full') times[mode === 'async' ? 'asyncMiss' : 'adaptiveMiss'].push(ms);
+      if (mode === 'adaptive') {
+        exits.set(String(answered.exit), (exits.get(String(answered.exit)) ?? 0) + 1);
+        adaptiveHit = answered.exit !== 'full';
+      }
+    }
+    await adapt.after(i, input, adaptiveHit);
+  }
+  const n = inputs.length;
+  const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const hitRateByLayer = Object.fromEntries(chosen.map((v) => [`${v.name}@${v.layer}`, round((exits.get(String(v.layer)) ?? 0) / n, 3)]));
+  const f = {
+    baseMeanMs: round(mean(times.base), 2),
+    cacheMeanMs: round(mean(times.adaptive), 2),
+    meanSpeedup: round(mean(times.base) / mean(times.adaptive), 2),
+    agreement: round(agree.adaptive / n, 3),
+    missP99Ratio: round(p99(times.adaptiveMiss) / p99(times.base), 3),
+    hitRateByLayer,
+    staticSpeedup: round(mean(times.base) / mean(times.async), 2),
+    staticAgreement: round(agree.async / n, 3),
+    adaptiveSpeedup: round(mean(times.base) / mean(times.adaptive), 2),
+    syncP99Ms: round(p99(times.sync), 2),
+    asyncP99Ms: round(p99(times.async), 2),
+    syncMeanMs: round(mean(times.sync), 2),
+    baseP99Ms: round(p99(times.base), 2),
+    retrainMs: round(adapt.retrainMs(), 0),
+    retrains: adapt.retrains(),
+  };
+  console.log(
+    `  base ${f.baseMeanMs} ms; static async ${round(mean(times.async), 2)} ms (${f.staticSpeedup}x, agreement ${f.staticAgreement}), sync ${f.syncMeanMs} ms; ` +
+      `adaptive ${f.cacheMeanMs} ms (${f.adaptiveSpeedup}x, agreement ${f.agreement}); hits by layer ${JSON.stringify(hitRateByLayer)}; p99 base ${f.baseP99Ms}, async ${f.asyncP99Ms}, sync ${f.syncP99Ms} ms; misses' p99 / base's ${f.missP99Ratio}; ${f.retrains} retrains, ${f.retrainMs} ms per variant`,
+  );
+  for (const model of Object.values(models)) for (const c of model.caches) await c.model.dispose();
+  return f;
+}
+
+/**
+ * GATI's online adaptation (§5.3, digest §2.7), scaled: of each group of requests a share is
+ * sampled into a sliding window (the base model labels them, off the request's path); the enabled
+ * variants are fine-tuned (lr 0.002, 5 epochs) on the window and a set of the original inputs,
+ * every `period` requests or when the hit rate of the last group falls below four fifths of
+ * the expected one, their thresholds calibrated again on the window's newest fifth; the new set
+ * swaps in whole.
+ */
+async function adaptation(model: CachedModel, context: TraceContext) {
+  const { base, exploration, trainer, lookupRuntime, dir, chosen } = context;
+  const random = seededRandom(SEED + 1);
+  const classes = exploration.baseClassOf.length;
+  type Row = { hidden: Float32Array[]; targets: Float32Array; label: number };
+  const rowOf = async (feeds: NamedTensors): Promise<Row> => {
+    const run = await base.runAll(feeds);
+    const probabilities = run.outputs.probabilities!.data as Float32Array;
+    return { hidden: run.hidden.map((t) => t.data as Float32Array), targets: cacheTargets(probabilities, 1, probabilities.length, exploration.baseClassOf), label: argMax(probabilities) };
+  };
+  const original: Row[] = [];
+  for (const image of context.original) original.push(await rowOf((await context.prepare(image))()));
+  const window: Row[] = [];
+  let current = chosen.map((v) => ({ ...v }));
+  let sampledInGroup = new Set<number>();
+  let lastRetrain = 0;
+  let hitsInGroup = 0;
+  let [retrains, retrainMs] = [0, 0];
+  const expectedHitRate = effectiveHitRates(chosen).reduce((a, b) => a + b, 0);
+  const size = (layer: number): number => {
+    const s = exploration.shapes[layer]!;
+    return s.channels * s.height * s.width;
+  };
+
+  async function retrain(): Promise<void> {
+    const calibration = window.slice(-Math.round(window.length / 5));
+    const training = [...window.slice(0, window.length - calibration.length), ...original];
+    const next = [];
+    for (const v of current) {
+      const stack = (rows: Row[]): Float32Array => concatRows(rows.map((r) => r.hidden[v.layer]!), size(v.layer));
+      const trained = await trainer.trainCache({
+        variant: v.spec,
+        shape: exploration.shapes[v.layer]!,
+        hidden: stack(training),
+        targets: concatRows(training.map((r) => r.targets), classes),
+        classes,
+        otherClass: classes - 1,
+        epochs: 5,
+        minSteps: 30,
+        learningRate: 0.002,
+        init: Object.fromEntries(Object.entries(v.weights).map(([k, w]) => [k, w.slice()])),
+        evaluate: stack(calibration),
+      });
+      retrainMs += trained.trainMs;
+      const { predicted, hit } = trained.evaluation!;
+      const { threshold } = calibrate(
+        calibration.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label })),
+        0.97,
+      );
+      const weightsFile = join(dir, `adapted-${retrains}-${v.layer}-${variantName(v.spec).replace(/[(),]/g, '_')}.onnx`);
+      writeFileSync(weightsFile, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
+      next.push({ ...v, weights: trained.weights, threshold, weightsFile });
+    }
+    retrains += 1;
+    const old = model.caches;
+    model.swap(await Promise.all(next.map(async (v) => ({ layer: v.layer, variant: v.name, model: await lookupRuntime.load({ name: v.weightsFile, file: v.weightsFile }), baseClassOf: exploration.baseClassOf, threshold: v.threshold }))));
+    for (const c of old) await c.model.dispose();
+    current = next;
+  }
+
+  return {
+    retrains: () => retrains,
+    retrainMs: () => (retrains === 0 ? 0 : retrainMs / (retrains * current.length)),
+    async after(i: number, input: Input, hit: boolean): Promise<void> {
+      if (hit) hitsInGroup += 1;
+      if (i % ADAPT.group === 0) sampledInGroup = new Set(Array.from({ length: ADAPT.group }, (_, k) => k).sort(() => random() - 0.5).slice(0, ADAPT.sampled));
+      if (sampledInGroup.has(i % ADAPT.group)) {
+        window.push(await rowOf(input.feeds()));
+        if (window.length > ADAPT.window) window.shift();
+      }
+      if (i % ADAPT.group === ADAPT.group - 1) {
+        const lagging = hitsInGroup / ADAPT.group < 0.8 * expectedHitRate;
+        hitsInGroup = 0;
+        if (current.length > 0 && window.length >= 50 && (i + 1 - lastRetrain >= ADAPT.period || lagging)) {
+          lastRetrain = i + 1;
+          await retrain();
+        }
+      }
+    },
+  };
+}
+
+function concatRows(rows: readonly Float32Array[], width: number): Float32Array {
+  const out = new Float32Array(rows.length * width);
+  rows.forEach((r, i) => out.set(r.subarray(0, width), i * width));
+  return out;
+}
+
+/** §5.7: class popularity Zipf(ZIPF) over the classes with at least 5 inputs, their order drawn anew every SWITCH inputs. */
+function zipfTrace(inputs: readonly Input[], length: number, random: () => number): Input[] {
+  const byClass = new Map<number, Input[]>();
+  for (const input of inputs) byClass.set(input.label, [...(byClass.get(input.label) ?? []), input]);
+  const classes = [...byClass].filter(([, list]) => list.length >= 5).map(([label]) => label);
+  const weights = classes.map((_, rank) => 1 / (rank + 1) ** ZIPF);
+  const total = weights.reduce((a, b) => a + b, 0);
+  let order = classes;
+  return Array.from({ length }, (_, i) => {
+    if (i % SWITCH === 0) order = [...classes].sort(() => random() - 0.5);
+    let r = random() * total;
+    let rank = 0;
+    while (rank < weights.length - 1 && (r -= weights[rank]!) > 0) rank++;
+    const list = byClass.get(order[rank]!)!;
+    return list[Math.floor(random() * list.length)]!;
+  });
+}
+
+async function* batchesOf(images: readonly RgbImage[], size: number, inputSize: number): AsyncGenerator<NamedTensors> {
+  for (let i = 0; i < images.length; i += size) yield { images: (await letterboxBatchNative(images.slice(i, i + size), inputSize, BASE)).input };
+}
+
+const p99 = (xs: readonly number[]): number => (xs.length === 0 ? 0 : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!);
+const round = (n: number, digits: number): number => Number(n.toFixed(digits));
