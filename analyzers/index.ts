@@ -91,6 +91,7 @@ export {
   cacheTargets,
   calibrate,
   composeCaches,
+  createCacheAdaptation,
   createCachedModel,
   defaultVariants,
   effectiveHitRates,

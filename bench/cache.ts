@@ -1,7 +1,7 @@
 // `npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]` (defaults 400,
-// 600, 4, 64): learned
-// caches (GATI) on EfficientNet-Lite2, the crop classifier, over the crops CenterNet finds in the
-// shared footage, against the base model alone on the same inputs in the same run.
+// 600, 4, 64): learned caches (GATI) on EfficientNet-Lite2, the crop classifier, over the crops
+// CenterNet finds in the shared footage, against the base model alone on the same inputs in the
+// same run.
 //
 // Exploration runs on crops of one half of the footage (split in time); composition picks the
 // caches; the other half is replayed input by input, as it was filmed (temporal locality of real
@@ -11,29 +11,24 @@
 // whose caches are retrained on a sliding window of sampled requests. The base model and the
 // lookups each have one thread (the paper's split of a machine's cores between them).
 // Retraining is waited for and not timed.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   argMax,
   blockOutputs,
-  cacheTargets,
-  calibrate,
   composeCaches,
+  createCacheAdaptation,
   createCachedModel,
   createHeadTrainer,
   createOnnxRuntime,
   defaultVariants,
-  effectiveHitRates,
-  encodeLookupModel,
   exploreCaches,
   greedyComposition,
   letterboxBatchNative,
   loadSegmentedModel,
   parameterCount,
   readOnnxModel,
-  variantName,
-  type CachedModel,
   type EnabledCache,
   type Exploration,
   type ExploredVariant,
@@ -54,7 +49,9 @@ const MAX_CLASSES = 16;
 /** Variants above this many parameters take minutes to train here: left out (the paper chose no FC cache on CPU either). */
 const MAX_PARAMETERS = 4_000_000;
 /** Online adaptation, scaled from the paper's 100-request groups, 60-minute window and 15-minute period. */
-const ADAPT = { group: 100, sampled: 20, window: 300, period: 200, original: 100 };
+const ADAPT = { group: 100, sampled: 20, window: 300, period: 200 };
+/** Inputs of the exploration set mixed into every retraining. */
+const ORIGINAL = 100;
 /** The skewed trace: Zipf exponent, and how often the classes' order is drawn anew. */
 const ZIPF = 1.5;
 const SWITCH = 150;
@@ -138,7 +135,7 @@ export async function cacheBench(args: readonly string[]): Promise<void> {
     const figures = [];
     for (const trace of traces) {
       console.log(`${trace.name}: ${trace.inputs.length} inputs`);
-      figures.push(await runTrace(trace.inputs, { base, whole, chosen, exploration, lookupRuntime, trainer, dir, answerOf, original: trainHalf.slice(0, ADAPT.original).map((c) => c.image), prepare }));
+      figures.push(await runTrace(trace.inputs, { base, whole, chosen, exploration, lookupRuntime, trainer, dir, answerOf, original: trainHalf.slice(0, ORIGINAL).map((c) => c.image), prepare }));
     }
     const [footage, zipf] = figures;
     console.log(JSON.stringify({ ...footage, zipf, composition: chosen.map((v) => `${v.name}@${v.layer}`), budgetMb: budgetBytes / 1e6 }));
@@ -166,14 +163,27 @@ interface TraceContext {
 
 async function runTrace(inputs: readonly Input[], context: TraceContext) {
   const { base, whole, chosen, exploration, lookupRuntime, answerOf } = context;
-  const enable = async (variants: readonly (ExploredVariant & { weightsFile?: string })[]): Promise<EnabledCache[]> =>
-    Promise.all(variants.map(async (v) => ({ layer: v.layer, variant: v.name, model: await lookupRuntime.load({ name: v.weightsFile ?? v.file, file: v.weightsFile ?? v.file }), baseClassOf: exploration.baseClassOf, threshold: v.threshold })));
+  const enable = async (variants: readonly ExploredVariant[]): Promise<EnabledCache[]> =>
+    Promise.all(variants.map(async (v) => ({ layer: v.layer, variant: v.name, model: await lookupRuntime.load({ name: v.file, file: v.file }), baseClassOf: exploration.baseClassOf, threshold: v.threshold })));
+  const initial = await enable(chosen);
   const models = {
     async: createCachedModel({ base, caches: await enable(chosen), answerOf }),
     sync: createCachedModel({ base, caches: await enable(chosen), answerOf, mode: 'sync' }),
-    adaptive: createCachedModel({ base, caches: await enable(chosen), answerOf }),
+    adaptive: createCachedModel({ base, caches: initial, answerOf }),
   };
-  const adapt = await adaptation(models.adaptive, context);
+  const adapt = createCacheAdaptation({
+    model: models.adaptive,
+    base,
+    variants: chosen,
+    exploration,
+    probabilitiesOf: (outputs) => outputs.probabilities!.data as Float32Array,
+    train: async (job) => context.trainer.trainCache(job),
+    lookupRuntime,
+    dir: context.dir,
+    random: seededRandom(SEED + 1),
+    ...ADAPT,
+  });
+  for (const image of context.original) await adapt.remember((await context.prepare(image))());
   const times = { base: [] as number[], async: [] as number[], sync: [] as number[], adaptive: [] as number[], asyncMiss: [] as number[], adaptiveMiss: [] as number[] };
   const agree = { async: 0, sync: 0, adaptive: 0 };
   const exits = new Map<string, number>();
@@ -182,8 +192,7 @@ async function runTrace(inputs: readonly Input[], context: TraceContext) {
     const out = await run();
     return [out, performance.now() - started];
   };
-  let adaptiveHit = false;
-  for (const [i, input] of inputs.entries()) {
+  for (const input of inputs) {
     const [, baseMs] = await timed(async () => whole.run(input.feeds()));
     times.base.push(baseMs);
     for (const mode of ['async', 'sync', 'adaptive'] as const) {
@@ -193,10 +202,10 @@ async function runTrace(inputs: readonly Input[], context: TraceContext) {
       if (mode !== 'sync' && answered.exit === 'full') times[mode === 'async' ? 'asyncMiss' : 'adaptiveMiss'].push(ms);
       if (mode === 'adaptive') {
         exits.set(String(answered.exit), (exits.get(String(answered.exit)) ?? 0) + 1);
-        adaptiveHit = answered.exit !== 'full';
+        // Retraining is waited for, between requests, and not timed.
+        await adapt.observe(input.feeds, answered);
       }
     }
-    await adapt.after(i, input, adaptiveHit);
   }
   const n = inputs.length;
   const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
@@ -215,111 +224,17 @@ async function runTrace(inputs: readonly Input[], context: TraceContext) {
     asyncP99Ms: round(p99(times.async), 2),
     syncMeanMs: round(mean(times.sync), 2),
     baseP99Ms: round(p99(times.base), 2),
-    retrainMs: round(adapt.retrainMs(), 0),
-    retrains: adapt.retrains(),
+    retrainMs: round(adapt.status().meanRetrainMs, 0),
+    retrains: adapt.status().retrains,
   };
   console.log(
     `  base ${f.baseMeanMs} ms; static async ${round(mean(times.async), 2)} ms (${f.staticSpeedup}x, agreement ${f.staticAgreement}), sync ${f.syncMeanMs} ms; ` +
       `adaptive ${f.cacheMeanMs} ms (${f.adaptiveSpeedup}x, agreement ${f.agreement}); hits by layer ${JSON.stringify(hitRateByLayer)}; p99 base ${f.baseP99Ms}, async ${f.asyncP99Ms}, sync ${f.syncP99Ms} ms; misses' p99 / base's ${f.missP99Ratio}; ${f.retrains} retrains, ${f.retrainMs} ms per variant`,
   );
-  for (const model of Object.values(models)) for (const c of model.caches) await c.model.dispose();
+  await adapt.close();
+  for (const model of [models.async, models.sync]) for (const c of model.caches) await c.model.dispose();
+  for (const c of initial) await c.model.dispose();
   return f;
-}
-
-/**
- * GATI's online adaptation (§5.3, digest §2.7), scaled: of each group of requests a share is
- * sampled into a sliding window (the base model labels them, off the request's path); the enabled
- * variants are fine-tuned (lr 0.002, 5 epochs) on the window and a set of the original inputs,
- * every `period` requests or when the hit rate of the last group falls below four fifths of
- * the expected one, their thresholds calibrated again on the window's newest fifth; the new set
- * swaps in whole.
- */
-async function adaptation(model: CachedModel, context: TraceContext) {
-  const { base, exploration, trainer, lookupRuntime, dir, chosen } = context;
-  const random = seededRandom(SEED + 1);
-  const classes = exploration.baseClassOf.length;
-  type Row = { hidden: Float32Array[]; targets: Float32Array; label: number };
-  const rowOf = async (feeds: NamedTensors): Promise<Row> => {
-    const run = await base.runAll(feeds);
-    const probabilities = run.outputs.probabilities!.data as Float32Array;
-    return { hidden: run.hidden.map((t) => t.data as Float32Array), targets: cacheTargets(probabilities, 1, probabilities.length, exploration.baseClassOf), label: argMax(probabilities) };
-  };
-  const original: Row[] = [];
-  for (const image of context.original) original.push(await rowOf((await context.prepare(image))()));
-  const window: Row[] = [];
-  let current = chosen.map((v) => ({ ...v }));
-  let sampledInGroup = new Set<number>();
-  let lastRetrain = 0;
-  let hitsInGroup = 0;
-  let [retrains, retrainMs] = [0, 0];
-  const expectedHitRate = effectiveHitRates(chosen).reduce((a, b) => a + b, 0);
-  const size = (layer: number): number => {
-    const s = exploration.shapes[layer]!;
-    return s.channels * s.height * s.width;
-  };
-
-  async function retrain(): Promise<void> {
-    const calibration = window.slice(-Math.round(window.length / 5));
-    const training = [...window.slice(0, window.length - calibration.length), ...original];
-    const next = [];
-    for (const v of current) {
-      const stack = (rows: Row[]): Float32Array => concatRows(rows.map((r) => r.hidden[v.layer]!), size(v.layer));
-      const trained = await trainer.trainCache({
-        variant: v.spec,
-        shape: exploration.shapes[v.layer]!,
-        hidden: stack(training),
-        targets: concatRows(training.map((r) => r.targets), classes),
-        classes,
-        otherClass: classes - 1,
-        epochs: 5,
-        minSteps: 30,
-        learningRate: 0.002,
-        init: Object.fromEntries(Object.entries(v.weights).map(([k, w]) => [k, w.slice()])),
-        evaluate: stack(calibration),
-      });
-      retrainMs += trained.trainMs;
-      const { predicted, hit } = trained.evaluation!;
-      const { threshold } = calibrate(
-        calibration.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label })),
-        0.97,
-      );
-      const weightsFile = join(dir, `adapted-${retrains}-${v.layer}-${variantName(v.spec).replace(/[(),]/g, '_')}.onnx`);
-      writeFileSync(weightsFile, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
-      next.push({ ...v, weights: trained.weights, threshold, weightsFile });
-    }
-    retrains += 1;
-    const old = model.caches;
-    model.swap(await Promise.all(next.map(async (v) => ({ layer: v.layer, variant: v.name, model: await lookupRuntime.load({ name: v.weightsFile, file: v.weightsFile }), baseClassOf: exploration.baseClassOf, threshold: v.threshold }))));
-    for (const c of old) await c.model.dispose();
-    current = next;
-  }
-
-  return {
-    retrains: () => retrains,
-    retrainMs: () => (retrains === 0 ? 0 : retrainMs / (retrains * current.length)),
-    async after(i: number, input: Input, hit: boolean): Promise<void> {
-      if (hit) hitsInGroup += 1;
-      if (i % ADAPT.group === 0) sampledInGroup = new Set(Array.from({ length: ADAPT.group }, (_, k) => k).sort(() => random() - 0.5).slice(0, ADAPT.sampled));
-      if (sampledInGroup.has(i % ADAPT.group)) {
-        window.push(await rowOf(input.feeds()));
-        if (window.length > ADAPT.window) window.shift();
-      }
-      if (i % ADAPT.group === ADAPT.group - 1) {
-        const lagging = hitsInGroup / ADAPT.group < 0.8 * expectedHitRate;
-        hitsInGroup = 0;
-        if (current.length > 0 && window.length >= 50 && (i + 1 - lastRetrain >= ADAPT.period || lagging)) {
-          lastRetrain = i + 1;
-          await retrain();
-        }
-      }
-    },
-  };
-}
-
-function concatRows(rows: readonly Float32Array[], width: number): Float32Array {
-  const out = new Float32Array(rows.length * width);
-  rows.forEach((r, i) => out.set(r.subarray(0, width), i * width));
-  return out;
 }
 
 /** §5.7: class popularity Zipf(ZIPF) over the classes with at least 5 inputs, their order drawn anew every SWITCH inputs. */

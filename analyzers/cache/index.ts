@@ -31,3 +31,4 @@ export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
 export { argMax } from './tensors.js';
+export { createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';

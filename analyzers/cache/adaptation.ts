@@ -1,0 +1,168 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
+import type { CacheHeadJob, TrainedCache } from '../training/index.js';
+import type { CachedAnswer, CachedModel, EnabledCache } from './cached-model.js';
+import { effectiveHitRates, DEFAULT_ACCURACY_TARGET } from './composition.js';
+import { cacheTargets, calibrate, type Exploration, type ExploredVariant } from './explore.js';
+import { encodeLookupModel } from './lookup-model.js';
+import type { SegmentedModel } from './segmented-model.js';
+import { argMax } from './tensors.js';
+import { variantName } from './variant.js';
+
+/**
+ * GATI's online adaptation (§5.3, digest §2.7): of each group of requests a share is sampled
+ * into a sliding window, labelled by a run of the base model off the request's path; the enabled
+ * variants are fine-tuned (lr 0.002, 5 epochs) on the window and the original inputs (against
+ * forgetting) every `period` requests, or at the end of a group whose hit rate fell below
+ * `lagging` × the expected one; each selector's threshold is calibrated again on the window's
+ * newest fifth; the new set swaps in whole. The window, period and shares are the paper's scaled
+ * down (its 100-request groups with 20% sampled, a 60-minute window, a 15-minute period).
+ */
+export interface CacheAdaptationOptions {
+  model: CachedModel;
+  base: SegmentedModel;
+  /** The enabled variants, as exploration left them. */
+  variants: readonly ExploredVariant[];
+  exploration: Pick<Exploration, 'baseClassOf' | 'shapes'>;
+  probabilitiesOf(outputs: NamedTensors): Float32Array;
+  train(job: CacheHeadJob): Promise<TrainedCache>;
+  lookupRuntime: ModelRuntime;
+  /** Where retrained lookup models are written. */
+  dir: string;
+  random: () => number;
+  /** @defaultValue 100 */
+  group?: number;
+  /** @defaultValue 20 */
+  sampled?: number;
+  /** Samples kept. @defaultValue 300 */
+  window?: number;
+  /** Requests between retrainings. @defaultValue 200 */
+  period?: number;
+  /** @defaultValue 0.8 */
+  lagging?: number;
+  /** Samples needed before a first retraining. @defaultValue 50 */
+  minSamples?: number;
+  /** @defaultValue 0.97 */
+  accuracyTarget?: number;
+}
+
+export interface CacheAdaptation {
+  /** Adds an input of the original (exploration) set, mixed into every retraining. */
+  remember(feeds: NamedTensors): Promise<void>;
+  /** After each request, in order: samples it, and retrains when due (resolving once the new caches serve). */
+  observe(feeds: () => NamedTensors, answered: CachedAnswer): Promise<void>;
+  status(): { retrains: number; meanRetrainMs: number; samples: number };
+  /** Disposes the lookup models it loaded and retired. */
+  close(): Promise<void>;
+}
+
+interface Row {
+  hidden: Float32Array[];
+  targets: Float32Array;
+  label: number;
+}
+
+export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAdaptation {
+  const { model, base, exploration, train, lookupRuntime, dir, random, probabilitiesOf } = options;
+  const { group = 100, sampled = 20, window: windowSize = 300, period = 200, lagging = 0.8, minSamples = 50, accuracyTarget = DEFAULT_ACCURACY_TARGET } = options;
+  const classes = exploration.baseClassOf.length;
+  const expectedHitRate = effectiveHitRates(options.variants).reduce((a, b) => a + b, 0);
+  const original: Row[] = [];
+  const window: Row[] = [];
+  let current = [...options.variants];
+  let sampledInGroup = new Set<number>();
+  let [requests, hitsInGroup, lastRetrain, retrains, trainMs, trainedVariants] = [0, 0, 0, 0, 0, 0];
+  const loaded: LoadedModel[] = [];
+  /** Models swapped out: disposed one retraining later, when no request can still be using them. */
+  let retired: readonly EnabledCache[] = [];
+
+  const rowOf = async (feeds: NamedTensors): Promise<Row> => {
+    const run = await base.runAll(feeds);
+    const probabilities = probabilitiesOf(run.outputs);
+    return { hidden: run.hidden.map((t) => t.data as Float32Array), targets: cacheTargets(probabilities, 1, probabilities.length, exploration.baseClassOf), label: argMax(probabilities) };
+  };
+  const stack = (rows: readonly Row[], pick: (row: Row) => Float32Array): Float32Array => {
+    const width = rows.length > 0 ? pick(rows[0]!).length : 0;
+    const out = new Float32Array(rows.length * width);
+    rows.forEach((r, i) => out.set(pick(r), i * width));
+    return out;
+  };
+
+  async function retrain(): Promise<void> {
+    const calibration = window.slice(-Math.round(window.length / 5));
+    const training = [...window.slice(0, window.length - calibration.length), ...original];
+    const next: ExploredVariant[] = [];
+    for (const v of current) {
+      const trained = await train({
+        variant: v.spec,
+        shape: exploration.shapes[v.layer]!,
+        hidden: stack(training, (r) => r.hidden[v.layer]!),
+        targets: stack(training, (r) => r.targets),
+        classes,
+        otherClass: classes - 1,
+        epochs: 5,
+        minSteps: 30,
+        learningRate: 0.002,
+        init: Object.fromEntries(Object.entries(v.weights).map(([name, w]) => [name, w.slice()])),
+        evaluate: stack(calibration, (r) => r.hidden[v.layer]!),
+      });
+      trainMs += trained.trainMs;
+      trainedVariants += 1;
+      const { predicted, hit } = trained.evaluation!;
+      const answers = calibration.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label }));
+      const { threshold } = calibrate(answers, accuracyTarget);
+      const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
+      await writeFile(file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
+      next.push({ ...v, weights: trained.weights, threshold, file });
+    }
+    const caches = await Promise.all(
+      next.map(async (v): Promise<EnabledCache> => {
+        const lookup = await lookupRuntime.load({ name: v.file, file: v.file });
+        loaded.push(lookup);
+        return { layer: v.layer, variant: v.name, model: lookup, baseClassOf: exploration.baseClassOf, threshold: v.threshold };
+      }),
+    );
+    await dispose(retired);
+    retired = model.caches;
+    model.swap(caches);
+    current = next;
+    retrains += 1;
+  }
+
+  async function dispose(caches: readonly EnabledCache[]): Promise<void> {
+    for (const c of caches) {
+      const at = loaded.indexOf(c.model);
+      if (at < 0) continue;
+      loaded.splice(at, 1);
+      await c.model.dispose();
+    }
+  }
+
+  return {
+    async remember(feeds) {
+      original.push(await rowOf(feeds));
+    },
+    async observe(feeds, answered) {
+      const i = requests++;
+      if (answered.exit !== 'full') hitsInGroup += 1;
+      if (i % group === 0) sampledInGroup = new Set(Array.from({ length: group }, (_, k) => k).sort(() => random() - 0.5).slice(0, sampled));
+      if (sampledInGroup.has(i % group)) {
+        window.push(await rowOf(feeds()));
+        if (window.length > windowSize) window.shift();
+      }
+      if (i % group !== group - 1) return;
+      const behind = hitsInGroup / group < lagging * expectedHitRate;
+      hitsInGroup = 0;
+      if (current.length > 0 && window.length >= minSamples && (i + 1 - lastRetrain >= period || behind)) {
+        lastRetrain = i + 1;
+        await retrain();
+      }
+    },
+    status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length }),
+    async close() {
+      await dispose(retired);
+      await dispose(model.caches);
+    },
+  };
+}
