@@ -16,7 +16,11 @@ import { variantName } from './variant.js';
  * variants are fine-tuned (lr 0.002, 5 epochs) on the window and the original inputs (against
  * forgetting) every `period` requests, or at the end of a group whose hit rate fell below
  * `lagging` × the expected one; each selector's threshold is calibrated again on the window's
- * newest fifth; the new set swaps in whole. The window, period and shares are the paper's scaled
+ * newest fifth and half the original inputs (kept where they have too few hits to vouch for
+ * another); the new set
+ * swaps in whole. Fine-tuning retrains the predictor's last layer and the selector, the layers
+ * below kept (the paper retrains whole predictors in ~480 ms on a GPU; here a Conv predictor's
+ * lower layer alone takes seconds on a CPU core). The window, period and shares are the paper's scaled
  * down (its 100-request groups with 20% sampled, a 60-minute window, a 15-minute period).
  */
 export interface CacheAdaptationOptions {
@@ -90,8 +94,11 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
   };
 
   async function retrain(): Promise<void> {
-    const calibration = window.slice(-Math.round(window.length / 5));
-    const training = [...window.slice(0, window.length - calibration.length), ...original];
+    // Calibrated on the window's newest fifth and half the original inputs, trained on the rest.
+    const newest = window.slice(-Math.round(window.length / 5));
+    const half = Math.floor(original.length / 2);
+    const calibration = [...newest, ...original.slice(half)];
+    const training = [...window.slice(0, window.length - newest.length), ...original.slice(0, half)];
     const next: ExploredVariant[] = [];
     for (const v of current) {
       const trained = await train({
@@ -104,6 +111,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
         epochs: 5,
         minSteps: 30,
         learningRate: 0.002,
+        retrain: 'head',
         init: Object.fromEntries(Object.entries(v.weights).map(([name, w]) => [name, w.slice()])),
         evaluate: stack(calibration, (r) => r.hidden[v.layer]!),
       });
@@ -111,7 +119,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       trainedVariants += 1;
       const { predicted, hit } = trained.evaluation!;
       const answers = calibration.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label }));
-      const { threshold } = calibrate(answers, accuracyTarget);
+      const { threshold } = calibrate(answers, accuracyTarget, { fallback: v.threshold });
       const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
       await writeFile(file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
       next.push({ ...v, weights: trained.weights, threshold, file });

@@ -165,12 +165,17 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
 
 /**
  * The selector's threshold: the lowest of a grid at which at least `minHits` held-out hits are
- * at least `target` precise (0.5, the trained one, where none is), with the hit rate and
- * precision there (fewer hits are too few to tell a precision of 97% from one of 80%).
+ * at least `target` precise (`fallback` where none is: 0.5, the trained one, or the threshold a
+ * retrained cache had), with the hit rate and precision there (fewer hits are too few to tell a
+ * precision of 97% from one of 80%).
  * The paper has only the asymmetric loss; this sets the trade-off where the filter needs it, on
  * the split that measures it, so H and A are somewhat optimistic.
  */
-export function calibrate(answers: readonly { hit: number; right: boolean }[], target: number, minHits = 10): { threshold: number; hitRate: number; accuracy: number } {
+export function calibrate(
+  answers: readonly { hit: number; right: boolean }[],
+  target: number,
+  { minHits = 10, fallback = 0.5 }: { minHits?: number; fallback?: number } = {},
+): { threshold: number; hitRate: number; accuracy: number } {
   const at = (threshold: number) => {
     const hits = answers.filter((a) => a.hit >= threshold);
     // No hits: no precision to speak of; it never passes the filter.
@@ -180,8 +185,8 @@ export function calibrate(answers: readonly { hit: number; right: boolean }[], t
     const { hits, ...measured } = at(threshold);
     if (hits >= minHits && measured.accuracy >= target) return measured;
   }
-  const { hits: _, ...trained } = at(0.5);
-  return trained;
+  const { hits: _, ...kept } = at(fallback);
+  return kept;
 }
 
 /**

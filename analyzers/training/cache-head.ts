@@ -38,6 +38,12 @@ export interface CacheHeadJob {
   /** @defaultValue 1 */
   seed?: number;
   init?: CacheWeights;
+  /**
+   * With `init`, `head` keeps the predictor's layers below its last dense one as they are and
+   * retrains that layer and the selector: the frozen layers run once per row instead of once per
+   * row and epoch, which makes online retraining fast. @defaultValue 'all'
+   */
+  retrain?: 'all' | 'head';
   /** Rows to look up with the trained cache, row-major [rows, C, H, W]. */
   evaluate?: Float32Array;
 }
@@ -72,7 +78,14 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
   try {
     const order = Array.from({ length: rows }, (_, i) => i);
     const selectorVariables = Object.entries(variables).filter(([name]) => name.startsWith('sel')).map(([, value]) => value);
-    const predictorVariables = Object.entries(variables).filter(([name]) => !name.startsWith('sel')).map(([, value]) => value);
+    const headOnly = job.retrain === 'head' && job.init !== undefined;
+    const predictorVariables = Object.entries(variables)
+      .filter(([name]) => (headOnly ? name.startsWith('out/') : !name.startsWith('sel')))
+      .map(([, value]) => value);
+    // Frozen layers: their output computed once.
+    const frozen = headOnly ? tf.tidy(() => denseFeatures(tf, x, variables, variant, shape)) : undefined;
+    const logitsOf = (rowsOf: Tensor): Tensor =>
+      frozen ? dense(tf, tf.gather(frozen, rowsOf), variables, 'out') : predictorLogits(tf, tf.gather(x, rowsOf), variables, variant, shape);
     /** Adam over shuffled minibatches; `step` gets the batch's row indices and targets. */
     const minibatches = async (step: (rowsOf: Tensor, yb: Tensor) => Scalar, optimizer: TensorFlow.Optimizer, passes: number, trained: Variable[]): Promise<number> => {
       let loss = NaN;
@@ -98,7 +111,7 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
     const soft = (yb: Tensor): Tensor => tf.softmax(tf.div(tf.log(tf.add(yb, 1e-7)), temperature));
     const loss = await minibatches(
       (rowsOf, yb) => {
-        const logits = predictorLogits(tf, tf.gather(x, rowsOf), variables, variant, shape);
+        const logits = logitsOf(rowsOf);
         const distilled = tf.mul(tf.losses.softmaxCrossEntropy(soft(yb), tf.div(logits, temperature)), temperature * temperature);
         return tf.add(tf.mul(tf.losses.softmaxCrossEntropy(hard(yb), logits), hardWeight), tf.mul(distilled, 1 - hardWeight)) as Scalar;
       },
@@ -110,7 +123,8 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
 
     // The selector learns from what the trained (now fixed) predictor answers: a hit is right
     // when its top class is the base's and is not "other".
-    const probabilities = tf.tidy(() => tf.softmax(predictorLogits(tf, x, variables, variant, shape)));
+    const probabilities = tf.tidy(() => tf.softmax(frozen ? dense(tf, frozen, variables, 'out') : predictorLogits(tf, x, variables, variant, shape)));
+    tf.dispose(frozen);
     const selectorOptimizer = tf.train.adam(learningRate * 2);
     try {
       await minibatches(
@@ -173,17 +187,22 @@ const dense = (tf: Tf, x: Tensor, v: Variables, layer: string): Tensor => tf.add
 
 /** The predictor's logits for x [n, C, H, W], computed as the ONNX model computes them. */
 function predictorLogits(tf: Tf, x: Tensor, v: Variables, variant: VariantSpec, shape: HiddenShape): Tensor {
+  return dense(tf, denseFeatures(tf, x, v, variant, shape), v, 'out');
+}
+
+/** What the predictor's last dense layer reads, [n, denseInput]. */
+function denseFeatures(tf: Tf, x: Tensor, v: Variables, variant: VariantSpec, shape: HiddenShape): Tensor {
   const n = x.shape[0]!;
   const flatNchw = (nhwc: Tensor): Tensor => tf.reshape(tf.transpose(nhwc, [0, 3, 1, 2]), [n, -1]);
   switch (variant.family) {
     case 'FC':
-      return dense(tf, tf.relu(dense(tf, tf.reshape(x, [n, -1]), v, 'fc')), v, 'out');
+      return tf.relu(dense(tf, tf.reshape(x, [n, -1]), v, 'fc'));
     case 'Pool': {
       const window = poolWindow(variant, shape);
-      return dense(tf, flatNchw(tf.avgPool(tf.transpose(x, [0, 2, 3, 1]) as TensorFlow.Tensor4D, window, window, 'valid')), v, 'out');
+      return flatNchw(tf.avgPool(tf.transpose(x, [0, 2, 3, 1]) as TensorFlow.Tensor4D, window, window, 'valid'));
     }
     case 'Conv':
-      return dense(tf, flatNchw(tf.relu(convBySlices(tf, x, v, variant.kernel, variant.stride))), v, 'out');
+      return flatNchw(tf.relu(convBySlices(tf, x, v, variant.kernel, variant.stride)));
   }
 }
 

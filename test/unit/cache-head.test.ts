@@ -105,6 +105,12 @@ describe('learned-cache variants', () => {
     const test = rowsOf(200, 7);
     const tuned = await trainCacheHead({ variant, shape, hidden: again.hidden, targets: again.targets, classes: CLASSES, epochs: 1, learningRate: 0.002, init: trained.weights, evaluate: test.hidden });
     expect(test.labels.filter((label, i) => tuned.evaluation!.predicted[i] === label).length / 200).toBeGreaterThan(0.75);
+    expect(tuned.weights['conv/W']).not.toEqual(trained.weights['conv/W']);
+    // Only the last layer and the selector: the conv stays as it was.
+    const head = await trainCacheHead({ variant, shape, hidden: again.hidden.slice(), targets: again.targets, classes: CLASSES, epochs: 1, init: trained.weights, retrain: 'head', evaluate: test.hidden.slice() });
+    expect(head.weights['conv/W']).toEqual(trained.weights['conv/W']);
+    expect(head.weights['out/W']).not.toEqual(trained.weights['out/W']);
+    expect(test.labels.filter((label, i) => head.evaluation!.predicted[i] === label).length / 200).toBeGreaterThan(0.75);
     await expect(trainCacheHead({ variant, shape, hidden: again.hidden, targets: again.targets, classes: CLASSES, init: { ...trained.weights, 'conv/W': new Float32Array(3) } })).rejects.toThrow(
       /init weight 'conv\/W' has 3 values for 16×4×3×3/,
     );

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  createCacheAdaptation,
   createCachedModel,
   exploreCaches,
   LOOKUP_HIT,
@@ -152,5 +153,38 @@ describe('learned caches on EfficientNet-Lite0', () => {
     for (const { a, started } of results) if (a.exit !== 'full') expect(started.map((c) => c.variant)).toContain(a.variant);
     const used = new Set(results.filter((r) => r.a.exit !== 'full').map((r) => r.a.variant));
     expect([...used].sort()).toEqual([after[0]!.variant, before[0]!.variant].sort());
+  });
+
+  it('adapts online: samples requests into a window, retrains the enabled caches from their weights, and swaps them in', async () => {
+    const chosen = explored.variants.filter((v) => v.layer === 2 && v.name.startsWith('Pool'));
+    const initial = await enable('Pool', [2]);
+    const model = createCachedModel({ base, caches: initial, answerOf });
+    const adaptation = createCacheAdaptation({
+      model,
+      base,
+      variants: chosen,
+      exploration: explored,
+      probabilitiesOf: (outputs) => f32(outputs.probabilities!),
+      train: async (job) => trainer.trainCache(job),
+      lookupRuntime,
+      dir,
+      random: seededRandom(5),
+      ...{ group: 10, sampled: 5, window: 30, period: 20, minSamples: 10 },
+    });
+    await adaptation.remember(one(images(1, 6), 0));
+    const batch = images(40, 7);
+    for (let i = 0; i < 40; i++) {
+      const answered = await model.run(one(batch, i));
+      if (answered.exit === 'full') expect(answered.answer).toBe(answerOf((await base.runAll(one(batch, i))).outputs));
+      await adaptation.observe(() => one(batch, i), answered);
+    }
+    // Retrained at requests 20 and 40 (or earlier, at a group whose hit rate lagged).
+    const { retrains, samples, meanRetrainMs } = adaptation.status();
+    expect(retrains).toBeGreaterThanOrEqual(2);
+    expect(samples).toBe(20);
+    expect(meanRetrainMs).toBeGreaterThan(0);
+    expect(model.caches[0]!.model).not.toBe(initial[0]!.model);
+    expect(model.caches[0]!.variant).toBe(chosen[0]!.name);
+    await adaptation.close();
   });
 });
