@@ -34,6 +34,13 @@ export interface CachedAnswer {
 
 export interface CachedModel {
   run(feeds: NamedTensors): Promise<CachedAnswer>;
+  /**
+   * A batch, its lookups synchronous: after a cached layer the requests that hit are answered;
+   * with `compact` (the default) they leave the batch and the rest go on, else (the paper's
+   * semantics) they stay in it and every request ends with the batch. `doneMs` is when each
+   * request was answered, from the start.
+   */
+  runBatch(feeds: NamedTensors, options?: { compact?: boolean }): Promise<{ answers: CachedAnswer[]; doneMs: number[] }>;
   /** Replaces the caches at once: a request uses the set it started with (retrained caches swap in whole). */
   swap(caches: readonly EnabledCache[]): void;
   readonly caches: readonly EnabledCache[];
@@ -58,11 +65,16 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
   const { base, answerOf, onLookupError, mode = 'async' } = options;
   let caches = options.caches;
 
-  async function lookUp(cache: EnabledCache, hidden: TensorData): Promise<CachedAnswer | undefined> {
+  /** A lookup on a batch of hidden outputs: each row's hit, or undefined for a miss. */
+  async function lookUp(cache: EnabledCache, hidden: TensorData): Promise<(CachedAnswer | undefined)[]> {
     const out = await cache.model.run({ [LOOKUP_INPUT]: hidden });
-    const top = argMax(out[LOOKUP_PROBABILITIES]!.data as Float32Array);
-    const answer = cache.baseClassOf[top] ?? -1;
-    return (out[LOOKUP_HIT]!.data as Float32Array)[0]! >= (cache.threshold ?? 0.5) && answer >= 0 ? { answer, exit: cache.layer, variant: cache.variant } : undefined;
+    const probabilities = out[LOOKUP_PROBABILITIES]!.data as Float32Array;
+    const hits = out[LOOKUP_HIT]!.data as Float32Array;
+    const classes = cache.baseClassOf.length;
+    return Array.from(hits, (hit, row) => {
+      const answer = cache.baseClassOf[argMax(probabilities.subarray(row * classes, (row + 1) * classes))] ?? -1;
+      return hit >= (cache.threshold ?? 0.5) && answer >= 0 ? { answer, exit: cache.layer, variant: cache.variant } : undefined;
+    });
   }
 
   return {
@@ -93,7 +105,7 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
         // One lookup at a time (Eq. 9): a cache whose layer comes while one runs is skipped.
         if (!cache || lookupInFlight) continue;
         // A failed lookup is a miss: the base's answer is right anyway.
-        const lookup = lookUp(cache, copyTensor(input as TensorData)).catch((err: unknown) => {
+        const lookup = lookUp(cache, copyTensor(input as TensorData)).then(([answered]) => answered, (err: unknown) => {
           onLookupError?.(err, cache);
           return undefined;
         });
@@ -110,5 +122,62 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
       }
       throw new RangeError(`${base.name} has no segments`);
     },
+    async runBatch(feeds, { compact = true } = {}) {
+      const byLayer = new Map(caches.map((c) => [c.layer, c]));
+      const started = performance.now();
+      const size = Object.values(feeds)[0]?.dims[0] ?? 0;
+      const answers: (CachedAnswer | undefined)[] = Array.from({ length: size }, () => undefined);
+      const doneMs = new Array<number>(size).fill(0);
+      /** The requests whose rows the batch still holds, in row order. */
+      let rows = Array.from({ length: size }, (_, i) => i);
+      let input: NamedTensors | TensorData = feeds;
+      for (let k = 0; k < base.segments; k++) {
+        const outputs = await base.runSegment(k, input);
+        if (k === base.segments - 1) {
+          const now = performance.now() - started;
+          rows.forEach((request, row) => {
+            if (answers[request]) return;
+            answers[request] = { answer: answerOf(Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, sliceRows(t, [row])]))), exit: 'full' };
+          });
+          // Waiting for all, every request ends with the batch.
+          for (let i = 0; i < size; i++) if (!compact || answers[i]!.exit === 'full') doneMs[i] = now;
+          return { answers: answers as CachedAnswer[], doneMs };
+        }
+        input = outputs[base.layers[k]!]!;
+        const cache = byLayer.get(k);
+        if (!cache) continue;
+        const open = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
+        if (open.length === 0) continue;
+        const found = await lookUp(cache, sliceRows(input, open.map((o) => o.row))).catch((err: unknown) => {
+          onLookupError?.(err, cache);
+          return [];
+        });
+        const now = performance.now() - started;
+        found.forEach((answered, i) => {
+          if (!answered) return;
+          answers[open[i]!.request] = answered;
+          doneMs[open[i]!.request] = now;
+        });
+        if (answers.every((a) => a !== undefined)) {
+          // Every request answered: the batch ends here either way.
+          for (let i = 0; i < size; i++) if (!compact) doneMs[i] = now;
+          return { answers: answers as CachedAnswer[], doneMs };
+        }
+        if (compact) {
+          const keep = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
+          input = sliceRows(input, keep.map((x) => x.row));
+          rows = keep.map((x) => x.request);
+        }
+      }
+      throw new RangeError(`${base.name} has no segments`);
+    },
   };
+}
+
+/** The rows `rows` of a tensor's first dimension. */
+function sliceRows(t: TensorData, rows: readonly number[]): TensorData {
+  const width = t.dims.slice(1).reduce((a, b) => a * b, 1);
+  const data = new (t.data.constructor as Float32ArrayConstructor)(rows.length * width);
+  rows.forEach((r, i) => data.set((t.data as Float32Array).subarray(r * width, (r + 1) * width), i * width));
+  return { ...t, data, dims: [rows.length, ...t.dims.slice(1)] };
 }

@@ -187,4 +187,23 @@ describe('learned caches on EfficientNet-Lite0', () => {
     expect(model.caches[0]!.variant).toBe(chosen[0]!.name);
     await adaptation.close();
   });
+
+  it('runs a batch: hits leave it (compaction) or wait for it (the paper), with the answers a request alone gets', async () => {
+    const caches = await enable('Conv', [2]);
+    const model = createCachedModel({ base, caches, mode: 'sync', answerOf });
+    const batch = images(16, 8);
+    const alone = [];
+    for (let i = 0; i < 16; i++) alone.push(await model.run(one(batch, i)));
+    const copy = (): NamedTensors => ({ images: { ...batch.images!, data: batch.images!.data.slice() } });
+    const compacted = await model.runBatch(copy());
+    const waited = await model.runBatch(copy(), { compact: false });
+    for (const run of [compacted, waited]) {
+      expect(run.answers.map((a) => [a.answer, a.exit])).toEqual(alone.map((a) => [a.answer, a.exit]));
+    }
+    // Waiting for all, every request ends with the batch; compacted, a hit ends before it.
+    expect(new Set(waited.doneMs).size).toBe(1);
+    const ends = (exit: (e: number | 'full') => boolean): number[] => compacted.doneMs.filter((_, i) => exit(compacted.answers[i]!.exit));
+    expect(ends((e) => e === 'full').length).toBeGreaterThan(0);
+    expect(Math.max(...ends((e) => e !== 'full'))).toBeLessThan(Math.min(...ends((e) => e === 'full')));
+  });
 });
