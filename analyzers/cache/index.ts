@@ -23,10 +23,11 @@ export {
   poolWindow,
   SELECTOR_HIDDEN,
   variantName,
+  weightShapes,
   type HiddenShape,
   type VariantSpec,
 } from './variant.js';
-export { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, lookupModel, weightShapes, type CacheWeights } from './lookup-model.js';
+export { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, lookupModel, type CacheWeights } from './lookup-model.js';
 export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';

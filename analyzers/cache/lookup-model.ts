@@ -1,5 +1,5 @@
-import { encodeOnnxModel, type OnnxModel } from '../onnx/index.js';
-import { CONV_CHANNELS, poolWindow, SELECTOR_HIDDEN, type HiddenShape, type VariantSpec } from './variant.js';
+import { encodeOnnxModel, floatInitializer, floatValueInfo, type OnnxModel } from '../onnx/index.js';
+import { poolWindow, weightShapes, type HiddenShape, type VariantSpec } from './variant.js';
 
 /**
  * A learned cache as one ONNX model, so that a lookup is one onnxruntime run: the predictor
@@ -10,35 +10,17 @@ export const LOOKUP_INPUT = 'hidden';
 export const LOOKUP_PROBABILITIES = 'probabilities';
 export const LOOKUP_HIT = 'hit';
 
-/**
- * Trained weights by name, in ONNX's layouts: dense `W` [in, out] and `b` [out]; the conv's
- * `conv/W` [out, in, k, k]. `out/*` is the predictor's last dense layer, `fc/*` FC's hidden
- * layer, `sel1/*` and `sel2/*` the selector's.
- */
+/** Trained weights by name, in the layouts of `weightShapes`. */
 export type CacheWeights = Record<string, Float32Array>;
 
-/** The shape of each weight a variant has. */
-export function weightShapes(spec: VariantSpec, shape: HiddenShape, classes: number, denseInput: number): Record<string, number[]> {
-  const head = { 'out/W': [denseInput, classes], 'out/b': [classes], 'sel1/W': [classes, SELECTOR_HIDDEN], 'sel1/b': [SELECTOR_HIDDEN], 'sel2/W': [SELECTOR_HIDDEN, 1], 'sel2/b': [1] };
-  switch (spec.family) {
-    case 'FC':
-      return { 'fc/W': [shape.channels * shape.height * shape.width, spec.hidden], 'fc/b': [spec.hidden], ...head };
-    case 'Pool':
-      return head;
-    case 'Conv':
-      return { 'conv/W': [CONV_CHANNELS, shape.channels, spec.kernel, spec.kernel], 'conv/b': [CONV_CHANNELS], ...head };
-  }
-}
-
-/** ONNX TensorProto.DataType.FLOAT; AttributeProto types INT and INTS. */
-const FLOAT = 1;
+/** ONNX AttributeProto types INT and INTS. */
 const INT = 2;
 const INTS = 7;
 
 const ints = (name: string, values: number[]) => ({ name, type: INTS, ints: values });
 
 export function lookupModel(spec: VariantSpec, shape: HiddenShape, classes: number, weights: CacheWeights): OnnxModel {
-  const shapes = weightShapes(spec, shape, classes, weights['out/W']!.length / classes);
+  const shapes = weightShapes(spec, shape, classes);
   for (const [name, dims] of Object.entries(shapes)) {
     const expected = dims.reduce((a, b) => a * b, 1);
     if (weights[name]?.length !== expected) throw new RangeError(`lookupModel: weight '${name}' has ${weights[name]?.length ?? 'no'} values, not ${expected} (${dims.join('×')})`);
@@ -70,14 +52,6 @@ export function lookupModel(spec: VariantSpec, shape: HiddenShape, classes: numb
     gemm('sel1/relu', 'sel2', 'sel2/out'),
     { opType: 'Sigmoid', name: 'sigmoid', input: ['sel2/out'], output: [LOOKUP_HIT] },
   ];
-  const tensor = (name: string) => {
-    const values = weights[name]!;
-    return { name, dims: shapes[name], dataType: FLOAT, rawData: new Uint8Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength)) };
-  };
-  const valueInfo = (name: string, dims: (number | string)[]) => ({
-    name,
-    type: { tensorType: { elemType: FLOAT, shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) } } },
-  });
   return {
     irVersion: 8,
     producerName: 'panoptes',
@@ -85,9 +59,9 @@ export function lookupModel(spec: VariantSpec, shape: HiddenShape, classes: numb
     graph: {
       name: 'learned_cache',
       node: [...predictor, ...selector],
-      initializer: Object.keys(shapes).map(tensor),
-      input: [valueInfo(LOOKUP_INPUT, ['batch', shape.channels, shape.height, shape.width])],
-      output: [valueInfo(LOOKUP_PROBABILITIES, ['batch', classes]), valueInfo(LOOKUP_HIT, ['batch', 1])],
+      initializer: Object.entries(shapes).map(([name, dims]) => floatInitializer(name, dims, weights[name]!)),
+      input: [floatValueInfo(LOOKUP_INPUT, ['batch', shape.channels, shape.height, shape.width])],
+      output: [floatValueInfo(LOOKUP_PROBABILITIES, ['batch', classes]), floatValueInfo(LOOKUP_HIT, ['batch', 1])],
     },
   };
 }

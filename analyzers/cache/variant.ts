@@ -79,19 +79,33 @@ export function denseInput(spec: VariantSpec, shape: HiddenShape): number {
   }
 }
 
-/** Parameters of predictor and selector. */
-export function parameterCount(spec: VariantSpec, shape: HiddenShape, classes: number): number {
-  const selector = classes * SELECTOR_HIDDEN + SELECTOR_HIDDEN + SELECTOR_HIDDEN + 1;
-  const head = denseInput(spec, shape) * classes + classes;
+/**
+ * The shape of each weight of a variant, in ONNX's layouts: dense `W` [in, out] and `b` [out]; the
+ * conv's `conv/W` [out, in, k, k]. `out/*` is the predictor's last dense layer, `fc/*` FC's
+ * hidden layer, `sel1/*` and `sel2/*` the selector's.
+ */
+export function weightShapes(spec: VariantSpec, shape: HiddenShape, classes: number): Record<string, number[]> {
+  const head = {
+    'out/W': [denseInput(spec, shape), classes],
+    'out/b': [classes],
+    'sel1/W': [classes, SELECTOR_HIDDEN],
+    'sel1/b': [SELECTOR_HIDDEN],
+    'sel2/W': [SELECTOR_HIDDEN, 1],
+    'sel2/b': [1],
+  };
   switch (spec.family) {
     case 'FC':
-      return features(shape) * spec.hidden + spec.hidden + head + selector;
+      return { 'fc/W': [features(shape), spec.hidden], 'fc/b': [spec.hidden], ...head };
     case 'Pool':
-      return head + selector;
+      return head;
     case 'Conv':
-      return shape.channels * CONV_CHANNELS * spec.kernel * spec.kernel + CONV_CHANNELS + head + selector;
+      return { 'conv/W': [CONV_CHANNELS, shape.channels, spec.kernel, spec.kernel], 'conv/b': [CONV_CHANNELS], ...head };
   }
 }
+
+/** Parameters of predictor and selector. */
+export const parameterCount = (spec: VariantSpec, shape: HiddenShape, classes: number): number =>
+  Object.values(weightShapes(spec, shape, classes)).reduce((n, dims) => n + dims.reduce((a, b) => a * b, 1), 0);
 
 /**
  * The paper's six (FC(1024), FC(512), Pool(8192), Pool(4096), Conv(3,1), Conv(5,2) on ResNet-18's

@@ -69,3 +69,20 @@ function outerReads(graph: OnnxGraph): string[] {
   ]);
   return (graph.node ?? []).flatMap(nodeReads).filter((name) => !defined.has(name));
 }
+
+/** ONNX TensorProto.DataType.FLOAT. */
+const FLOAT = 1;
+
+/** A float32 weight as an ONNX initializer. */
+export const floatInitializer = (name: string, dims: number[], values: Float32Array) => ({
+  name,
+  dims,
+  dataType: FLOAT,
+  rawData: new Uint8Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength)),
+});
+
+/** A float32 graph input or output; a string dimension is named (`batch`). */
+export const floatValueInfo = (name: string, dims: readonly (number | string)[]): OnnxValueInfo => ({
+  name,
+  type: { tensorType: { elemType: FLOAT, shape: { dim: dims.map((d) => (typeof d === 'number' ? { dimValue: d } : { dimParam: d })) } } },
+});

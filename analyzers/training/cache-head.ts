@@ -1,7 +1,7 @@
 import type * as TensorFlow from '@tensorflow/tfjs';
 import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs';
 import { seededRandom } from '../../core/index.js';
-import { CONV_CHANNELS, denseInput, poolWindow, SELECTOR_HIDDEN, type CacheWeights, type HiddenShape, type VariantSpec } from '../cache/index.js';
+import { CONV_CHANNELS, poolWindow, weightShapes, type CacheWeights, type HiddenShape, type VariantSpec } from '../cache/index.js';
 import { loadTensorFlow, shuffle } from './head.js';
 
 /**
@@ -161,16 +161,7 @@ type Variables = Record<string, Variable>;
 
 /** Weights are kept in ONNX's layouts (see `CacheWeights`), the conv's too: it runs as k² shifted matrix products. */
 function initialVariables(tf: Tf, variant: VariantSpec, shape: HiddenShape, classes: number, seed: number, init: CacheWeights | undefined): Variables {
-  const shapes: Record<string, number[]> = {
-    ...(variant.family === 'FC' ? { 'fc/W': [shape.channels * shape.height * shape.width, variant.hidden], 'fc/b': [variant.hidden] } : {}),
-    ...(variant.family === 'Conv' ? { 'conv/W': [CONV_CHANNELS, shape.channels, variant.kernel, variant.kernel], 'conv/b': [CONV_CHANNELS] } : {}),
-    'out/W': [denseInput(variant, shape), classes],
-    'out/b': [classes],
-    'sel1/W': [classes, SELECTOR_HIDDEN],
-    'sel1/b': [SELECTOR_HIDDEN],
-    'sel2/W': [SELECTOR_HIDDEN, 1],
-    'sel2/b': [1],
-  };
+  const shapes = weightShapes(variant, shape, classes);
   return Object.fromEntries(
     Object.entries(shapes).map(([name, dims], i) => {
       const given = init?.[name];
