@@ -42,6 +42,7 @@ export {
   letterboxBatchNative,
   loadFeatureExtractor,
   loadModelRunner,
+  sameObjects,
   profileModel,
   type BatchTiming,
   type FeatureExtractor,

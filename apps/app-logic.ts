@@ -162,8 +162,9 @@ export function createAppLogic(spec: AppSpec): AppLogic {
       }
       const counts: Record<string, number> = {};
       for (const d of detections) counts[d.className] = (counts[d.className] ?? 0) + 1;
+      const exit = { exit: output.exit?.at ?? '', cache_variant: output.exit?.variant ?? '' };
       const rows = detections.map((d, i) =>
-        row(DETECTIONS.name, outputId(inputId, node.id, i), { class: d.className, score: Math.round(d.score * 1000) / 1000, ...boxFields(d.box), track_id: trackIds[i] ?? trackOfInput }),
+        row(DETECTIONS.name, outputId(inputId, node.id, i), { class: d.className, score: Math.round(d.score * 1000) / 1000, ...boxFields(d.box), track_id: trackIds[i] ?? trackOfInput, ...exit }),
       );
       if (root) {
         rows.push(row(FRAMES.name, `${inputId}/${node.id}`, {
@@ -171,6 +172,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
           height: frame.height,
           objects: detections.length,
           class_counts: JSON.stringify(counts),
+          ...exit,
         }));
       }
       return [...rows, ...events];

@@ -15,6 +15,12 @@ const boxColumns = [
   { name: 'y2', type: 'Float32' },
 ] as const;
 
+/** Where a node with a learned cache answered: `full` or the candidate layer, and the cache's variant; empty without a cache. */
+const exitColumns = [
+  { name: 'exit', type: 'String' },
+  { name: 'cache_variant', type: 'String' },
+] as const;
+
 const perFrame = { orderBy: ['app', 'source', 'frame_seq'], timeColumn: 'frame_time' } as const;
 
 /** One row per detected object. */
@@ -27,6 +33,7 @@ export const DETECTIONS: TableSpec = {
     ...boxColumns,
     /** The object's track within its source, where the node tracks; else empty. */
     { name: 'track_id', type: 'String' },
+    ...exitColumns,
   ],
   ...perFrame,
 };
@@ -41,6 +48,7 @@ export const FRAMES: TableSpec = {
     { name: 'objects', type: 'UInt32' },
     /** JSON object of class → count, e.g. {"car":2}. */
     { name: 'class_counts', type: 'String' },
+    ...exitColumns,
   ],
   ...perFrame,
 };

@@ -11,9 +11,9 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
+import { createOnnxRuntime, decodeJpeg, loadModelRunner, sameObjects, type RgbImage } from '../analyzers/index.js';
 import { runDeployment } from '../cli/index.js';
-import { compileDeployment, createLogger, deploymentSchema, projectRoot, type CompiledConfig } from '../core/index.js';
+import { compileDeployment, createLogger, deploymentSchema, projectRoot, type CompiledConfig, type Detection } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 
 const execute = promisify(execFile);
@@ -23,6 +23,8 @@ const model = join(root, 'models/centernet.onnx');
 const venv = join(root, '.cache/peer-venv');
 /** The peer's work as an app: CenterNet on every frame, detections stored (see the file). */
 export const DETECT_APP = join(root, 'bench/apps/detect.yaml');
+/** The same app with a learned cache on its detector. */
+export const CACHED_DETECT_APP = join(root, 'bench/apps/detect-cached.yaml');
 const python = join(venv, 'bin/python');
 const logger = createLogger({ level: 'warn' });
 /** Frames the model-alone figure runs per batch size. */
@@ -85,18 +87,46 @@ async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batc
 }
 
 /** The bench deployment: every frame of the clip through the detect app, as fast as it goes. */
-function benchConfig(dataDir: string, batch: number | undefined, threads: number | undefined): CompiledConfig {
+function benchConfig(dataDir: string, batch: number | undefined, threads: number | undefined, app = DETECT_APP): CompiledConfig {
   const deployment = deploymentSchema.parse({
-    apps: [DETECT_APP],
+    apps: [app],
     sources: [{ id: 'road', path: clip, apps: ['detect'], speed: 'max' }],
     backend: { ...(batch ? { batch } : {}), ...(threads ? { threads } : {}) },
   });
   return compileDeployment(deployment, join(root, 'configs/bench.yaml'), { dataDir });
 }
 
-async function pipelineFps(config: CompiledConfig): Promise<{ fps: number; frames: number; detections: number }> {
-  const summary = await runDeployment(config, { logger });
-  return { fps: summary.frames / (summary.processingMs / 1000), frames: summary.frames, detections: summary.detections };
+/** The run's frames/s, and each frame's detections and exit as stored. */
+async function pipelineFps(config: CompiledConfig): Promise<{ fps: number; frames: number; detections: number; byFrame: Map<number, StoredFrame> }> {
+  const byFrame = new Map<number, StoredFrame>();
+  const summary = await runDeployment(config, {
+    logger,
+    beforeClose: async (sink) => {
+      for (const row of (await sink.query('SELECT frame_seq, exit FROM frames')).rows) byFrame.set(Number(row['frame_seq']), { exit: String(row['exit']), detections: [] });
+      const detections = await sink.query('SELECT frame_seq, class, x1, y1, x2, y2 FROM detections');
+      for (const row of detections.rows) {
+        byFrame.get(Number(row['frame_seq']))?.detections.push({ className: String(row['class']), classId: 0, score: 1, box: { x1: Number(row['x1']), y1: Number(row['y1']), x2: Number(row['x2']), y2: Number(row['y2']) } });
+      }
+    },
+  });
+  return { fps: summary.frames / (summary.processingMs / 1000), frames: summary.frames, detections: summary.detections, byFrame };
+}
+
+interface StoredFrame {
+  exit: string;
+  detections: Detection[];
+}
+
+/** cachedAgreement: the share of frames whose objects are the uncached run's (same class, IoU ≥ 0.5); and the cache's hit rate. */
+function agreement(cached: ReadonlyMap<number, StoredFrame>, uncached: ReadonlyMap<number, StoredFrame>): { agreement: number; hitRate: number } {
+  let same = 0;
+  let hits = 0;
+  for (const [seq, frame] of uncached) {
+    const other = cached.get(seq);
+    if (other && sameObjects(other.detections, frame.detections)) same += 1;
+    if (other && other.exit !== 'full') hits += 1;
+  }
+  return { agreement: same / Math.max(1, uncached.size), hitRate: hits / Math.max(1, uncached.size) };
 }
 
 /** `--name N`: a positive integer, or undefined when not given. */
@@ -119,16 +149,32 @@ export async function peerBench(args: readonly string[]): Promise<void> {
   }
   const dir = mkdtempSync(join(tmpdir(), 'panoptes-peer-'));
   try {
-    // Peer, pipeline, peer again: a change in machine load shows in both peer runs.
+    // Peer, pipeline, cached pipeline, peer again: a change in machine load shows in both peer runs.
     const peerBefore = await peerFps(interpreter, dir);
     const config = benchConfig(join(dir, 'data'), batch, threads);
     const pipeline = await pipelineFps(config);
+    const cached = await pipelineFps(benchConfig(join(dir, 'data-cached'), batch, threads, CACHED_DETECT_APP));
     const peerAfter = await peerFps(interpreter, dir);
+    const { agreement: cachedAgreement, hitRate } = agreement(cached.byFrame, pipeline.byFrame);
     const model = await modelOnlyFps(config);
     const peer = (peerBefore.fps + peerAfter.fps) / 2;
     console.log(`peer script (OpenCV + onnxruntime, one frame at a time): ${peerBefore.fps.toFixed(1)} / ${peerAfter.fps.toFixed(1)} frames/s before / after, ${peerBefore.frames} frames, ${peerBefore.detections} detections`);
     console.log(`embedded pipeline: ${pipeline.fps.toFixed(1)} frames/s, ${pipeline.frames} frames, ${pipeline.detections} detections, ${config.deployment.backend.threads} model thread(s)`);
-    console.log(JSON.stringify({ pipelineFps: round(pipeline.fps), peerFps: round(peer), ratio: round(pipeline.fps / peer, 3), modelOnlyFps: round(model.fps), modelOnlyBatch: model.batch, threads: config.deployment.backend.threads }));
+    console.log(`with a learned cache on the detector (learned from the clip as it plays): ${cached.fps.toFixed(1)} frames/s, ${cached.detections} detections, ${(100 * hitRate).toFixed(1)}% of frames answered by the cache, ${(100 * cachedAgreement).toFixed(1)}% of frames with the uncached run's objects`);
+    console.log(
+      JSON.stringify({
+        pipelineFps: round(pipeline.fps),
+        peerFps: round(peer),
+        ratio: round(pipeline.fps / peer, 3),
+        modelOnlyFps: round(model.fps),
+        modelOnlyBatch: model.batch,
+        threads: config.deployment.backend.threads,
+        cachedPipelineFps: round(cached.fps),
+        cachedRatio: round(cached.fps / peer, 3),
+        cachedAgreement: round(cachedAgreement, 3),
+        cacheHitRate: round(hitRate, 3),
+      }),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -37,7 +37,8 @@ export interface Attribute {
 }
 
 export type NodeOutput =
-  | { kind: 'detections'; detections: Detection[] }
+  /** `exit`: where a node with a learned cache answered (docs/learned-caches.md); absent for other nodes. */
+  | { kind: 'detections'; detections: Detection[]; exit?: CacheExit }
   | { kind: 'texts'; texts: TextLine[] }
   /**
    * `answeredBy`: where a specialized node's answer came from (thesis ch. 5); absent for other
@@ -45,6 +46,12 @@ export type NodeOutput =
    * retrained top layer reads; no row holds it.
    */
   | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy; features?: Float32Array };
+
+/** Where a node with a learned cache answered: `full` (the whole model ran) or the candidate layer whose cache did. */
+export interface CacheExit {
+  at: string;
+  variant: string;
+}
 
 /**
  * Who answered a specialized node: the oracle (exploring, or checking), the cascade's

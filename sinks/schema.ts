@@ -64,6 +64,21 @@ export const SESSION_STATS_TABLE: TableSpec = {
     { name: 'transitions', type: 'UInt32' },
     { name: 'mean_dominant', type: 'Float32' },
     { name: 'mean_window', type: 'Float32' },
+    /**
+     * A learned cache's row (session `app/node`, `stream` its source) since the backend began
+     * serving the stream: the layer it answers at, its hit rate, the hit rate and accuracy its
+     * selector was calibrated to (expected) beside the accuracy of the hits checked (observed).
+     */
+    { name: 'cache_layer', type: 'String' },
+    { name: 'cache_variant', type: 'String' },
+    { name: 'hit_rate', type: 'Float32' },
+    { name: 'expected_hit_rate', type: 'Float32' },
+    { name: 'checked_hits', type: 'UInt64' },
+    { name: 'observed_accuracy', type: 'Float32' },
+    { name: 'expected_accuracy', type: 'Float32' },
+    /** Retrainings of a specialized node's or a cache's models, and their total time. */
+    { name: 'retrains', type: 'UInt32' },
+    { name: 'retrain_ms', type: 'Float64' },
   ],
   orderBy: ['session', 'at'],
   timeColumn: 'at',

@@ -43,7 +43,7 @@ type Waiter = { resolve: () => void; reject: (err: unknown) => void };
 
 const TOPICS = [Topics.results, Topics.drops, Topics.stats, Topics.plan];
 
-/** One `session_stats` row per session a backend reported on, and one per specialized stream and node. */
+/** One `session_stats` row per session a backend reported on, and one per specialized or cached stream and node. */
 export function statsRows(stats: Stats): ResultRow[] {
   const row = (session: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
     app: 'panoptes',
@@ -80,12 +80,28 @@ export function statsRows(stats: Stats): ResultRow[] {
       transitions: s.transitions,
       mean_dominant: s.transitions === 0 ? 0 : s.dominantSum / s.transitions,
       mean_window: s.transitions === 0 ? 0 : s.windowSum / s.transitions,
+      retrains: s.retrains,
+      retrain_ms: s.retrainMs,
     }),
   );
-  return [...sessions, ...specialized];
+  const cached = (stats.caches ?? []).map((c) =>
+    row(`${c.app}/${c.node}`, `${c.app}/${c.node}:${c.source}:cache`, {
+      stream: c.source,
+      cache_layer: c.layer,
+      cache_variant: c.variant,
+      hit_rate: c.frames === 0 ? 0 : c.hits / c.frames,
+      expected_hit_rate: c.expectedHitRate,
+      checked_hits: c.checked,
+      observed_accuracy: c.checked === 0 ? 0 : c.checkedRight / c.checked,
+      expected_accuracy: c.expectedAccuracy,
+      retrains: c.retrains,
+      retrain_ms: c.retrainMs,
+    }),
+  );
+  return [...sessions, ...specialized, ...cached];
 }
 
-/** A session's row leaves the specialization columns empty, a specialized node's the session's. */
+/** A session's row leaves the stream columns empty, a specialized or cached node's the session's. */
 const UNSET_STATS = {
   arrival_rate: 0,
   queue_length: 0,
@@ -102,6 +118,15 @@ const UNSET_STATS = {
   transitions: 0,
   mean_dominant: 0,
   mean_window: 0,
+  cache_layer: '',
+  cache_variant: '',
+  hit_rate: 0,
+  expected_hit_rate: 0,
+  checked_hits: 0,
+  observed_accuracy: 0,
+  expected_accuracy: 0,
+  retrains: 0,
+  retrain_ms: 0,
 };
 
 /** One `plans` row per backend and session placed on it. */

@@ -5,6 +5,7 @@ import {
   createLogThrottle,
   type AppLogic,
   type Bus,
+  type FrameRef,
   type Lifecycle,
   type Logger,
   type NodeOutput,
@@ -130,12 +131,12 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   });
 
   /** Queues one image for its node's session; resolves with the image's output when its batch finishes. */
-  const infer = async ({ app, node, model }: DagNode, image: ImageInput, params: unknown, deadlineMs: number): Promise<NodeOutput> => {
+  const infer = async ({ app, node, model }: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame?: FrameRef): Promise<NodeOutput> => {
     const session = await hosting.serving(app, node, model);
     const submitted = Date.now();
     stats.arrival(session);
     try {
-      const output = await new Promise<NodeOutput>((resolve, reject) => hosting.enqueue(session, { deadlineMs, item: { image, model, params, resolve, reject } }));
+      const output = await new Promise<NodeOutput>((resolve, reject) => hosting.enqueue(session, { deadlineMs, item: { image, model, params, ...(frame ? { stream: `${app}/${node}/${frame.source}` } : {}), resolve, reject } }));
       const done = Date.now();
       stats.done(session, done - submitted, done > deadlineMs);
       if (done > deadlineMs) counts.late += 1;
@@ -152,7 +153,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const runner = createDagRunner({
     apps: options.apps,
     parseParams,
-    infer: (node, image, params, deadlineMs, frame) => (specialized.specializes(node) ? specialized.classify(node, image, params, deadlineMs, frame) : infer(node, image, params, deadlineMs)),
+    infer: (node, image, params, deadlineMs, frame) => (specialized.specializes(node) ? specialized.classify(node, image, params, deadlineMs, frame) : infer(node, image, params, deadlineMs, frame)),
     budgets: (app) => budgets.get(app),
     realtime: options.realtime ?? (() => true),
     crops: options.bus.kind === 'memory' ? 'pixels' : 'jpeg',
@@ -199,7 +200,17 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   /** The last interval's stats to `panoptes.stats`; a failed send is logged, the next second brings another. */
   const publishStats = (): void => {
     const specializations = specialized.stats();
-    const snapshot = { ...stats.take(Date.now(), executor.queued()), device, ...(specializations.length > 0 ? { specializations } : {}) };
+    const caches = hosting.cacheStats().map(({ key, lastError: _, ...figures }) => {
+      // Keys are `app/node/source`; source ids may hold slashes, app and node ids do not.
+      const [app = '', node = '', ...source] = key.split('/');
+      return { app, node, source: source.join('/'), ...figures };
+    });
+    const snapshot = {
+      ...stats.take(Date.now(), executor.queued()),
+      device,
+      ...(specializations.length > 0 ? { specializations } : {}),
+      ...(caches.length > 0 ? { caches } : {}),
+    };
     options.onStats?.(snapshot);
     producer
       .send(Channels.stats.topic, [Channels.stats.record(snapshot)])

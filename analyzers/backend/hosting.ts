@@ -1,6 +1,7 @@
 import type { Logger, NodeOutput, Plan, ResolvedModel } from '../../core/index.js';
 import type { ImageInput } from '../image/index.js';
 import { loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
+import type { FrameCacheStats } from '../cache/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import type { ExecutableSession, Executor } from './executor.js';
 import { batchDueMs } from '../dag/index.js';
@@ -13,6 +14,8 @@ export interface Request {
   /** The model the node names: the session's, or a member of the session's prefix family. */
   model: string;
   params: unknown;
+  /** The request's stream (app, node, source), for runners that keep state per stream. */
+  stream?: string;
   resolve: (output: NodeOutput) => void;
   reject: (err: unknown) => void;
   /** A blank image run to learn ℓ(B) before the first request: not counted as work. */
@@ -59,6 +62,8 @@ export interface Hosting {
   runner(model: string): Promise<ModelRunner>;
   /** Models loaded or loading now. */
   models(): string[];
+  /** The learned caches' figures of the models loaded, per stream. */
+  cacheStats(): FrameCacheStats[];
   /** Sessions the plan does not list that sat idle leave; models no session uses are unloaded. */
   unloadIdle(): Promise<void>;
   close(): Promise<void>;
@@ -77,6 +82,8 @@ const IDLE_SESSION_MS = 5000;
 export function createHosting(options: HostingOptions): Hosting {
   const logger = options.logger.child({ module: 'analyzers.backend.hosting' });
   const runners = new Map<string, Promise<ModelRunner>>();
+  /** The runners loaded, for the figures of their learned caches. */
+  const ready = new Map<string, ModelRunner>();
   /** ℓ(b) per model, learned from its batches: a property of the model, shared by its sessions. */
   const estimates = new Map<string, LatencyEstimate>();
   /**
@@ -100,7 +107,10 @@ export function createHosting(options: HostingOptions): Hosting {
       const spec = options.models[model];
       runner = spec ? loadModelRunner(spec, options.runtime) : Promise.reject(new Error(`model ${model} is not in this deployment's zoo`));
       runners.set(model, runner);
-      runner.catch(() => runners.delete(model));
+      runner.then(
+        (loaded) => runners.get(model) === runner && ready.set(model, loaded),
+        () => runners.delete(model),
+      );
     }
     return runner;
   };
@@ -121,6 +131,7 @@ export function createHosting(options: HostingOptions): Hosting {
         runner.prepare(
           requests.map((r) => r.item.image),
           requests.map((r) => (r.item.model === model ? r.item.params : { member: r.item.model, params: r.item.params })),
+          requests.map((r) => r.item.stream),
         ),
       async execute(prepared) {
         const started = performance.now();
@@ -241,6 +252,7 @@ export function createHosting(options: HostingOptions): Hosting {
     },
     runner: runnerOf,
     models: () => [...runners.keys()].sort(),
+    cacheStats: () => [...ready.values()].flatMap((r) => r.cacheStats?.() ?? []),
     async unloadIdle() {
       if (switching || !plan) return;
       const now = Date.now();
@@ -259,6 +271,7 @@ export function createHosting(options: HostingOptions): Hosting {
       const unused = [...runners].filter(([model]) => !needed.has(model));
       for (const [model] of unused) {
         runners.delete(model);
+        ready.delete(model);
         firstRuns.delete(model);
         logger.info({ model }, 'model unloaded: no session uses it');
       }
@@ -267,6 +280,7 @@ export function createHosting(options: HostingOptions): Hosting {
     async close() {
       const loaded = [...runners.values()];
       runners.clear();
+      ready.clear();
       await Promise.all(loaded.map(async (r) => (await r).dispose()));
     },
   };

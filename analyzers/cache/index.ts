@@ -33,3 +33,5 @@ export { createCachedModel, type CachedAnswer, type CachedModel, type CachedMode
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
 export { argMax } from './tensors.js';
 export { createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';
+export { createFrameCache, type FrameCache, type FrameCacheConfig, type FrameCacheOptions, type FrameCacheStats, type FrameExit } from './frame-cache.js';
+export { FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, frameSelectorModel } from './frame-selector.js';

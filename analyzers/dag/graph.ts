@@ -31,7 +31,8 @@ export async function planNodes(
       const children = app.spec.edges.filter((e) => e.from === node.id).map((edge) => ({ edge, node: app.spec.nodes.find((n) => n.id === edge.to)! }));
       let params: unknown;
       try {
-        params = await parseParams(node.model, node.params);
+        // A node's learned cache runs inside its model's runner, which reads it among the params.
+        params = await parseParams(node.model, node.cache ? { ...node.params, cache: node.cache } : node.params);
       } catch (err) {
         throw new PanoptesError(ErrorCode.AppInvalid, `app ${app.spec.name}, node ${node.id}: ${describeError(err)}`, { cause: err });
       }

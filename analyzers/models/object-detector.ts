@@ -1,7 +1,9 @@
 import { z } from 'zod';
-import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
-import type { ModelRuntime } from '../runtime/index.js';
-import { cocoLabels, decodeCenternet, letterboxBatchNative, nms } from './detector/index.js';
+import { cacheSchema, ErrorCode, PanoptesError, type CacheConfig, type CacheExit, type Detection, type ResolvedModel } from '../../core/index.js';
+import { createFrameCache, type FrameCache, type FrameExit } from '../cache/index.js';
+import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
+import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
+import { cocoLabels, decodeCenternet, letterboxBatchNative, nms, sameObjects } from './detector/index.js';
 import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const detectorParams = z.strictObject({
@@ -19,13 +21,64 @@ const detectorParams = z.strictObject({
   iouThreshold: z.number().min(0).max(1).default(0.5),
   /** One detection per object: among the wanted classes, overlapping boxes keep the best class only. */
   classAgnostic: z.boolean().default(true),
+  /** The node's `cache:` (a learned cache), which the DAG runner passes here. */
+  cache: cacheSchema.optional(),
 });
 type DetectorParams = z.infer<typeof detectorParams>;
 
-/** COCO object detection with CenterNet: letterbox, run, decode, then each node's own filter. */
+/**
+ * COCO object detection with CenterNet: letterbox, run, decode, then each node's own filter.
+ * Rows of nodes with a `cache:` run through a frame cache per stream (docs/learned-caches.md).
+ */
 export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<DetectorParams>> {
   const inputSize = spec.inputSize ?? 512;
   const model = await runtime.load({ name: spec.name, file: spec.file });
+  const inputName = model.inputNames[0] ?? 'images';
+  let trainer: HeadTrainer | undefined;
+  /** One frame cache per distinct `cache:` among the nodes, each keeping its streams apart. */
+  const caches = new Map<string, Promise<FrameCache<Detection[]>>>();
+  const loadedCaches: FrameCache<Detection[]>[] = [];
+  const cacheFor = (config: CacheConfig): Promise<FrameCache<Detection[]>> => {
+    const id = JSON.stringify(config);
+    let cache = caches.get(id);
+    if (!cache) {
+      cache = createFrameCache<Detection[]>({ runtime, model: spec, config, train: async (job) => (trainer ??= createHeadTrainer()).train(job), same: (a, b) => sameObjects(a, b) });
+      caches.set(id, cache);
+      cache.then(
+        (loaded) => loadedCaches.push(loaded),
+        () => caches.delete(id),
+      );
+    }
+    return cache;
+  };
+
+  /** The batch's rows grouped by the cache they run through (none: the whole model), each group one run. */
+  const execute = async (input: TensorData, params: readonly DetectorParams[], streams: readonly (string | undefined)[] | undefined) => {
+    const groups = new Map<CacheConfig | undefined, number[]>();
+    params.forEach((p, i) => {
+      const config = streams?.[i] === undefined ? undefined : p.cache;
+      groups.set(config, [...(groups.get(config) ?? []), i]);
+    });
+    if (groups.size === 1 && groups.has(undefined)) return { outputs: await model.run({ [inputName]: input }) };
+    const rowSize = input.data.length / params.length;
+    const pickRows = (rows: readonly number[]): TensorData => {
+      const data = new Float32Array(rows.length * rowSize);
+      rows.forEach((r, i) => data.set((input.data as Float32Array).subarray(r * rowSize, (r + 1) * rowSize), i * rowSize));
+      return { ...input, dims: [rows.length, ...input.dims.slice(1)], data };
+    };
+    const parts = await Promise.all(
+      [...groups].map(async ([config, rows]) => {
+        if (!config) return { rows, outputs: await model.run({ [inputName]: pickRows(rows) }), cache: undefined, exits: [] };
+        const cache = await cacheFor(config);
+        const ran = await cache.run({ [inputName]: pickRows(rows) }, rows.map((r) => streams![r]));
+        return { rows, cache, ...ran };
+      }),
+    );
+    const exits: ({ cache: FrameCache<Detection[]>; exit: FrameExit } | undefined)[] = new Array(params.length).fill(undefined);
+    for (const { cache, rows, exits: own } of parts) if (cache) rows.forEach((r, i) => (exits[r] = { cache, exit: own[i]! }));
+    return { outputs: mergeRows(parts, params.length), exits };
+  };
+
   return phasedRunner({
     spec,
     parseParams(params) {
@@ -40,22 +93,22 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       }
       return parsed;
     },
-    async prepare(images, params) {
+    async prepare(images, params, streams) {
       const { input, letterboxes } = await letterboxBatchNative(images, inputSize, spec.name);
-      return { size: images.length, input, letterboxes, params };
+      return { size: images.length, input, letterboxes, params, streams };
     },
     async execute(prepared) {
-      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: prepared.input });
-      return { size: prepared.size, outputs, letterboxes: prepared.letterboxes, params: prepared.params };
+      const { outputs, exits } = await execute(prepared.input, prepared.params, prepared.streams);
+      return { size: prepared.size, outputs, letterboxes: prepared.letterboxes, params: prepared.params, exits };
     },
-    finish({ outputs, letterboxes, params }) {
+    finish({ outputs, letterboxes, params, exits }) {
       // Decode once with the loosest settings of the batch, then apply each request's own.
       const perImage = decodeCenternet(outputs, letterboxes, {
         minScore: Math.min(...params.flatMap((p) => [p.minScore, ...Object.values(p.minScores)])),
         maxDetections: Math.max(...params.map((p) => p.maxDetections)),
         iouThreshold: Math.max(...params.map((p) => p.iouThreshold)),
       });
-      return perImage.map((detections, i) => {
+      const outputsOf = perImage.map((detections, i) => {
         const p = params[i]!;
         const wanted = p.classes ? new Set(p.classes) : undefined;
         const renamed = detections.map((d) => {
@@ -63,12 +116,42 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
           return className === undefined ? d : { ...d, className, classId: cocoLabels.includes(className) ? cocoLabels.indexOf(className) : d.classId };
         });
         const kept = renamed.filter((d) => d.score >= (p.minScores[d.className] ?? p.minScore) && (!wanted || wanted.has(d.className)));
+        const exit = exits?.[i];
         return {
           kind: 'detections' as const,
           detections: nms(kept, { iouThreshold: p.iouThreshold, maxDetections: p.maxDetections, classAgnostic: p.classAgnostic }),
+          ...(exit ? { exit: { at: exit.exit.hit ? exit.cache.layer : 'full', variant: exit.cache.variant } satisfies CacheExit } : {}),
         };
       });
+      // What the cached rows finally answered teaches their caches.
+      for (const cache of new Set(exits?.flatMap((e) => (e ? [e.cache] : [])))) {
+        const rows = outputsOf.flatMap((o, i) => (exits![i]?.cache === cache ? [i] : []));
+        cache.learn(rows.map((i) => exits![i]!.exit), rows.map((i) => outputsOf[i]!.detections));
+      }
+      return outputsOf;
     },
-    dispose: () => model.dispose(),
+    cacheStats: () => loadedCaches.flatMap((c) => c.stats()),
+    async dispose() {
+      const loaded = await Promise.allSettled(caches.values());
+      await Promise.all(loaded.map(async (c) => (c.status === 'fulfilled' ? c.value.close() : undefined)));
+      await trainer?.close();
+      await model.dispose();
+    },
   });
+}
+
+/** The groups' outputs back in the batch's row order. */
+function mergeRows(parts: readonly { rows: readonly number[]; outputs: NamedTensors }[], rows: number): NamedTensors {
+  const merged: NamedTensors = {};
+  for (const name of Object.keys(parts[0]!.outputs)) {
+    const sample = parts[0]!.outputs[name]!;
+    const width = sample.data.length / sample.dims[0]!;
+    const data = new Float32Array(rows * width);
+    for (const part of parts) {
+      const values = part.outputs[name]!.data as Float32Array;
+      part.rows.forEach((r, i) => data.set(values.subarray(i * width, (i + 1) * width), r * width));
+    }
+    merged[name] = { ...sample, dims: [rows, ...sample.dims.slice(1)], data };
+  }
+  return merged;
 }

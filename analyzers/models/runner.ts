@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
+import type { FrameCacheStats } from '../cache/index.js';
 import type { ImageInput } from '../image/index.js';
 import type { NamedTensors } from '../runtime/index.js';
 
@@ -15,13 +16,16 @@ export interface ModelRunner<Params = unknown> {
   /**
    * One batch in three phases, so a backend holds the device for `execute` only (Nexus §6.3):
    * `prepare` (CPU: resize, letterbox, stack; native where it resamples), `execute` (the
-   * runtime), `finish` (CPU: decode).
+   * runtime), `finish` (CPU: decode). `streams` names each image's stream (app, node and
+   * source), for runners that keep state per stream (a learned cache).
    */
-  prepare(images: readonly ImageInput[], params: readonly Params[]): Promise<Prepared>;
+  prepare(images: readonly ImageInput[], params: readonly Params[], streams?: readonly (string | undefined)[]): Promise<Prepared>;
   execute(prepared: Prepared): Promise<Executed>;
   finish(executed: Executed): NodeOutput[];
   /** The three phases back to back. */
   run(images: readonly ImageInput[], params: readonly Params[]): Promise<NodeOutput[]>;
+  /** Its learned caches' figures per stream, where it has any. */
+  cacheStats?(): FrameCacheStats[];
   dispose(): Promise<void>;
 }
 
@@ -41,9 +45,10 @@ export interface Executed {
 export function phasedRunner<Params, P extends Prepared, E extends Executed>(runner: {
   spec: ResolvedModel;
   parseParams(params: Record<string, unknown>): Params;
-  prepare(images: readonly ImageInput[], params: readonly Params[]): P | Promise<P>;
+  prepare(images: readonly ImageInput[], params: readonly Params[], streams?: readonly (string | undefined)[]): P | Promise<P>;
   execute(prepared: P): Promise<E>;
   finish(executed: E): NodeOutput[];
+  cacheStats?(): FrameCacheStats[];
   dispose(): Promise<void>;
 }): ModelRunner<Params> {
   const execute = (prepared: Prepared): Promise<Executed> => runner.execute(prepared as P);
@@ -51,10 +56,11 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
   return {
     spec: runner.spec,
     parseParams: (params) => runner.parseParams(params),
-    prepare: async (images, params) => runner.prepare(images, params),
+    prepare: async (images, params, streams) => runner.prepare(images, params, streams),
     execute,
     finish,
     run: async (images, params) => finish(await execute(await runner.prepare(images, params))),
+    ...(runner.cacheStats ? { cacheStats: runner.cacheStats } : {}),
     dispose: () => runner.dispose(),
   };
 }

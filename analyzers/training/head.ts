@@ -29,6 +29,8 @@ export interface HeadJob {
   batchSize?: number;
   /** @defaultValue 1 */
   seed?: number;
+  /** Each class's weight in the loss (a learned cache's selector weighs false positives above false negatives); default all 1. */
+  classWeights?: readonly number[];
   /** Rows to classify with the trained head, row-major [rows, featureCount]: its held-out test. */
   evaluate?: Float32Array;
 }
@@ -46,6 +48,8 @@ export interface TrainedHead {
   trainMs: number;
   /** The class the head gives each row of `evaluate`. */
   predictions?: Int32Array;
+  /** The head's distribution for each row of `evaluate`, row-major [rows, classes]. */
+  probabilities?: Float32Array;
 }
 
 type Tf = typeof TensorFlow;
@@ -83,11 +87,13 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
   }
   const bad = labels.findIndex((l) => l < 0 || l >= classes);
   if (bad >= 0) throw new RangeError(`trainHead: label ${labels[bad]} of row ${bad} is outside 0..${classes - 1}`);
+  if (job.classWeights && job.classWeights.length !== classes) throw new RangeError(`trainHead: ${job.classWeights.length} class weights for ${classes} classes`);
   const tf = await loadTensorFlow();
   const started = performance.now();
   const random = seededRandom(seed);
   const x = tf.tensor2d(features, [rows, featureCount]);
   const y = tf.oneHot(tf.tensor1d(labels, 'int32'), classes);
+  const rowWeights = job.classWeights ? tf.tensor1d(Float32Array.from(labels, (l) => job.classWeights![l]!)) : undefined;
   const w = tf.variable(tf.randomNormal([featureCount, classes], 0, 0.01, 'float32', seed));
   const b = tf.variable(tf.zeros([classes]));
   const optimizer = tf.train.adam(learningRate);
@@ -100,11 +106,12 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
       for (let start = 0; start < rows; start += batchSize) {
         const indices = tf.tensor1d(order.slice(start, start + batchSize), 'int32');
         const [xb, yb] = [tf.gather(x, indices), tf.gather(y, indices)];
+        const wb = rowWeights ? tf.gather(rowWeights, indices) : undefined;
         // Reading the loss waits for the step: only in the last epoch.
         const last = epoch === epochs - 1;
-        const cost = optimizer.minimize(() => tf.losses.softmaxCrossEntropy(yb, tf.add(tf.matMul(xb, w), b)) as Scalar, last);
+        const cost = optimizer.minimize(() => tf.losses.softmaxCrossEntropy(yb, tf.add(tf.matMul(xb, w), b), wb) as Scalar, last);
         if (last) sum += ((await cost?.data())?.[0] ?? NaN) * (indices.shape[0] ?? 0);
-        tf.dispose([indices, xb, yb, ...(cost ? [cost] : [])]);
+        tf.dispose([indices, xb, yb, ...(wb ? [wb] : []), ...(cost ? [cost] : [])]);
       }
       loss = sum / rows;
     }
@@ -117,20 +124,21 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
       loss,
       backend: tf.getBackend(),
       trainMs,
-      ...(job.evaluate ? { predictions: await predict(tf, job.evaluate, featureCount, w, b) } : {}),
+      ...(job.evaluate ? await predict(tf, job.evaluate, featureCount, w, b) : {}),
     };
   } finally {
-    tf.dispose([x, y, w, b]);
+    tf.dispose([x, y, w, b, ...(rowWeights ? [rowWeights] : [])]);
     optimizer.dispose();
   }
 }
 
-async function predict(tf: Tf, rows: Float32Array, featureCount: number, w: TensorFlow.Variable, b: TensorFlow.Variable): Promise<Int32Array> {
-  const predicted = tf.tidy(() => tf.argMax(tf.add(tf.matMul(tf.tensor2d(rows, [rows.length / featureCount, featureCount]), w), b), 1));
+async function predict(tf: Tf, rows: Float32Array, featureCount: number, w: TensorFlow.Variable, b: TensorFlow.Variable): Promise<{ predictions: Int32Array; probabilities: Float32Array }> {
+  const probabilities = tf.tidy(() => tf.softmax(tf.add(tf.matMul(tf.tensor2d(rows, [rows.length / featureCount, featureCount]), w), b)));
+  const predicted = tf.argMax(probabilities, 1);
   try {
-    return Int32Array.from(await predicted.data());
+    return { predictions: Int32Array.from(await predicted.data()), probabilities: Float32Array.from(await probabilities.data()) };
   } finally {
-    predicted.dispose();
+    tf.dispose([probabilities, predicted]);
   }
 }
 

@@ -64,7 +64,7 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
   app.nodes.forEach((node, i) => {
     if (nodeIds.has(node.id)) issues.push({ path: `nodes[${i}].id`, message: `duplicate node id "${node.id}"` });
     nodeIds.add(node.id);
-    const model = models[node.model] as { task?: string } | undefined;
+    const model = models[node.model] as { task?: string; architecture?: string } | undefined;
     if (!model) {
       issues.push({
         path: `nodes[${i}].model`,
@@ -76,6 +76,10 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
       issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" runs ${node.model} (${model.task}); track follows detections: use a detector` });
     }
     if (node.specialize) issues.push(...checkSpecialize(node, i, models));
+    if (node.cache && model && model.architecture !== 'centernet') {
+      issues.push({ path: `nodes[${i}].cache`, message: `node "${node.id}" runs ${node.model}; learned caches in apps run on object detectors (centernet) for now` });
+    }
+    if (node.cache && node.specialize) issues.push({ path: `nodes[${i}].cache`, message: `node "${node.id}" specializes; it cannot also have a cache` });
     for (const key of ['lines', 'zones'] as const) {
       if (node[key].length > 0 && !node.track) issues.push({ path: `nodes[${i}].${key}`, message: `node "${node.id}" has ${key} but no \`track\`; ${key} count tracked objects` });
       const names = node[key].map((x) => x.name);
@@ -105,6 +109,10 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
     const cropper = (parents.get(node.id) ?? []).find((p) => p !== 'frames');
     if (node.track && cropper) {
       issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" is fed crops by "${cropper}"; only a node fed by "frames" (and nothing else) can track` });
+    }
+    // A cache compares a frame with the stream's previous one; crops are not a stream.
+    if (node.cache && cropper) {
+      issues.push({ path: `nodes[${i}].cache`, message: `node "${node.id}" is fed crops by "${cropper}"; only a node fed by "frames" (and nothing else) can have a cache` });
     }
   });
   // Every node is reached from frames, and no path comes back to where it started.

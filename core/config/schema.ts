@@ -168,6 +168,34 @@ export const specializeSchema = z.strictObject({
   poolRowsPerClass: z.number().int().min(10).max(200).default(20),
 });
 
+/**
+ * A learned cache on a detector node (GATI, fitted to a detector; docs/learned-caches.md): per
+ * stream, frames whose early feature map changed too little since the last frame the model ran on
+ * get that frame's objects, and skip the rest of the model. Learned online from the stream.
+ */
+export const cacheSchema = z.strictObject({
+  /** The candidate layer read, as an index into the model's block outputs (`panoptes` lists them in docs/learned-caches.md). */
+  layer: z.number().int().min(0).max(100).default(4),
+  /** Cells per channel of the selector's grid over the feature map. */
+  grid: z.number().int().min(1).max(4096).default(64),
+  /** Share of hits whose answer must be right, on held-out pairs: the accuracy filter. */
+  accuracyTarget: z.number().gt(0).max(1).default(0.97),
+  /** Share of hits run through the whole model anyway, to check the cache as it serves. */
+  verifyRate: z.number().min(0).max(1).default(0.1),
+  /** Frames one run of the model may answer for, at most. */
+  maxAge: z.number().int().min(1).max(10_000).default(25),
+  /** Earlier frames each frame the model runs on is paired with, to learn from. */
+  pairsPerFrame: z.number().int().min(1).max(16).default(3),
+  /** Labelled pairs kept per stream: the sliding window. */
+  window: z.number().int().min(20).max(100_000).default(600),
+  /** New pairs between retrainings. */
+  period: z.number().int().min(1).max(100_000).default(100),
+  /** Pairs, and of each label a tenth as many, before the first training. */
+  minPairs: z.number().int().min(10).max(100_000).default(60),
+  /** w_FP: a wrong hit's weight in the selector's loss against a missed one's. */
+  falsePositiveWeight: z.number().positive().max(1000).default(4),
+});
+
 export const appNodeSchema = z.strictObject({
   id,
   model: id,
@@ -185,6 +213,8 @@ export const appNodeSchema = z.strictObject({
   zones: z.array(zoneSchema).default([]),
   /** Specialize this classifier online for the classes each stream shows now. */
   specialize: specializeSchema.optional(),
+  /** Answer frames early from a learned cache: `cache: {}` for the defaults. Detector nodes. */
+  cache: cacheSchema.optional(),
 });
 
 export const appEdgeSchema = z.strictObject({
@@ -220,3 +250,4 @@ export type TrackConfig = z.infer<typeof trackSchema>;
 export type LineSpec = z.infer<typeof lineSchema>;
 export type ZoneSpec = z.infer<typeof zoneSchema>;
 export type SpecializeConfig = z.infer<typeof specializeSchema>;
+export type CacheConfig = z.infer<typeof cacheSchema>;

@@ -194,6 +194,30 @@ const stats = z.object({
       }),
     )
     .optional(),
+  /** Learned caches on detector nodes, per stream and node: counts since the backend began serving the stream. */
+  caches: z
+    .array(
+      z.object({
+        app: z.string().min(1),
+        node: z.string().min(1),
+        source: z.string().min(1),
+        /** The candidate layer the cache reads, and its variant. */
+        layer: z.string().min(1),
+        variant: z.string().min(1),
+        frames: count,
+        hits: count,
+        /** Hits run whole anyway, and those of them the cache had right: the observed accuracy. */
+        checked: count,
+        checkedRight: count,
+        /** The selector's hit rate and accuracy on held-out pairs when last calibrated: the expected ones. */
+        expectedHitRate: z.number().min(0).max(1),
+        expectedAccuracy: z.number().min(0).max(1),
+        retrains: count,
+        retrainMs: ms,
+        failedRetrains: count,
+      }),
+    )
+    .optional(),
   /** The accelerator behind this backend: stats double as its registration with the scheduler. */
   device: z
     .object({ kind: z.string().min(1), name: z.string(), memoryMB: z.number().nonnegative(), host: z.string().min(1) })

@@ -49,3 +49,24 @@ export function nms(detections: readonly Detection[], options: NmsOptions): Dete
   }
   return kept;
 }
+
+/**
+ * Whether two frames' detections name the same objects: as many of each, every one matched to
+ * its own counterpart of the same class with IoU ≥ `minIou`. A detector cache's hit is right when
+ * the frame it answers for and the frame it reuses agree this way.
+ */
+export function sameObjects(a: readonly Detection[], b: readonly Detection[], minIou = 0.5): boolean {
+  if (a.length !== b.length) return false;
+  const unmatched = [...b];
+  for (const d of a) {
+    let best = -1;
+    let bestIou = minIou;
+    unmatched.forEach((e, i) => {
+      const overlap = e.className === d.className ? iou(d.box, e.box) : 0;
+      if (overlap >= bestIou) [best, bestIou] = [i, overlap];
+    });
+    if (best < 0) return false;
+    unmatched.splice(best, 1);
+  }
+  return true;
+}

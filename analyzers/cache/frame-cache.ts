@@ -1,0 +1,352 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { seededRandom, type CacheConfig } from '../../core/index.js';
+import { blockOutputs, readOnnxModel } from '../onnx/index.js';
+import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
+import type { HeadJob, TrainedHead } from '../training/index.js';
+import { calibrate } from './explore.js';
+import { encodeFrameSelector, frameChange, frameGrid, frameGridWindow, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE } from './frame-selector.js';
+import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
+import { concat, pick } from './tensors.js';
+import type { HiddenShape } from './variant.js';
+
+/**
+ * A learned cache for a detector, per stream: the answer it predicts is the objects of the last
+ * frame the whole model ran on (the reference), and its selector, reading how an early feature map
+ * changed since that frame, says whether they are still this frame's. A fixed camera mostly films
+ * an empty or unchanged scene, and those frames exit after the first segment. GATI's parts, fitted
+ * to a detector: the candidate layer is a block output; the lookup runs synchronously (it is one
+ * small run, and the rest of the model needs its answer); the selector is trained online on the
+ * stream's own frames (every frame the model runs on labels its pairs with the frames before it,
+ * and a share of the hits is run anyway to check them); a retrained selector, with its threshold
+ * calibrated to the accuracy target, swaps in whole.
+ */
+/** The node's `cache:` (core/config/schema.ts says what each key means). */
+export type FrameCacheConfig = CacheConfig;
+
+export interface FrameCacheOptions<Answer> {
+  runtime: ModelRuntime;
+  model: { name: string; file: string };
+  config: FrameCacheConfig;
+  train(job: HeadJob): Promise<TrainedHead>;
+  /** Whether two frames' answers agree (a hit is right when they do). */
+  same(a: Answer, b: Answer): boolean;
+  seed?: number;
+}
+
+/** How one row left the model. */
+export interface FrameExit {
+  /** The stream; rows without one always run whole and teach nothing. */
+  readonly key: string | undefined;
+  readonly frame: number;
+  /** Answered by the cache: the reference's outputs. */
+  readonly hit: boolean;
+}
+
+export interface FrameCacheStats {
+  key: string;
+  layer: string;
+  variant: string;
+  frames: number;
+  hits: number;
+  /** Hits run anyway, and of those the ones the cache had right. */
+  checked: number;
+  checkedRight: number;
+  /** The selector's hit rate and accuracy on held-out pairs when it was calibrated (0 before). */
+  expectedHitRate: number;
+  expectedAccuracy: number;
+  retrains: number;
+  retrainMs: number;
+  /** Retrainings that failed (the cache kept the selector it had), and the last one's error. */
+  failedRetrains: number;
+  lastError?: string;
+}
+
+export interface FrameCache<Answer> {
+  /** The candidate layer's tensor, and the variant, as rows record them. */
+  readonly layer: string;
+  readonly variant: string;
+  /** The model on a batch, one stream key per row. Takes ownership of the feeds' buffers. */
+  run(feeds: NamedTensors, keys: readonly (string | undefined)[]): Promise<{ outputs: NamedTensors; exits: FrameExit[] }>;
+  /** Each row's final answer, in the order `run` gave the exits: labels the pairs, and retrains when due. */
+  learn(exits: readonly FrameExit[], answers: readonly Answer[]): void;
+  /** Resolves when no retraining runs. */
+  settled(): Promise<void>;
+  stats(): FrameCacheStats[];
+  close(): Promise<void>;
+}
+
+interface Remembered<Answer> {
+  frame: number;
+  /** The hidden output pooled over the selector's grid. */
+  pooled: Float32Array;
+  outputs: Record<string, { dims: number[]; type: TensorData['type']; data: TensorData['data'] }>;
+  answer?: Answer;
+}
+
+interface Selector {
+  model: LoadedModel;
+  threshold: number;
+  expectedHitRate: number;
+  expectedAccuracy: number;
+}
+
+interface Stream<Answer> {
+  /** The frames the model last ran on, oldest first; the last is the reference. */
+  recent: Remembered<Answer>[];
+  /** Frames answered from the reference since it ran. */
+  age: number;
+  /** Pairs waiting for their frame's answer: (frame, earlier frame, |pooled − earlier pooled|). */
+  pending: { frame: number; earlier: number; features: Float32Array }[];
+  samples: { features: Float32Array; same: boolean }[];
+  newSamples: number;
+  selector?: Selector;
+  retired?: LoadedModel;
+  /** Whether each of the latest checked hits was right. */
+  checks: boolean[];
+  /** Checked frames: their pair with the reference they would have reused tells whether the hit was right. */
+  checking: Set<number>;
+  training?: Promise<void>;
+  stats: Omit<FrameCacheStats, 'key' | 'layer' | 'variant' | 'expectedHitRate' | 'expectedAccuracy'>;
+}
+
+/** Checked hits judged at a time; two wrong among them take the selector out until it is retrained. */
+const CHECK_WINDOW = 20;
+
+export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer>): Promise<FrameCache<Answer>> {
+  const { config, runtime } = options;
+  const layers = blockOutputs(await readOnnxModel(options.model.file));
+  const layer = layers[config.layer];
+  if (layer === undefined) throw new RangeError(`${options.model.name} has candidate layers 0..${layers.length - 1} for a frame cache, not ${config.layer}`);
+  const dir = await mkdtemp(join(tmpdir(), 'panoptes-frame-cache-'));
+  let base: SegmentedModel;
+  try {
+    base = await loadSegmentedModel(runtime, options.model, [layer], dir);
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const random = seededRandom(options.seed ?? 1);
+  const streams = new Map<string, Stream<Answer>>();
+  let shape: HiddenShape | undefined;
+  let window = 1;
+  /** Values of a pooled grid. */
+  let pooledSize = 0;
+  /** The selector's inputs. */
+  let featureCount = 0;
+  /** Selectors loaded, for unique names and files. */
+  let versions = 0;
+  /** Pools the hidden output of rows whose stream has no selector to look up with. */
+  let untrained: LoadedModel | undefined;
+  let nextFrame = 0;
+  const variant = `Pool(${config.grid}×C) change`;
+
+  const loadSelector = async (weights: Float32Array, bias: Float32Array): Promise<LoadedModel> => {
+    const file = join(dir, `selector-${versions++}.onnx`);
+    await writeFile(file, encodeFrameSelector(shape!, window, { weights, bias }));
+    return runtime.load({ name: `${options.model.name}@${config.layer}:frame-selector-${versions}`, file });
+  };
+
+  const streamOf = (key: string): Stream<Answer> => {
+    let s = streams.get(key);
+    if (!s) {
+      s = { recent: [], age: 0, pending: [], samples: [], newSamples: 0, checks: [], checking: new Set(), stats: { frames: 0, hits: 0, checked: 0, checkedRight: 0, retrains: 0, retrainMs: 0, failedRetrains: 0 } };
+      streams.set(key, s);
+    }
+    return s;
+  };
+
+  const rowSize = (): number => shape!.channels * shape!.height * shape!.width;
+  const hiddenTensor = (data: Float32Array): TensorData => ({ type: 'float32', data, dims: [data.length / rowSize(), shape!.channels, shape!.height, shape!.width] });
+
+  /** Pools rows of the hidden output and, with a selector, looks them up against their references. */
+  const lookup = async (model: LoadedModel, hidden: Float32Array, references: Float32Array) => {
+    const grid = frameGrid(shape!, window);
+    const out = await model.run({ [FRAME_HIDDEN]: hiddenTensor(hidden), [FRAME_REFERENCE]: { type: 'float32', data: references, dims: [references.length / pooledSize, grid.channels, grid.height, grid.width] } });
+    return { pooled: out[FRAME_POOLED]!.data as Float32Array, probabilities: out[FRAME_PROBABILITIES]!.data as Float32Array };
+  };
+
+  const retrain = async (s: Stream<Answer>): Promise<void> => {
+    s.newSamples = 0;
+    const samples = [...s.samples];
+    // Every fourth pair measures the selector; the rest train it.
+    const heldOut = samples.filter((_, i) => i % 4 === 3);
+    const training = samples.filter((_, i) => i % 4 !== 3);
+    const started = performance.now();
+    const trained = await options.train({
+      features: concat(training.map((p) => p.features)),
+      featureCount,
+      labels: Int32Array.from(training, (p) => (p.same ? 1 : 0)),
+      classes: 2,
+      classWeights: [config.falsePositiveWeight, 1],
+      evaluate: concat(heldOut.map((p) => p.features)),
+      seed: s.stats.retrains + 1,
+    });
+    const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
+    const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity });
+    const model = await loadSelector(trained.weights, trained.bias);
+    if (s.retired) await s.retired.dispose();
+    s.retired = s.selector?.model;
+    // A selector that cannot reach the target on enough hits never answers (threshold ∞).
+    const vouched = calibrated.accuracy >= config.accuracyTarget;
+    s.selector = { model, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
+    s.checks = [];
+    s.stats.retrains += 1;
+    s.stats.retrainMs += performance.now() - started;
+  };
+
+  const maybeRetrain = (s: Stream<Answer>): void => {
+    if (s.training) return;
+    const same = s.samples.filter((p) => p.same).length;
+    const enough = s.samples.length >= config.minPairs && Math.min(same, s.samples.length - same) >= config.minPairs / 10;
+    const lagging = s.checks.length >= 2 && s.checks.filter((right) => !right).length >= 2;
+    if (lagging && s.selector) s.selector = { ...s.selector, threshold: Infinity };
+    if (!enough || !(lagging || s.newSamples >= config.period || !s.selector)) return;
+    s.training = retrain(s)
+      .catch((err: unknown) => {
+        s.stats.failedRetrains += 1;
+        s.stats.lastError = err instanceof Error ? err.message : String(err);
+      })
+      .finally(() => (s.training = undefined));
+  };
+
+  return {
+    layer,
+    variant,
+
+    async run(feeds, keys) {
+      const prefix = await base.runSegment(0, feeds);
+      const hidden = prefix[layer]!;
+      if (!shape) {
+        const [, channels = 0, height = 0, width = 0] = hidden.dims;
+        shape = { channels, height, width };
+        window = frameGridWindow(shape, config.grid);
+        const grid = frameGrid(shape, window);
+        pooledSize = grid.channels * grid.height * grid.width;
+        featureCount = 2 * channels;
+        untrained = await loadSelector(new Float32Array(featureCount * 2), new Float32Array(2));
+      }
+      const size = rowSize();
+      const all = hidden.data as Float32Array;
+      const rows = keys.length;
+      const frames = keys.map(() => nextFrame++);
+
+      // Each stream's rows are pooled, and looked up where the stream has a vouched selector and a fresh reference.
+      const hit = new Array<boolean>(rows).fill(false);
+      const pooled = new Array<Float32Array | undefined>(rows);
+      const byModel = new Map<LoadedModel, { selector?: Selector; members: number[] }>();
+      keys.forEach((key, i) => {
+        if (key === undefined) return;
+        const s = streams.get(key);
+        const serving = s?.selector && s.selector.threshold !== Infinity && s.recent.length > 0 && s.age < config.maxAge ? s.selector : undefined;
+        const model = serving?.model ?? untrained!;
+        const group = byModel.get(model) ?? { ...(serving ? { selector: serving } : {}), members: [] };
+        group.members.push(i);
+        byModel.set(model, group);
+      });
+      for (const [model, { selector, members }] of byModel) {
+        const references = concat(members.map((i) => streams.get(keys[i]!)?.recent.at(-1)?.pooled ?? new Float32Array(pooledSize)));
+        const looked = await lookup(model, pick(all, members, size), references);
+        members.forEach((i, m) => {
+          pooled[i] = looked.pooled.slice(m * pooledSize, (m + 1) * pooledSize);
+          if (!selector || looked.probabilities[2 * m + 1]! < selector.threshold) return;
+          // A share of the hits runs whole anyway: their answers check the cache's.
+          if (random() < config.verifyRate) streams.get(keys[i]!)!.checking.add(frames[i]!);
+          else hit[i] = true;
+        });
+      }
+
+      const misses = keys.map((_, i) => i).filter((i) => !hit[i]);
+      const rest = misses.length > 0 ? await base.runSegment(1, hiddenTensor(pick(all, misses, size))) : {};
+      const missAt = new Map(misses.map((row, m) => [row, m]));
+      const reference = (i: number) => streams.get(keys[i]!)!.recent.at(-1)!;
+      const names = misses.length > 0 ? Object.keys(rest) : Object.keys(reference(0).outputs);
+      const outputs: NamedTensors = {};
+      for (const name of names) {
+        const sample = misses.length > 0 ? { dims: rest[name]!.dims.slice(1), type: rest[name]!.type } : reference(0).outputs[name]!;
+        const width = sample.dims.reduce((a, b) => a * b, 1);
+        const data = new Float32Array(rows * width);
+        for (let i = 0; i < rows; i++) {
+          const m = missAt.get(i);
+          data.set(m !== undefined ? (rest[name]!.data as Float32Array).subarray(m * width, (m + 1) * width) : (reference(i).outputs[name]!.data as Float32Array), i * width);
+        }
+        outputs[name] = { type: sample.type, dims: [rows, ...sample.dims], data };
+      }
+
+      // Frames the model ran on become references, paired with the frames before them to learn from.
+      for (const i of misses) {
+        const key = keys[i];
+        if (key === undefined) continue;
+        const s = streamOf(key);
+        const own = pooled[i]!;
+        for (const r of s.recent.slice(-config.pairsPerFrame)) s.pending.push({ frame: frames[i]!, earlier: r.frame, features: frameChange(own, r.pooled, shape!.channels) });
+        const kept = Object.fromEntries(names.map((name) => [name, { dims: outputs[name]!.dims.slice(1), type: outputs[name]!.type, data: outputs[name]!.data.slice(i * (outputs[name]!.data.length / rows), (i + 1) * (outputs[name]!.data.length / rows)) as TensorData['data'] }]));
+        s.recent.push({ frame: frames[i]!, pooled: own, outputs: kept });
+        if (s.recent.length > config.pairsPerFrame) s.recent.shift();
+        s.age = 0;
+      }
+      for (let i = 0; i < rows; i++) {
+        const s = keys[i] === undefined ? undefined : streams.get(keys[i]!);
+        if (!s) continue;
+        s.stats.frames += 1;
+        if (hit[i]) {
+          s.stats.hits += 1;
+          s.age += 1;
+        }
+      }
+      return { outputs, exits: keys.map((key, i) => ({ key, frame: frames[i]!, hit: hit[i]! })) };
+    },
+
+    learn(exits, answers) {
+      exits.forEach((exit, i) => {
+        if (exit.key === undefined || exit.hit) return;
+        const s = streams.get(exit.key);
+        const own = s?.recent.find((r) => r.frame === exit.frame);
+        if (!s || !own) return;
+        own.answer = answers[i]!;
+        // A checked hit was right when the frame's objects are its reference's: the latest frame before it.
+        const checked = s.checking.delete(exit.frame);
+        const reference = Math.max(...s.recent.filter((r) => r.frame < exit.frame).map((r) => r.frame));
+        const ready = s.pending.filter((p) => p.frame === exit.frame);
+        s.pending = s.pending.filter((p) => p.frame !== exit.frame && s.recent.some((r) => r.frame === p.earlier));
+        for (const pair of ready) {
+          const earlier = s.recent.find((r) => r.frame === pair.earlier);
+          if (earlier?.answer === undefined) continue;
+          const same = options.same(own.answer, earlier.answer);
+          s.samples.push({ features: pair.features, same });
+          s.newSamples += 1;
+          if (checked && pair.earlier === reference) {
+            s.stats.checked += 1;
+            if (same) s.stats.checkedRight += 1;
+            s.checks = [...s.checks, same].slice(-CHECK_WINDOW);
+          }
+        }
+        if (s.samples.length > config.window) s.samples.splice(0, s.samples.length - config.window);
+        maybeRetrain(s);
+      });
+    },
+
+    async settled() {
+      await Promise.all([...streams.values()].map((s) => s.training));
+    },
+
+    stats: () =>
+      [...streams].map(([key, s]) => ({
+        key,
+        layer,
+        variant,
+        ...s.stats,
+        expectedHitRate: s.selector?.expectedHitRate ?? 0,
+        expectedAccuracy: s.selector?.expectedAccuracy ?? 0,
+      })),
+
+    async close() {
+      await Promise.all([...streams.values()].map((s) => s.training));
+      const models = [...streams.values()].flatMap((s) => [s.selector?.model, s.retired]);
+      await Promise.all([...models, untrained].map(async (m) => m?.dispose()));
+      await base.dispose();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
