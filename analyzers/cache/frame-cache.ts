@@ -83,6 +83,12 @@ interface Remembered<Answer> {
   pooled: Float32Array;
   outputs: Record<string, { dims: number[]; type: TensorData['type']; data: TensorData['data'] }>;
   answer?: Answer;
+  /**
+   * Its answer is the one of the frame the model ran on before it. Only such a frame answers for
+   * others: a detector's answers flicker (an object near the score threshold comes and goes), and
+   * a flicker reused would be wrong on every frame that reuses it.
+   */
+  stable?: boolean;
 }
 
 interface Selector {
@@ -239,7 +245,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       keys.forEach((key, i) => {
         if (key === undefined) return;
         const s = streams.get(key);
-        const serving = s?.selector && s.selector.threshold !== Infinity && s.recent.length > 0 && s.age < config.maxAge ? s.selector : undefined;
+        const serving = s?.selector && s.selector.threshold !== Infinity && s.recent.at(-1)?.stable && s.age < config.maxAge ? s.selector : undefined;
         const model = serving?.model ?? untrained!;
         const group = byModel.get(model) ?? { ...(serving ? { selector: serving } : {}), members: [] };
         group.members.push(i);
@@ -305,9 +311,11 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         const own = s?.recent.find((r) => r.frame === exit.frame);
         if (!s || !own) return;
         own.answer = answers[i]!;
+        const before = s.recent.filter((r) => r.frame < exit.frame).at(-1);
+        own.stable = before?.answer !== undefined && options.same(own.answer, before.answer);
         // A checked hit was right when the frame's objects are its reference's: the latest frame before it.
         const checked = s.checking.delete(exit.frame);
-        const reference = Math.max(...s.recent.filter((r) => r.frame < exit.frame).map((r) => r.frame));
+        const reference = before?.frame;
         const ready = s.pending.filter((p) => p.frame === exit.frame);
         s.pending = s.pending.filter((p) => p.frame !== exit.frame && s.recent.some((r) => r.frame === p.earlier));
         for (const pair of ready) {

@@ -299,6 +299,30 @@ describe('loadModelZoo and loadApp', () => {
     expect(detector.err.message).toContain('text recognizer');
   });
 
+  it('checks a cache: on an object detector fed whole frames, not on a specialized node; its defaults', () => {
+    const zoo = loadModelZoo();
+    const app = (detector: object, classifier: object = {}) =>
+      appSpecSchema.parse({
+        name: 'cached',
+        sloMs: 3000,
+        nodes: [{ id: 'vehicles', model: 'centernet', ...detector }, { id: 'kind', model: 'efficientnet-lite2', ...classifier }],
+        edges: [{ from: 'frames', to: 'vehicles' }, { from: 'vehicles', to: 'kind' }],
+      });
+    const good = app({ cache: {} });
+    expect(checkAppGraph(good, zoo)).toEqual([]);
+    expect(good.nodes[0]!.cache).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4 });
+    const issues = checkAppGraph(app({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } }), zoo);
+    expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
+      'nodes[1].cache: node "kind" runs efficientnet-lite2; learned caches in apps run on object detectors (centernet) for now',
+      'nodes[1].cache: node "kind" specializes; it cannot also have a cache',
+      'nodes[1].cache: node "kind" is fed crops by "vehicles"; only a node fed by "frames" (and nothing else) can have a cache',
+    ]);
+    for (const [key, value] of [['accuracyTarget', 0], ['verifyRate', 2], ['maxAge', 0], ['bogus', 1]] as const) {
+      const err = invalid(() => parseConfig(appSpecSchema, JSON.stringify({ name: 'cached', sloMs: 3000, nodes: [{ id: 'vehicles', model: 'centernet', cache: { [key]: value } }], edges: [{ from: 'frames', to: 'vehicles' }] }), 'cached.yaml'));
+      expect(err.issues.map((i) => i.path)).toEqual([`nodes[0].cache${key === 'bogus' ? '' : `.${key}`}`]);
+    }
+  });
+
   it('checks a specialized node: a classifier as its oracle, cheaper zoo classifiers as templates; WEG\'s defaults are the thesis\'', () => {
     const zoo = loadModelZoo();
     const app = (kind: object) =>
