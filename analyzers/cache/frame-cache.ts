@@ -114,11 +114,14 @@ interface Stream<Answer> {
   /** Checked frames: their pair with the reference they would have reused tells whether the hit was right. */
   checking: Set<number>;
   training?: Promise<void>;
+  lastSeenMs: number;
   stats: Omit<FrameCacheStats, 'key' | 'layer' | 'variant' | 'expectedHitRate' | 'expectedAccuracy'>;
 }
 
 /** Checked hits judged at a time; two wrong among them take the selector out until it is retrained. */
 const CHECK_WINDOW = 20;
+/** A stream not seen for this long is forgotten, its selectors unloaded (a source removed, a replay ended). */
+const IDLE_STREAM_MS = 10 * 60_000;
 
 export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer>): Promise<FrameCache<Answer>> {
   const { config, runtime } = options;
@@ -157,10 +160,23 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
   const streamOf = (key: string): Stream<Answer> => {
     let s = streams.get(key);
     if (!s) {
-      s = { recent: [], age: 0, pending: [], samples: [], newSamples: 0, checks: [], checking: new Set(), stats: { frames: 0, hits: 0, checked: 0, checkedRight: 0, retrains: 0, retrainMs: 0, failedRetrains: 0 } };
+      s = { recent: [], age: 0, pending: [], samples: [], newSamples: 0, checks: [], checking: new Set(), lastSeenMs: Date.now(), stats: { frames: 0, hits: 0, checked: 0, checkedRight: 0, retrains: 0, retrainMs: 0, failedRetrains: 0 } };
       streams.set(key, s);
     }
     return s;
+  };
+
+  const unload = async (s: Stream<Answer>): Promise<void> => {
+    await s.training;
+    await Promise.all([s.selector?.model, s.retired].map(async (m) => m?.dispose()));
+  };
+
+  const forgetIdle = (now: number): void => {
+    for (const [key, s] of streams) {
+      if (now - s.lastSeenMs < IDLE_STREAM_MS) continue;
+      streams.delete(key);
+      void unload(s).catch(() => undefined);
+    }
   };
 
   const rowSize = (): number => shape!.channels * shape!.height * shape!.width;
@@ -235,6 +251,9 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       }
       const size = rowSize();
       const all = hidden.data as Float32Array;
+      const now = Date.now();
+      forgetIdle(now);
+      for (const key of keys) if (key !== undefined) streamOf(key).lastSeenMs = now;
       const rows = keys.length;
       const frames = keys.map(() => nextFrame++);
 
@@ -350,9 +369,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       })),
 
     async close() {
-      await Promise.all([...streams.values()].map((s) => s.training));
-      const models = [...streams.values()].flatMap((s) => [s.selector?.model, s.retired]);
-      await Promise.all([...models, untrained].map(async (m) => m?.dispose()));
+      await Promise.all([...streams.values()].map(unload));
+      await untrained?.dispose();
       await base.dispose();
       await rm(dir, { recursive: true, force: true });
     },

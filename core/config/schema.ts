@@ -174,10 +174,10 @@ export const specializeSchema = z.strictObject({
  * get that frame's objects, and skip the rest of the model. Learned online from the stream.
  */
 export const cacheSchema = z.strictObject({
-  /** The candidate layer read, as an index into the model's block outputs (`panoptes` lists them in docs/learned-caches.md). */
-  layer: z.number().int().min(0).max(100).default(4),
+  /** The candidate layer read, as an index into the model's block outputs (docs/learned-caches.md lists CenterNet's). */
+  layer: z.number().int().min(0).max(100).default(2),
   /** Cells per channel of the selector's grid over the feature map. */
-  grid: z.number().int().min(1).max(4096).default(64),
+  grid: z.number().int().min(1).max(4096).default(256),
   /** Share of hits whose answer must be right, on held-out pairs: the accuracy filter. */
   accuracyTarget: z.number().gt(0).max(1).default(0.97),
   /** Share of hits run through the whole model anyway, to check the cache as it serves. */

@@ -296,6 +296,9 @@ describe('sink worker', () => {
       specializations: [
         { app: 'kinds', node: 'kind', source: 'road', phase: 'specialized', inputs: 200, specialized: 150, fellThrough: 30, transitions: 2, dominantSum: 5, windowSum: 70, oracleCalls: 80, intervalInputs: 10, intervalOracleCalls: 2, intervalTemplateRuns: { 'efficientnet-lite0': 9 }, retrains: 2, retrainMs: 900 },
       ],
+      caches: [
+        { app: 'detect', node: 'detect', source: 'cam/1', layer: 'conv_2/add:0', variant: 'Pool(64×C) change', frames: 200, hits: 120, checked: 10, checkedRight: 9, expectedHitRate: 0.7, expectedAccuracy: 0.98, retrains: 3, retrainMs: 450, failedRetrains: 0 },
+      ],
     };
     const plan: Plan = {
       epoch: 7,
@@ -315,6 +318,7 @@ describe('sink worker', () => {
     );
     expect(stored.rows).toEqual([
       { session: 'centernet@400', s: 1_700_000_001, interval_ms: 1000, batches: 3, mean_batch: 6, max_batch: 8, arrival_rate: 31.5, latency_p99_ms: 190.5, dropped: 2, bad_rate: 0.0625 },
+      { session: 'detect/detect', s: 1_700_000_001, interval_ms: 1000, batches: 0, mean_batch: 0, max_batch: 0, arrival_rate: 0, latency_p99_ms: 0, dropped: 0, bad_rate: 0 },
       { session: 'kinds/kind', s: 1_700_000_001, interval_ms: 1000, batches: 0, mean_batch: 0, max_batch: 0, arrival_rate: 0, latency_p99_ms: 0, dropped: 0, bad_rate: 0 },
       { session: 'ppocr-rec@200', s: 1_700_000_001, interval_ms: 1000, batches: 0, mean_batch: 0, max_batch: 0, arrival_rate: 0, latency_p99_ms: 0, dropped: 0, bad_rate: 0 },
     ]);
@@ -323,6 +327,13 @@ describe('sink worker', () => {
     expect(table54.rows).toEqual([
       { session: 'centernet@400', stream: '', special_rate: 0, cascade_rate: 0, transitions: 0, mean_dominant: 0, mean_window: 0 },
       { session: 'kinds/kind', stream: 'road', special_rate: 0.75, cascade_rate: 0.2, transitions: 2, mean_dominant: 2.5, mean_window: 35 },
+    ]);
+    // A cached node's row per stream: hit rates and accuracies, expected beside observed.
+    const cached = await sink.query(
+      "SELECT session, stream, cache_layer, cache_variant, round(hit_rate, 3) AS hit_rate, round(expected_hit_rate, 3) AS expected_hit_rate, checked_hits, round(observed_accuracy, 3) AS observed_accuracy, round(expected_accuracy, 3) AS expected_accuracy, retrains, retrain_ms FROM session_stats WHERE backend = 'gpu-s1' AND cache_layer != ''",
+    );
+    expect(cached.rows).toEqual([
+      { session: 'detect/detect', stream: 'cam/1', cache_layer: 'conv_2/add:0', cache_variant: 'Pool(64×C) change', hit_rate: 0.6, expected_hit_rate: 0.7, checked_hits: 10, observed_accuracy: 0.9, expected_accuracy: 0.98, retrains: 3, retrain_ms: 450 },
     ]);
     const plans = await sink.query("SELECT epoch, backend, duty_cycle_ms, session, model, slo_ms, batch, routing FROM plans WHERE backend = 'gpu-s1'");
     expect(plans.rows).toEqual([{ epoch: 7, backend: 'gpu-s1', duty_cycle_ms: 125, session: 'centernet@400', model: 'centernet', slo_ms: 400, batch: 8, routing: '{"panoptes.frames":0.75}' }]);
