@@ -2,7 +2,6 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { seededRandom, type CacheConfig } from '../../core/index.js';
-import { blockOutputs, readOnnxModel } from '../onnx/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { HeadJob, TrainedHead } from '../training/index.js';
 import { calibrate } from './explore.js';
@@ -28,6 +27,8 @@ export type FrameCacheConfig = CacheConfig;
 export interface FrameCacheOptions<Answer> {
   runtime: ModelRuntime;
   model: { name: string; file: string };
+  /** The candidate layer `config.layer` names: one of the model's block outputs (`blockOutputs`). */
+  layer: string;
   config: FrameCacheConfig;
   train(job: HeadJob): Promise<TrainedHead>;
   /** Whether two frames' answers agree (a hit is right when they do). */
@@ -124,10 +125,7 @@ const CHECK_WINDOW = 20;
 const IDLE_STREAM_MS = 10 * 60_000;
 
 export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer>): Promise<FrameCache<Answer>> {
-  const { config, runtime } = options;
-  const layers = blockOutputs(await readOnnxModel(options.model.file));
-  const layer = layers[config.layer];
-  if (layer === undefined) throw new RangeError(`${options.model.name} has candidate layers 0..${layers.length - 1} for a frame cache, not ${config.layer}`);
+  const { config, runtime, layer } = options;
   const dir = await mkdtemp(join(tmpdir(), 'panoptes-frame-cache-'));
   let base: SegmentedModel;
   try {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { cacheSchema, ErrorCode, PanoptesError, type CacheConfig, type CacheExit, type Detection, type ResolvedModel } from '../../core/index.js';
 import { createFrameCache, type FrameCache, type FrameExit } from '../cache/index.js';
+import { blockOutputs, readOnnxModel } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 import { cocoLabels, decodeCenternet, letterboxBatchNative, nms, sameObjects } from './detector/index.js';
@@ -34,6 +35,8 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
   const inputSize = spec.inputSize ?? 512;
   const model = await runtime.load({ name: spec.name, file: spec.file });
   const inputName = model.inputNames[0] ?? 'images';
+  /** Where a node's cache may read (`cache.layer` indexes these), checked with its params. */
+  const candidateLayers = blockOutputs(await readOnnxModel(spec.file));
   let trainer: HeadTrainer | undefined;
   /** One frame cache per distinct `cache:` among the nodes, each keeping its streams apart. */
   const caches = new Map<string, Promise<FrameCache<Detection[]>>>();
@@ -42,7 +45,7 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
     const id = JSON.stringify(config);
     let cache = caches.get(id);
     if (!cache) {
-      cache = createFrameCache<Detection[]>({ runtime, model: spec, config, train: async (job) => (trainer ??= createHeadTrainer()).train(job), same: (a, b) => sameObjects(a, b) });
+      cache = createFrameCache<Detection[]>({ runtime, model: spec, layer: candidateLayers[config.layer]!, config, train: async (job) => (trainer ??= createHeadTrainer()).train(job), same: (a, b) => sameObjects(a, b) });
       caches.set(id, cache);
       cache.then(
         (loaded) => loadedCaches.push(loaded),
@@ -90,6 +93,9 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       ];
       if (unknown.length > 0) {
         throw new PanoptesError(ErrorCode.AppInvalid, `params: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
+      }
+      if (parsed.cache && parsed.cache.layer >= candidateLayers.length) {
+        throw new PanoptesError(ErrorCode.AppInvalid, `cache.layer ${parsed.cache.layer}: ${spec.name} has candidate layers 0..${candidateLayers.length - 1} (docs/learned-caches.md)`);
       }
       return parsed;
     },

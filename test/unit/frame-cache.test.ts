@@ -117,6 +117,10 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     expect(hits).toBeGreaterThan(frames.length / 10);
   }, 120_000);
 
+  it('refuses a cache on a layer the model does not have, when the node is checked', () => {
+    expect(() => runner.parseParams({ ...node.params, cache: { ...cache, layer: 99 } })).toThrow('cache.layer 99: centernet has candidate layers 0..7');
+  });
+
   it('keeps streams apart, and runs rows of no stream whole', async () => {
     const cached = runner.parseParams({ ...node.params, cache });
     const plain = runner.parseParams(node.params);
