@@ -11,15 +11,16 @@ import { concat, pick } from './tensors.js';
 import type { HiddenShape } from './variant.js';
 
 /**
- * A learned cache for a detector, per stream: the answer it predicts is the objects of the last
- * frame the whole model ran on (the reference), and its selector, reading how an early feature map
- * changed since that frame, says whether they are still this frame's. A fixed camera mostly films
- * an empty or unchanged scene, and those frames exit after the first segment. GATI's parts, fitted
- * to a detector: the candidate layer is a block output; the lookup runs synchronously (it is one
- * small run, and the rest of the model needs its answer); the selector is trained online on the
- * stream's own frames (every frame the model runs on labels its pairs with the frames before it,
- * and a share of the hits is run anyway to check them); a retrained selector, with its threshold
- * calibrated to the accuracy target, swaps in whole.
+ * A learned cache for a detector node: for a frame of a stream, the answer it predicts is the
+ * objects of the stream's last frame the whole model ran on (the reference), and its selector,
+ * reading how an early feature map changed since that frame, says whether they are still this
+ * frame's. A fixed camera mostly films an empty or unchanged scene, and those frames exit after
+ * the first segment. GATI's parts, fitted to a detector: the candidate layer is a block output;
+ * the lookup runs synchronously (it is one small run, and the rest of the model needs its
+ * answer); the node's one selector is trained online on its streams' frames (every frame the
+ * model runs on labels its pairs with the stream's frames before it, and a share of the hits is
+ * run anyway to check them); a retrained selector, with its threshold calibrated to the accuracy
+ * target, swaps in whole.
  */
 /** The node's `cache:` (core/config/schema.ts says what each key means). */
 export type FrameCacheConfig = CacheConfig;
@@ -106,22 +107,31 @@ interface Stream<Answer> {
   age: number;
   /** Pairs waiting for their frame's answer: (frame, earlier frame, |pooled − earlier pooled|). */
   pending: { frame: number; earlier: number; features: Float32Array }[];
+  /** Checked frames: their pair with the reference they would have reused tells whether the hit was right. */
+  checking: Set<number>;
+  lastSeenMs: number;
+  stats: Pick<FrameCacheStats, 'frames' | 'hits' | 'checked' | 'checkedRight'>;
+}
+
+/**
+ * What the cache learns from all its streams: one selector for the node, as GATI's caches are
+ * per model, trained on the pairs of every stream (a new stream is served from its second frame
+ * once any stream taught the selector), while each stream keeps its own references.
+ */
+interface Learning {
   samples: { features: Float32Array; same: boolean }[];
   newSamples: number;
   selector?: Selector;
   retired?: LoadedModel;
   /** Whether each of the latest checked hits was right. */
   checks: boolean[];
-  /** Checked frames: their pair with the reference they would have reused tells whether the hit was right. */
-  checking: Set<number>;
   training?: Promise<void>;
-  lastSeenMs: number;
-  stats: Omit<FrameCacheStats, 'key' | 'layer' | 'variant' | 'expectedHitRate' | 'expectedAccuracy'>;
+  stats: Pick<FrameCacheStats, 'retrains' | 'retrainMs' | 'failedRetrains' | 'lastError'>;
 }
 
 /** Checked hits judged at a time; two wrong among them take the selector out until it is retrained. */
 const CHECK_WINDOW = 20;
-/** A stream not seen for this long is forgotten, its selectors unloaded (a source removed, a replay ended). */
+/** A stream not seen for this long is forgotten (a source removed, a replay ended). */
 const IDLE_STREAM_MS = 10 * 60_000;
 
 export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer>): Promise<FrameCache<Answer>> {
@@ -136,6 +146,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
   }
   const random = seededRandom(options.seed ?? 1);
   const streams = new Map<string, Stream<Answer>>();
+  const learning: Learning = { samples: [], newSamples: 0, checks: [], stats: { retrains: 0, retrainMs: 0, failedRetrains: 0 } };
   let shape: HiddenShape | undefined;
   let window = 1;
   /** Values of a pooled grid. */
@@ -158,23 +169,14 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
   const streamOf = (key: string): Stream<Answer> => {
     let s = streams.get(key);
     if (!s) {
-      s = { recent: [], age: 0, pending: [], samples: [], newSamples: 0, checks: [], checking: new Set(), lastSeenMs: Date.now(), stats: { frames: 0, hits: 0, checked: 0, checkedRight: 0, retrains: 0, retrainMs: 0, failedRetrains: 0 } };
+      s = { recent: [], age: 0, pending: [], checking: new Set(), lastSeenMs: Date.now(), stats: { frames: 0, hits: 0, checked: 0, checkedRight: 0 } };
       streams.set(key, s);
     }
     return s;
   };
 
-  const unload = async (s: Stream<Answer>): Promise<void> => {
-    await s.training;
-    await Promise.all([s.selector?.model, s.retired].map(async (m) => m?.dispose()));
-  };
-
   const forgetIdle = (now: number): void => {
-    for (const [key, s] of streams) {
-      if (now - s.lastSeenMs < IDLE_STREAM_MS) continue;
-      streams.delete(key);
-      void unload(s).catch(() => undefined);
-    }
+    for (const [key, s] of streams) if (now - s.lastSeenMs >= IDLE_STREAM_MS) streams.delete(key);
   };
 
   const rowSize = (): number => shape!.channels * shape!.height * shape!.width;
@@ -187,9 +189,9 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     return { pooled: out[FRAME_POOLED]!.data as Float32Array, probabilities: out[FRAME_PROBABILITIES]!.data as Float32Array };
   };
 
-  const retrain = async (s: Stream<Answer>): Promise<void> => {
-    s.newSamples = 0;
-    const samples = [...s.samples];
+  const retrain = async (l: Learning): Promise<void> => {
+    l.newSamples = 0;
+    const samples = [...l.samples];
     // Every fourth pair measures the selector; the rest train it.
     const heldOut = samples.filter((_, i) => i % 4 === 3);
     const training = samples.filter((_, i) => i % 4 !== 3);
@@ -201,34 +203,34 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       classes: 2,
       classWeights: [config.falsePositiveWeight, 1],
       evaluate: concat(heldOut.map((p) => p.features)),
-      seed: s.stats.retrains + 1,
+      seed: l.stats.retrains + 1,
     });
     const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
     const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity });
     const model = await loadSelector(trained.weights, trained.bias);
-    if (s.retired) await s.retired.dispose();
-    s.retired = s.selector?.model;
+    if (l.retired) await l.retired.dispose();
+    l.retired = l.selector?.model;
     // A selector that cannot reach the target on enough hits never answers (threshold ∞).
     const vouched = calibrated.accuracy >= config.accuracyTarget;
-    s.selector = { model, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
-    s.checks = [];
-    s.stats.retrains += 1;
-    s.stats.retrainMs += performance.now() - started;
+    l.selector = { model, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
+    l.checks = [];
+    l.stats.retrains += 1;
+    l.stats.retrainMs += performance.now() - started;
   };
 
-  const maybeRetrain = (s: Stream<Answer>): void => {
-    if (s.training) return;
-    const same = s.samples.filter((p) => p.same).length;
-    const enough = s.samples.length >= config.minPairs && Math.min(same, s.samples.length - same) >= config.minPairs / 10;
-    const lagging = s.checks.length >= 2 && s.checks.filter((right) => !right).length >= 2;
-    if (lagging && s.selector) s.selector = { ...s.selector, threshold: Infinity };
-    if (!enough || !(lagging || s.newSamples >= config.period || !s.selector)) return;
-    s.training = retrain(s)
+  const maybeRetrain = (l: Learning): void => {
+    if (l.training) return;
+    const same = l.samples.filter((p) => p.same).length;
+    const enough = l.samples.length >= config.minPairs && Math.min(same, l.samples.length - same) >= config.minPairs / 10;
+    const lagging = l.checks.length >= 2 && l.checks.filter((right) => !right).length >= 2;
+    if (lagging && l.selector) l.selector = { ...l.selector, threshold: Infinity };
+    if (!enough || !(lagging || l.newSamples >= config.period || !l.selector)) return;
+    l.training = retrain(l)
       .catch((err: unknown) => {
-        s.stats.failedRetrains += 1;
-        s.stats.lastError = err instanceof Error ? err.message : String(err);
+        l.stats.failedRetrains += 1;
+        l.stats.lastError = err instanceof Error ? err.message : String(err);
       })
-      .finally(() => (s.training = undefined));
+      .finally(() => (l.training = undefined));
   };
 
   return {
@@ -262,7 +264,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       keys.forEach((key, i) => {
         if (key === undefined) return;
         const s = streams.get(key);
-        const serving = s?.selector && s.selector.threshold !== Infinity && s.recent.at(-1)?.stable && s.age < config.maxAge ? s.selector : undefined;
+        const { selector } = learning;
+        const serving = selector && selector.threshold !== Infinity && s?.recent.at(-1)?.stable && s.age < config.maxAge ? selector : undefined;
         const model = serving?.model ?? untrained!;
         const group = byModel.get(model) ?? { ...(serving ? { selector: serving } : {}), members: [] };
         group.members.push(i);
@@ -339,21 +342,21 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
           const earlier = s.recent.find((r) => r.frame === pair.earlier);
           if (earlier?.answer === undefined) continue;
           const same = options.same(own.answer, earlier.answer);
-          s.samples.push({ features: pair.features, same });
-          s.newSamples += 1;
+          learning.samples.push({ features: pair.features, same });
+          learning.newSamples += 1;
           if (checked && pair.earlier === reference) {
             s.stats.checked += 1;
             if (same) s.stats.checkedRight += 1;
-            s.checks = [...s.checks, same].slice(-CHECK_WINDOW);
+            learning.checks = [...learning.checks, same].slice(-CHECK_WINDOW);
           }
         }
-        if (s.samples.length > config.window) s.samples.splice(0, s.samples.length - config.window);
-        maybeRetrain(s);
+        if (learning.samples.length > config.window) learning.samples.splice(0, learning.samples.length - config.window);
+        maybeRetrain(learning);
       });
     },
 
     async settled() {
-      await Promise.all([...streams.values()].map((s) => s.training));
+      await learning.training;
     },
 
     stats: () =>
@@ -362,12 +365,14 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         layer,
         variant,
         ...s.stats,
-        expectedHitRate: s.selector?.expectedHitRate ?? 0,
-        expectedAccuracy: s.selector?.expectedAccuracy ?? 0,
+        ...learning.stats,
+        expectedHitRate: learning.selector?.expectedHitRate ?? 0,
+        expectedAccuracy: learning.selector?.expectedAccuracy ?? 0,
       })),
 
     async close() {
-      await Promise.all([...streams.values()].map(unload));
+      await learning.training;
+      await Promise.all([learning.selector?.model, learning.retired].map(async (m) => m?.dispose()));
       await untrained?.dispose();
       await base.dispose();
       await rm(dir, { recursive: true, force: true });

@@ -169,9 +169,9 @@ export const specializeSchema = z.strictObject({
 });
 
 /**
- * A learned cache on a detector node (GATI, fitted to a detector; docs/learned-caches.md): per
- * stream, frames whose early feature map changed too little since the last frame the model ran on
- * get that frame's objects, and skip the rest of the model. Learned online from the stream.
+ * A learned cache on a detector node (GATI, fitted to a detector; docs/learned-caches.md): frames
+ * whose early feature map changed too little since their stream's last frame the model ran on
+ * get that frame's objects, and skip the rest of the model. Learned online from the node's streams.
  */
 export const cacheSchema = z.strictObject({
   /** The candidate layer read, as an index into the model's block outputs (docs/learned-caches.md lists CenterNet's). */
@@ -186,7 +186,7 @@ export const cacheSchema = z.strictObject({
   maxAge: z.number().int().min(1).max(10_000).default(25),
   /** Earlier frames each frame the model runs on is paired with, to learn from. */
   pairsPerFrame: z.number().int().min(1).max(16).default(3),
-  /** Labelled pairs kept per stream: the sliding window. */
+  /** Labelled pairs kept, from all the node's streams: the sliding window. */
   window: z.number().int().min(20).max(100_000).default(600),
   /** New pairs between retrainings. */
   period: z.number().int().min(1).max(100_000).default(100),
