@@ -1,4 +1,4 @@
-// `npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256]`: the detector's learned
+// `npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256] [--max-age N]`: the detector's learned
 // cache (docs/learned-caches.md) on CenterNet over every frame of car-detection.mp4, one stream,
 // batch 1, for each candidate layer and grid: the frame cache learns online from the clip as it
 // plays (starting with no selector), and each frame's objects are compared with the detector's
@@ -49,6 +49,7 @@ export async function frameCacheBench(args: readonly string[]): Promise<void> {
   if (!existsSync(clip)) throw new Error(`the frame-cache benchmark needs ${clip} (../shared/footage beside the project)`);
   const layers = listArg(args, '--layers', [2, 3, 4, 5]);
   const grids = listArg(args, '--grids', [64, 256]);
+  const maxAge = args.includes('--max-age') ? listArg(args, '--max-age', [])[0] : undefined;
   const config = compileDeployment(
     deploymentSchema.parse({ apps: [CACHED_DETECT_APP], sources: [{ id: 'road', path: clip, apps: ['detect'] }] }),
     join(root, 'configs/bench.yaml'),
@@ -75,7 +76,7 @@ export async function frameCacheBench(args: readonly string[]): Promise<void> {
     for (const layer of layers) {
       for (const grid of grids) {
         const before = await base();
-        const params = runner.parseParams({ ...node.params, cache: { ...node.cache, layer, grid } });
+        const params = runner.parseParams({ ...node.params, cache: { ...node.cache, layer, grid, ...(maxAge ? { maxAge } : {}) } });
         const stream = `detect/detect/layer-${layer}-grid-${grid}`;
         let same = 0;
         let hits = 0;

@@ -175,9 +175,9 @@ export const specializeSchema = z.strictObject({
  */
 export const cacheSchema = z.strictObject({
   /** The candidate layer read, as an index into the model's block outputs (docs/learned-caches.md lists CenterNet's). */
-  layer: z.number().int().min(0).max(100).default(2),
+  layer: z.number().int().min(0).max(100).default(4),
   /** Cells per channel of the selector's grid over the feature map. */
-  grid: z.number().int().min(1).max(4096).default(256),
+  grid: z.number().int().min(1).max(4096).default(64),
   /** Share of hits whose answer must be right, on held-out pairs: the accuracy filter. */
   accuracyTarget: z.number().gt(0).max(1).default(0.97),
   /** Share of hits run through the whole model anyway, to check the cache as it serves. */

@@ -29,8 +29,8 @@ describe.skipIf(!existsSync(clip))('a cached detector on car-detection.mp4 (need
     expect(Number(frames.seqs)).toBe(summary.frames);
 
     const exits = rows.exits as { exit: string; cache_variant: string; n: number }[];
-    expect(exits.map((e) => e.exit)).toEqual(['full', expect.stringMatching(/expanded_conv\/add/)]);
-    for (const e of exits) expect(e.cache_variant).toBe('Pool(256×C) change');
+    expect(exits.map((e) => e.exit)).toEqual(['full', expect.stringMatching(/expanded_conv_2\/add/)]);
+    for (const e of exits) expect(e.cache_variant).toBe('Pool(64×C) change');
     const hits = Number(exits[1]!.n);
     // The clip's road is empty for most of its 30 s: once learned, the cache answers a share of it.
     expect(hits).toBeGreaterThan(summary.frames / 10);
