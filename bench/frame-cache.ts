@@ -1,4 +1,4 @@
-// `npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256] [--max-age N]`: the detector's learned
+// `npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256] [--max-age N] [--threads N]`: the detector's learned
 // cache (docs/learned-caches.md) on CenterNet over every frame of car-detection.mp4, one stream,
 // batch 1, for each candidate layer and grid: the frame cache learns online from the clip as it
 // plays (starting with no selector), and each frame's objects are compared with the detector's
@@ -50,6 +50,7 @@ export async function frameCacheBench(args: readonly string[]): Promise<void> {
   const layers = listArg(args, '--layers', [2, 3, 4, 5]);
   const grids = listArg(args, '--grids', [64, 256]);
   const maxAge = args.includes('--max-age') ? listArg(args, '--max-age', [])[0] : undefined;
+  const threads = listArg(args, '--threads', [1])[0] ?? 1;
   const config = compileDeployment(
     deploymentSchema.parse({ apps: [CACHED_DETECT_APP], sources: [{ id: 'road', path: clip, apps: ['detect'] }] }),
     join(root, 'configs/bench.yaml'),
@@ -59,8 +60,8 @@ export async function frameCacheBench(args: readonly string[]): Promise<void> {
   const images: RgbImage[] = [];
   for await (const frame of createFileSource({ id: 'road', path: clip, speed: 'max', loop: false, logger }).frames()) images.push(await decodeJpeg(frame.jpeg));
 
-  // One onnxruntime thread: the detector and its cache on one core, as a backend lane runs them.
-  const runtime = createOnnxRuntime({ logger, workers: 1, intraOpThreads: 1 });
+  // One onnxruntime thread by default: the detector and its cache on one core.
+  const runtime = createOnnxRuntime({ logger, workers: 1, intraOpThreads: threads });
   let runner: ModelRunner | undefined;
   try {
     runner = await loadModelRunner(config.models.centernet!, runtime);

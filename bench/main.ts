@@ -9,7 +9,7 @@
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
 //   npm run bench -- weg [--minutes M] [--workload faces|objects]
 //   npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]
-//   npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256] [--max-age N]
+//   npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256] [--max-age N] [--threads N]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
