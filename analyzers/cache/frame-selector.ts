@@ -1,4 +1,4 @@
-import { encodeOnnxModel, floatInitializer, floatValueInfo, type OnnxModel } from '../onnx/index.js';
+import { builtModel, encodeOnnxModel, floatInitializer, floatValueInfo, intAttribute, intsAttribute, type OnnxModel } from '../onnx/index.js';
 import type { HiddenShape } from './variant.js';
 
 /**
@@ -38,36 +38,30 @@ export function frameSelectorModel(shape: HiddenShape, window: number, selector:
   if (selector.weights.length !== features * 2 || selector.bias.length !== 2) {
     throw new RangeError(`frameSelectorModel: weights for ${selector.weights.length / 2} features and ${selector.bias.length} classes, not ${features} and 2`);
   }
-  const ints = (name: string, values: number[]) => ({ name, type: 7, ints: values });
-  const overCells = [ints('axes', [2, 3]), { name: 'keepdims', type: 2, i: 0 }];
-  return {
-    irVersion: 8,
-    producerName: 'panoptes',
-    opsetImport: [{ domain: '', version: 13 }],
-    graph: {
-      name: 'frame_cache_lookup',
-      node: [
-        { opType: 'AveragePool', name: 'pool', input: [FRAME_HIDDEN], output: [FRAME_POOLED], attribute: [ints('kernel_shape', [window, window]), ints('strides', [window, window])] },
-        { opType: 'Sub', name: 'difference', input: [FRAME_POOLED, FRAME_REFERENCE], output: ['difference'] },
-        { opType: 'Abs', name: 'magnitude', input: ['difference'], output: ['magnitude'] },
-        { opType: 'ReduceMax', name: 'largest', input: ['magnitude'], output: ['largest'], attribute: overCells },
-        { opType: 'ReduceMean', name: 'mean', input: ['magnitude'], output: ['mean'], attribute: overCells },
-        { opType: 'Concat', name: 'change', input: ['largest', 'mean'], output: [FRAME_CHANGE], attribute: [{ name: 'axis', type: 2, i: 1 }] },
-        { opType: 'Gemm', name: 'selector', input: [FRAME_CHANGE, 'W', 'b'], output: ['logits'] },
-        { opType: 'Softmax', name: 'softmax', input: ['logits'], output: [FRAME_PROBABILITIES], attribute: [{ name: 'axis', type: 2, i: 1 }] },
-      ],
-      initializer: [floatInitializer('W', [features, 2], selector.weights), floatInitializer('b', [2], selector.bias)],
-      input: [
-        floatValueInfo(FRAME_HIDDEN, ['batch', shape.channels, shape.height, shape.width]),
-        floatValueInfo(FRAME_REFERENCE, ['batch', grid.channels, grid.height, grid.width]),
-      ],
-      output: [
-        floatValueInfo(FRAME_POOLED, ['batch', grid.channels, grid.height, grid.width]),
-        floatValueInfo(FRAME_CHANGE, ['batch', features]),
-        floatValueInfo(FRAME_PROBABILITIES, ['batch', 2]),
-      ],
-    },
-  };
+  const overCells = [intsAttribute('axes', [2, 3]), intAttribute('keepdims', 0)];
+  return builtModel({
+    name: 'frame_cache_lookup',
+    node: [
+      { opType: 'AveragePool', name: 'pool', input: [FRAME_HIDDEN], output: [FRAME_POOLED], attribute: [intsAttribute('kernel_shape', [window, window]), intsAttribute('strides', [window, window])] },
+      { opType: 'Sub', name: 'difference', input: [FRAME_POOLED, FRAME_REFERENCE], output: ['difference'] },
+      { opType: 'Abs', name: 'magnitude', input: ['difference'], output: ['magnitude'] },
+      { opType: 'ReduceMax', name: 'largest', input: ['magnitude'], output: ['largest'], attribute: overCells },
+      { opType: 'ReduceMean', name: 'mean', input: ['magnitude'], output: ['mean'], attribute: overCells },
+      { opType: 'Concat', name: 'change', input: ['largest', 'mean'], output: [FRAME_CHANGE], attribute: [intAttribute('axis', 1)] },
+      { opType: 'Gemm', name: 'selector', input: [FRAME_CHANGE, 'W', 'b'], output: ['logits'] },
+      { opType: 'Softmax', name: 'softmax', input: ['logits'], output: [FRAME_PROBABILITIES], attribute: [intAttribute('axis', 1)] },
+    ],
+    initializer: [floatInitializer('W', [features, 2], selector.weights), floatInitializer('b', [2], selector.bias)],
+    input: [
+      floatValueInfo(FRAME_HIDDEN, ['batch', shape.channels, shape.height, shape.width]),
+      floatValueInfo(FRAME_REFERENCE, ['batch', grid.channels, grid.height, grid.width]),
+    ],
+    output: [
+      floatValueInfo(FRAME_POOLED, ['batch', grid.channels, grid.height, grid.width]),
+      floatValueInfo(FRAME_CHANGE, ['batch', features]),
+      floatValueInfo(FRAME_PROBABILITIES, ['batch', 2]),
+    ],
+  });
 }
 
 /** The model's `change` for two pooled grids of `channels` channels: the selector's input, for training on pairs. */

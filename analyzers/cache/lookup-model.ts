@@ -1,4 +1,4 @@
-import { encodeOnnxModel, floatInitializer, floatValueInfo, type OnnxModel } from '../onnx/index.js';
+import { builtModel, encodeOnnxModel, floatInitializer, floatValueInfo, intAttribute, intsAttribute, type OnnxModel } from '../onnx/index.js';
 import { poolWindow, weightShapes, type HiddenShape, type VariantSpec } from './variant.js';
 
 /**
@@ -13,12 +13,6 @@ export const LOOKUP_HIT = 'hit';
 /** Trained weights by name, in the layouts of `weightShapes`. */
 export type CacheWeights = Record<string, Float32Array>;
 
-/** ONNX AttributeProto types INT and INTS. */
-const INT = 2;
-const INTS = 7;
-
-const ints = (name: string, values: number[]) => ({ name, type: INTS, ints: values });
-
 export function lookupModel(spec: VariantSpec, shape: HiddenShape, classes: number, weights: CacheWeights): OnnxModel {
   const shapes = weightShapes(spec, shape, classes);
   for (const [name, dims] of Object.entries(shapes)) {
@@ -27,43 +21,38 @@ export function lookupModel(spec: VariantSpec, shape: HiddenShape, classes: numb
   }
   const gemm = (input: string, layer: string, output: string) => ({ opType: 'Gemm', name: `${layer}/gemm`, input: [input, `${layer}/W`, `${layer}/b`], output: [output] });
   const relu = (input: string, output: string) => ({ opType: 'Relu', name: `${output}/relu`, input: [input], output: [output] });
-  const flatten = (input: string, output: string) => ({ opType: 'Flatten', name: `${output}/flatten`, input: [input], output: [output], attribute: [{ name: 'axis', type: INT, i: 1 }] });
+  const flatten = (input: string, output: string) => ({ opType: 'Flatten', name: `${output}/flatten`, input: [input], output: [output], attribute: [intAttribute('axis', 1)] });
   const predictor = (() => {
     switch (spec.family) {
       case 'FC':
         return [flatten(LOOKUP_INPUT, 'flat'), gemm('flat', 'fc', 'fc/out'), relu('fc/out', 'fc/relu'), gemm('fc/relu', 'out', 'logits')];
       case 'Pool': {
         const window = poolWindow(spec, shape);
-        const pool = { opType: 'AveragePool', name: 'pool', input: [LOOKUP_INPUT], output: ['pooled'], attribute: [ints('kernel_shape', [window, window]), ints('strides', [window, window])] };
+        const pool = { opType: 'AveragePool', name: 'pool', input: [LOOKUP_INPUT], output: ['pooled'], attribute: [intsAttribute('kernel_shape', [window, window]), intsAttribute('strides', [window, window])] };
         return [pool, flatten('pooled', 'flat'), gemm('flat', 'out', 'logits')];
       }
       case 'Conv': {
         const pad = Math.floor(spec.kernel / 2);
-        const attribute = [ints('kernel_shape', [spec.kernel, spec.kernel]), ints('strides', [spec.stride, spec.stride]), ints('pads', [pad, pad, pad, pad])];
+        const attribute = [intsAttribute('kernel_shape', [spec.kernel, spec.kernel]), intsAttribute('strides', [spec.stride, spec.stride]), intsAttribute('pads', [pad, pad, pad, pad])];
         const conv = { opType: 'Conv', name: 'conv', input: [LOOKUP_INPUT, 'conv/W', 'conv/b'], output: ['conv/out'], attribute };
         return [conv, relu('conv/out', 'conv/relu'), flatten('conv/relu', 'flat'), gemm('flat', 'out', 'logits')];
       }
     }
   })();
   const selector = [
-    { opType: 'Softmax', name: 'softmax', input: ['logits'], output: [LOOKUP_PROBABILITIES], attribute: [{ name: 'axis', type: INT, i: 1 }] },
+    { opType: 'Softmax', name: 'softmax', input: ['logits'], output: [LOOKUP_PROBABILITIES], attribute: [intAttribute('axis', 1)] },
     gemm(LOOKUP_PROBABILITIES, 'sel1', 'sel1/out'),
     relu('sel1/out', 'sel1/relu'),
     gemm('sel1/relu', 'sel2', 'sel2/out'),
     { opType: 'Sigmoid', name: 'sigmoid', input: ['sel2/out'], output: [LOOKUP_HIT] },
   ];
-  return {
-    irVersion: 8,
-    producerName: 'panoptes',
-    opsetImport: [{ domain: '', version: 13 }],
-    graph: {
-      name: 'learned_cache',
-      node: [...predictor, ...selector],
-      initializer: Object.entries(shapes).map(([name, dims]) => floatInitializer(name, dims, weights[name]!)),
-      input: [floatValueInfo(LOOKUP_INPUT, ['batch', shape.channels, shape.height, shape.width])],
-      output: [floatValueInfo(LOOKUP_PROBABILITIES, ['batch', classes]), floatValueInfo(LOOKUP_HIT, ['batch', 1])],
-    },
-  };
+  return builtModel({
+    name: 'learned_cache',
+    node: [...predictor, ...selector],
+    initializer: Object.entries(shapes).map(([name, dims]) => floatInitializer(name, dims, weights[name]!)),
+    input: [floatValueInfo(LOOKUP_INPUT, ['batch', shape.channels, shape.height, shape.width])],
+    output: [floatValueInfo(LOOKUP_PROBABILITIES, ['batch', classes]), floatValueInfo(LOOKUP_HIT, ['batch', 1])],
+  });
 }
 
 export const encodeLookupModel = (...args: Parameters<typeof lookupModel>): Uint8Array => encodeOnnxModel(lookupModel(...args));

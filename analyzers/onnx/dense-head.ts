@@ -1,4 +1,4 @@
-import { encodeOnnxModel, floatInitializer, floatValueInfo, type OnnxModel } from './onnx-model.js';
+import { builtModel, encodeOnnxModel, floatInitializer, floatValueInfo, intAttribute, type OnnxModel } from './onnx-model.js';
 
 /**
  * A trained classifier head as an ONNX model, so that onnxruntime serves it like any other:
@@ -12,21 +12,16 @@ export function denseHeadModel(head: { weights: Float32Array; bias: Float32Array
   if (weights.length !== featureCount * classes || bias.length !== classes) {
     throw new RangeError(`denseHeadModel: ${weights.length} weights and ${bias.length} biases for ${featureCount} features and ${classes} classes`);
   }
-  return {
-    irVersion: 8,
-    producerName: 'panoptes',
-    opsetImport: [{ domain: '', version: 13 }],
-    graph: {
-      name: 'dense_head',
-      node: [
-        { opType: 'Gemm', name: 'head/gemm', input: [HEAD_INPUT, 'head/W', 'head/b'], output: ['head/logits'] },
-        { opType: 'Softmax', name: 'head/softmax', input: ['head/logits'], output: [HEAD_OUTPUT], attribute: [{ name: 'axis', type: 2, i: 1 }] },
-      ],
-      initializer: [floatInitializer('head/W', [featureCount, classes], weights), floatInitializer('head/b', [classes], bias)],
-      input: [floatValueInfo(HEAD_INPUT, ['batch', featureCount])],
-      output: [floatValueInfo(HEAD_OUTPUT, ['batch', classes])],
-    },
-  };
+  return builtModel({
+    name: 'dense_head',
+    node: [
+      { opType: 'Gemm', name: 'head/gemm', input: [HEAD_INPUT, 'head/W', 'head/b'], output: ['head/logits'] },
+      { opType: 'Softmax', name: 'head/softmax', input: ['head/logits'], output: [HEAD_OUTPUT], attribute: [intAttribute('axis', 1)] },
+    ],
+    initializer: [floatInitializer('head/W', [featureCount, classes], weights), floatInitializer('head/b', [classes], bias)],
+    input: [floatValueInfo(HEAD_INPUT, ['batch', featureCount])],
+    output: [floatValueInfo(HEAD_OUTPUT, ['batch', classes])],
+  });
 }
 
 /** The head as ONNX bytes. */

@@ -2,7 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ErrorCode, PanoptesError } from '../../core/index.js';
 import type { ModelRuntime, NamedTensors } from '../runtime/index.js';
-import { encodeOnnxModel, feedInputs, graphOf, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './onnx-model.js';
+import { encodeOnnxModel, feedInputs, graphOf, intAttribute, type OnnxGraph, type OnnxModel, type OnnxNode, type OnnxValueInfo } from './onnx-model.js';
 import { concatRows, rowsOf, type PrefixBatch, type PrefixBatchedModel } from './prefix-batch.js';
 
 /**
@@ -16,9 +16,8 @@ import { concatRows, rowsOf, type PrefixBatch, type PrefixBatchedModel } from '.
 
 /** The extra input: rows per member, in member order (int64 [members]). */
 export const MEMBER_ROWS = 'panoptes_member_rows';
-/** ONNX TensorProto.DataType.INT64 and BOOL, AttributeProto.AttributeType INT, TENSOR and GRAPH. */
+/** ONNX TensorProto.DataType.INT64 and BOOL, AttributeProto.AttributeType TENSOR and GRAPH. */
 const INT64 = 7;
-const INT_ATTRIBUTE = 2;
 const TENSOR_ATTRIBUTE = 4;
 const GRAPH_ATTRIBUTE = 5;
 
@@ -40,7 +39,7 @@ export function mergePrefixBatch(split: PrefixBatch<OnnxModel>): MergedPrefixBat
     name: `panoptes_split/${cut}`,
     input: [cut, MEMBER_ROWS],
     output: Array.from({ length: members }, (_, i) => sliceName(cut, i)),
-    attribute: [{ name: 'axis', type: INT_ATTRIBUTE, i: 0 }],
+    attribute: [intAttribute('axis', 0)],
   }));
   const suffixes = split.members.map(({ suffix, cut }, i) => memberSuffix(graphOf(suffix), cut, i));
   const rows: OnnxValueInfo = { name: MEMBER_ROWS, type: { tensorType: { elemType: INT64, shape: { dim: [{ dimValue: members }] } } } };
@@ -109,7 +108,7 @@ function memberSuffix(graph: OnnxGraph, cut: Readonly<Record<string, string>>, i
     nodes: [
       scalar(index, i),
       scalar(zero, 0),
-      { opType: 'Gather', name: count, input: [MEMBER_ROWS, index], output: [count], attribute: [{ name: 'axis', type: INT_ATTRIBUTE, i: 0 }] },
+      { opType: 'Gather', name: count, input: [MEMBER_ROWS, index], output: [count], attribute: [intAttribute('axis', 0)] },
       { opType: 'Greater', name: has, input: [count, zero], output: [has] },
       {
         opType: 'If',

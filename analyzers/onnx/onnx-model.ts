@@ -81,6 +81,13 @@ export const floatInitializer = (name: string, dims: number[], values: Float32Ar
   rawData: new Uint8Array(values.buffer.slice(values.byteOffset, values.byteOffset + values.byteLength)),
 });
 
+/** A model built here: one graph, on the opset its ops are written for. */
+export const builtModel = (graph: OnnxGraph): OnnxModel => ({ irVersion: 8, producerName: 'panoptes', opsetImport: [{ domain: '', version: 13 }], graph });
+
+/** ONNX AttributeProto attributes of types INT and INTS. */
+export const intAttribute = (name: string, value: number) => ({ name, type: 2, i: value });
+export const intsAttribute = (name: string, values: number[]) => ({ name, type: 7, ints: values });
+
 /** A float32 graph input or output; a string dimension is named (`batch`). */
 export const floatValueInfo = (name: string, dims: readonly (number | string)[]): OnnxValueInfo => ({
   name,
