@@ -200,7 +200,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   /** The last interval's stats to `panoptes.stats`; a failed send is logged, the next second brings another. */
   const publishStats = (): void => {
     const specializations = specialized.stats();
-    const caches = hosting.cacheStats().map(({ key, lastError: _, ...figures }) => {
+    const caches = hosting.cacheStats().map(({ key, ...figures }) => {
       // Keys are `app/node/source`; source ids may hold slashes, app and node ids do not.
       const [app = '', node = '', ...source] = key.split('/');
       return { app, node, source: source.join('/'), ...figures };

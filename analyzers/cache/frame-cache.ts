@@ -1,3 +1,13 @@
+// A learned cache for a detector node: for a frame of a stream, the answer it predicts is the
+// objects of the stream's last frame the whole model ran on (the reference), and its selector,
+// reading how an early feature map changed since that frame, says whether they are still this
+// frame's. A fixed camera mostly films an empty or unchanged scene, and those frames exit after
+// the first segment. GATI's parts, fitted to a detector: the candidate layer is a block output;
+// the lookup runs synchronously (it is one small run, and the rest of the model needs its
+// answer); the node's one selector is trained online on its streams' frames (every frame the
+// model runs on labels its pairs with the stream's frames before it, and a share of the hits is
+// run anyway to check them); a retrained selector, with its threshold calibrated to the accuracy
+// target, swaps in whole.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,18 +20,6 @@ import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 import { concat, pick } from './tensors.js';
 import type { HiddenShape } from './variant.js';
 
-/**
- * A learned cache for a detector node: for a frame of a stream, the answer it predicts is the
- * objects of the stream's last frame the whole model ran on (the reference), and its selector,
- * reading how an early feature map changed since that frame, says whether they are still this
- * frame's. A fixed camera mostly films an empty or unchanged scene, and those frames exit after
- * the first segment. GATI's parts, fitted to a detector: the candidate layer is a block output;
- * the lookup runs synchronously (it is one small run, and the rest of the model needs its
- * answer); the node's one selector is trained online on its streams' frames (every frame the
- * model runs on labels its pairs with the stream's frames before it, and a share of the hits is
- * run anyway to check them); a retrained selector, with its threshold calibrated to the accuracy
- * target, swaps in whole.
- */
 /** The node's `cache:` (core/config/schema.ts says what each key means). */
 export type FrameCacheConfig = CacheConfig;
 
@@ -60,9 +58,8 @@ export interface FrameCacheStats {
   expectedAccuracy: number;
   retrains: number;
   retrainMs: number;
-  /** Retrainings that failed (the cache kept the selector it had), and the last one's error. */
+  /** Retrainings that failed: the cache kept the selector it had. */
   failedRetrains: number;
-  lastError?: string;
 }
 
 export interface FrameCache<Answer> {
@@ -73,8 +70,6 @@ export interface FrameCache<Answer> {
   run(feeds: NamedTensors, keys: readonly (string | undefined)[]): Promise<{ outputs: NamedTensors; exits: FrameExit[] }>;
   /** Each row's final answer, in the order `run` gave the exits: labels the pairs, and retrains when due. */
   learn(exits: readonly FrameExit[], answers: readonly Answer[]): void;
-  /** Resolves when no retraining runs. */
-  settled(): Promise<void>;
   stats(): FrameCacheStats[];
   close(): Promise<void>;
 }
@@ -83,7 +78,8 @@ interface Remembered<Answer> {
   frame: number;
   /** The hidden output pooled over the selector's grid. */
   pooled: Float32Array;
-  outputs: Record<string, { dims: number[]; type: TensorData['type']; data: TensorData['data'] }>;
+  /** Its rows of the model's outputs, each without the batch dimension. */
+  outputs: NamedTensors;
   answer?: Answer;
   /**
    * Its answer is the one of the frame the model ran on before it. Only such a frame answers for
@@ -115,7 +111,7 @@ interface Stream<Answer> {
 
 /**
  * What the cache learns from all its streams: one selector for the node, as GATI's caches are
- * per model, trained on the pairs of every stream (a new stream is served from its second frame
+ * per model, trained on the pairs of every stream (a new stream is served from its third frame
  * once any stream taught the selector), while each stream keeps its own references.
  */
 interface Learning {
@@ -126,7 +122,7 @@ interface Learning {
   /** Whether each of the latest checked hits was right. */
   checks: boolean[];
   training?: Promise<void>;
-  stats: Pick<FrameCacheStats, 'retrains' | 'retrainMs' | 'failedRetrains' | 'lastError'>;
+  stats: Pick<FrameCacheStats, 'retrains' | 'retrainMs' | 'failedRetrains'>;
 }
 
 /** Checked hits judged at a time; two wrong among them take the selector out until it is retrained. */
@@ -189,7 +185,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     return { pooled: out[FRAME_POOLED]!.data as Float32Array, probabilities: out[FRAME_PROBABILITIES]!.data as Float32Array };
   };
 
-  const retrain = async (l: Learning): Promise<void> => {
+  const retrain = async (): Promise<void> => {
+    const l = learning;
     l.newSamples = 0;
     const samples = [...l.samples];
     // Every fourth pair measures the selector; the rest train it.
@@ -218,17 +215,17 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     l.stats.retrainMs += performance.now() - started;
   };
 
-  const maybeRetrain = (l: Learning): void => {
+  const maybeRetrain = (): void => {
+    const l = learning;
     if (l.training) return;
     const same = l.samples.filter((p) => p.same).length;
     const enough = l.samples.length >= config.minPairs && Math.min(same, l.samples.length - same) >= config.minPairs / 10;
     const lagging = l.checks.length >= 2 && l.checks.filter((right) => !right).length >= 2;
     if (lagging && l.selector) l.selector = { ...l.selector, threshold: Infinity };
     if (!enough || !(lagging || l.newSamples >= config.period || !l.selector)) return;
-    l.training = retrain(l)
-      .catch((err: unknown) => {
+    l.training = retrain()
+      .catch(() => {
         l.stats.failedRetrains += 1;
-        l.stats.lastError = err instanceof Error ? err.message : String(err);
       })
       .finally(() => (l.training = undefined));
   };
@@ -287,17 +284,18 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       const rest = misses.length > 0 ? await base.runSegment(1, hiddenTensor(pick(all, misses, size))) : {};
       const missAt = new Map(misses.map((row, m) => [row, m]));
       const reference = (i: number) => streams.get(keys[i]!)!.recent.at(-1)!;
-      const names = misses.length > 0 ? Object.keys(rest) : Object.keys(reference(0).outputs);
+      // One row of each output, as a miss's rest or a hit's reference kept it.
+      const rowOf = (i: number, name: string): TensorData => {
+        const m = missAt.get(i);
+        if (m === undefined) return reference(i).outputs[name]!;
+        const { dims, type, data } = rest[name]!;
+        const width = data.length / dims[0]!;
+        return { type, dims: dims.slice(1), data: (data as Float32Array).slice(m * width, (m + 1) * width) };
+      };
       const outputs: NamedTensors = {};
-      for (const name of names) {
-        const sample = misses.length > 0 ? { dims: rest[name]!.dims.slice(1), type: rest[name]!.type } : reference(0).outputs[name]!;
-        const width = sample.dims.reduce((a, b) => a * b, 1);
-        const data = new Float32Array(rows * width);
-        for (let i = 0; i < rows; i++) {
-          const m = missAt.get(i);
-          data.set(m !== undefined ? (rest[name]!.data as Float32Array).subarray(m * width, (m + 1) * width) : (reference(i).outputs[name]!.data as Float32Array), i * width);
-        }
-        outputs[name] = { type: sample.type, dims: [rows, ...sample.dims], data };
+      for (const name of misses.length > 0 ? Object.keys(rest) : Object.keys(reference(0).outputs)) {
+        const parts = keys.map((_, i) => rowOf(i, name));
+        outputs[name] = { type: parts[0]!.type, dims: [rows, ...parts[0]!.dims], data: concat(parts.map((p) => p.data as Float32Array)) };
       }
 
       // Frames the model ran on become references, paired with the frames before them to learn from.
@@ -307,8 +305,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         const s = streamOf(key);
         const own = pooled[i]!;
         for (const r of s.recent.slice(-config.pairsPerFrame)) s.pending.push({ frame: frames[i]!, earlier: r.frame, features: frameChange(own, r.pooled, shape!.channels) });
-        const kept = Object.fromEntries(names.map((name) => [name, { dims: outputs[name]!.dims.slice(1), type: outputs[name]!.type, data: outputs[name]!.data.slice(i * (outputs[name]!.data.length / rows), (i + 1) * (outputs[name]!.data.length / rows)) as TensorData['data'] }]));
-        s.recent.push({ frame: frames[i]!, pooled: own, outputs: kept });
+        s.recent.push({ frame: frames[i]!, pooled: own, outputs: Object.fromEntries(Object.keys(outputs).map((name) => [name, rowOf(i, name)])) });
         if (s.recent.length > config.pairsPerFrame) s.recent.shift();
         s.age = 0;
       }
@@ -351,12 +348,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
           }
         }
         if (learning.samples.length > config.window) learning.samples.splice(0, learning.samples.length - config.window);
-        maybeRetrain(learning);
+        maybeRetrain();
       });
-    },
-
-    async settled() {
-      await learning.training;
     },
 
     stats: () =>

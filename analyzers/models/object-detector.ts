@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { cacheSchema, ErrorCode, PanoptesError, type CacheConfig, type CacheExit, type Detection, type ResolvedModel } from '../../core/index.js';
-import { createFrameCache, type FrameCache, type FrameExit } from '../cache/index.js';
+import { createFrameCache, pick, type FrameCache, type FrameExit } from '../cache/index.js';
 import { blockOutputs, readOnnxModel } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
@@ -63,12 +63,9 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       groups.set(config, [...(groups.get(config) ?? []), i]);
     });
     if (groups.size === 1 && groups.has(undefined)) return { outputs: await model.run({ [inputName]: input }) };
-    const rowSize = input.data.length / params.length;
-    const pickRows = (rows: readonly number[]): TensorData => {
-      const data = new Float32Array(rows.length * rowSize);
-      rows.forEach((r, i) => data.set((input.data as Float32Array).subarray(r * rowSize, (r + 1) * rowSize), i * rowSize));
-      return { ...input, dims: [rows.length, ...input.dims.slice(1)], data };
-    };
+    // A batch of one group (the usual case) runs on the input as it is.
+    const pickRows = (rows: readonly number[]): TensorData =>
+      groups.size === 1 ? input : { ...input, dims: [rows.length, ...input.dims.slice(1)], data: pick(input.data as Float32Array, rows, input.data.length / params.length) };
     const parts = await Promise.all(
       [...groups].map(async ([config, rows]) => {
         if (!config) return { rows, outputs: await model.run({ [inputName]: pickRows(rows) }), cache: undefined, exits: [] };
@@ -148,6 +145,7 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
 
 /** The groups' outputs back in the batch's row order. */
 function mergeRows(parts: readonly { rows: readonly number[]; outputs: NamedTensors }[], rows: number): NamedTensors {
+  if (parts.length === 1) return parts[0]!.outputs;
   const merged: NamedTensors = {};
   for (const name of Object.keys(parts[0]!.outputs)) {
     const sample = parts[0]!.outputs[name]!;
