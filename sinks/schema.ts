@@ -84,6 +84,27 @@ export const SESSION_STATS_TABLE: TableSpec = {
   timeColumn: 'at',
 };
 
+/** Per app and stats interval, on each backend: its frames and how many of its model requests met their deadlines; `source` is the backend. */
+export const APP_STATS_TABLE: TableSpec = {
+  name: 'app_stats',
+  columns: [
+    /** End of the interval. */
+    { name: 'at', type: 'DateTime64(3)' },
+    { name: 'interval_ms', type: 'UInt32' },
+    { name: 'backend', type: 'String' },
+    /** Frames per second the backend took in for the app. */
+    { name: 'frames_rate', type: 'Float64' },
+    /** The app's model requests that finished or were dropped, and of them those late or dropped. */
+    { name: 'requests', type: 'UInt64' },
+    { name: 'late', type: 'UInt64' },
+    { name: 'dropped', type: 'UInt64' },
+    /** Share of requests on time, 0..1 (1 in an interval without requests). */
+    { name: 'slo_attainment', type: 'Float32' },
+  ],
+  orderBy: ['app', 'at'],
+  timeColumn: 'at',
+};
+
 /** Every epoch's placements (`panoptes.plan`): one row per backend and session; `source` is the backend. */
 export const PLANS_TABLE: TableSpec = {
   name: 'plans',
@@ -105,7 +126,7 @@ export const PLANS_TABLE: TableSpec = {
 };
 
 /** The tables every results database has besides the apps' own. */
-export const OPERATOR_TABLES: readonly TableSpec[] = [DROPS_TABLE, SESSION_STATS_TABLE, PLANS_TABLE];
+export const OPERATOR_TABLES: readonly TableSpec[] = [DROPS_TABLE, SESSION_STATS_TABLE, APP_STATS_TABLE, PLANS_TABLE];
 
 /**
  * Rows are written to `<name>_raw`; users read `<name>`, a view of it with `FINAL`, so a row

@@ -17,7 +17,7 @@ import {
   type Stats,
   type TableSpec,
 } from '../core/index.js';
-import { DROPS_TABLE, OPERATOR_TABLES, PLANS_TABLE, rowProblem, SESSION_STATS_TABLE } from './schema.js';
+import { APP_STATS_TABLE, DROPS_TABLE, OPERATOR_TABLES, PLANS_TABLE, rowProblem, SESSION_STATS_TABLE } from './schema.js';
 import type { ResultSink } from './types.js';
 
 export interface SinkWorkerOptions {
@@ -43,7 +43,7 @@ type Waiter = { resolve: () => void; reject: (err: unknown) => void };
 
 const TOPICS = [Topics.results, Topics.drops, Topics.stats, Topics.plan];
 
-/** One `session_stats` row per session a backend reported on, and one per specialized or cached stream and node. */
+/** One `session_stats` row per session a backend reported on, and one per specialized or cached stream and node; one `app_stats` row per app. */
 export function statsRows(stats: Stats): ResultRow[] {
   const row = (session: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
     app: 'panoptes',
@@ -98,7 +98,23 @@ export function statsRows(stats: Stats): ResultRow[] {
       retrain_ms: c.retrainMs,
     }),
   );
-  return [...sessions, ...specialized, ...cached];
+  const apps = (stats.apps ?? []).map(({ app, framesRate, requests = 0, late = 0, dropped = 0 }) => ({
+    app,
+    table: APP_STATS_TABLE.name,
+    rowId: `app-stats:${stats.backend}:${app}:${stats.toMs}`,
+    source: stats.backend,
+    fields: {
+      at: Math.round(stats.toMs),
+      interval_ms: Math.max(0, Math.round(stats.toMs - stats.fromMs)),
+      backend: stats.backend,
+      frames_rate: framesRate,
+      requests,
+      late,
+      dropped,
+      slo_attainment: requests === 0 ? 1 : 1 - (late + dropped) / requests,
+    },
+  }));
+  return [...sessions, ...specialized, ...cached, ...apps];
 }
 
 /** A session's row leaves the stream columns empty, a specialized or cached node's the session's. */

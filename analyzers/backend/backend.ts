@@ -138,11 +138,11 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     try {
       const output = await new Promise<NodeOutput>((resolve, reject) => hosting.enqueue(session, { deadlineMs, item: { image, model, params, ...(frame ? { stream: `${app}/${node}/${frame.source}` } : {}), resolve, reject } }));
       const done = Date.now();
-      stats.done(session, done - submitted, done > deadlineMs);
+      stats.done(session, done - submitted, done > deadlineMs, app);
       if (done > deadlineMs) counts.late += 1;
       return output;
     } catch (err) {
-      if (err instanceof DeadlineMissed) stats.dropped(session);
+      if (err instanceof DeadlineMissed) stats.dropped(session, 1, app);
       throw err;
     }
   };

@@ -10,7 +10,8 @@ interface SessionCounts {
 
 /**
  * What a backend saw during one stats interval (a second by default): per session the arrivals,
- * batch sizes, latencies and drops; per DAG edge the fan-out γ; per app the frames taken in.
+ * batch sizes, latencies and drops; per DAG edge the fan-out γ; per app the frames taken in and
+ * its requests on time, late or dropped.
  * `take` turns it into a `Stats` message and starts the next interval.
  */
 export function createStatsWindow(backend: string, startMs: number) {
@@ -18,10 +19,16 @@ export function createStatsWindow(backend: string, startMs: number) {
   let sessions = new Map<string, SessionCounts>();
   let edges = new Map<string, { app: string; from: string; to: string; parents: number; children: number }>();
   let frames = new Map<string, number>();
+  let apps = new Map<string, { requests: number; late: number; dropped: number }>();
 
   const session = (id: string): SessionCounts => {
     let counts = sessions.get(id);
     if (!counts) sessions.set(id, (counts = { arrivals: 0, batchSizes: [], latenciesMs: [], dropped: 0, late: 0 }));
+    return counts;
+  };
+  const appCounts = (name: string) => {
+    let counts = apps.get(name);
+    if (!counts) apps.set(name, (counts = { requests: 0, late: 0, dropped: 0 }));
     return counts;
   };
   const edge = (app: string, from: string, to: string) => {
@@ -35,12 +42,23 @@ export function createStatsWindow(backend: string, startMs: number) {
     frame: (app: string): void => void frames.set(app, (frames.get(app) ?? 0) + 1),
     arrival: (id: string): void => void (session(id).arrivals += 1),
     batch: (id: string, size: number): void => void session(id).batchSizes.push(size),
-    done: (id: string, latencyMs: number, late: boolean): void => {
+    /** A request of `appName` to session `id` finished. */
+    done: (id: string, latencyMs: number, late: boolean, appName?: string): void => {
       const counts = session(id);
       counts.latenciesMs.push(latencyMs);
       if (late) counts.late += 1;
+      if (appName === undefined) return;
+      const ofApp = appCounts(appName);
+      ofApp.requests += 1;
+      if (late) ofApp.late += 1;
     },
-    dropped: (id: string, n = 1): void => void (session(id).dropped += n),
+    dropped: (id: string, n = 1, appName?: string): void => {
+      session(id).dropped += n;
+      if (appName === undefined) return;
+      const ofApp = appCounts(appName);
+      ofApp.requests += n;
+      ofApp.dropped += n;
+    },
     /** A request to `from` was served and sent `children` tasks down the edge to `to`. */
     fannedOut: (app: string, from: string, to: string, children: number): void => {
       const counts = edge(app, from, to);
@@ -69,12 +87,13 @@ export function createStatsWindow(backend: string, startMs: number) {
           };
         }),
         edges: [...edges.values()].map(({ app, from, to, parents, children }) => ({ app, from, to, gamma: parents === 0 ? 0 : children / parents })),
-        apps: [...frames].map(([app, n]) => ({ app, framesRate: n / seconds })),
+        apps: [...new Set([...frames.keys(), ...apps.keys()])].map((name) => ({ app: name, framesRate: (frames.get(name) ?? 0) / seconds, ...(apps.get(name) ?? { requests: 0, late: 0, dropped: 0 }) })),
       };
       fromMs = nowMs;
       sessions = new Map();
       edges = new Map();
       frames = new Map();
+      apps = new Map();
       return stats;
     },
   };

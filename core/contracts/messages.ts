@@ -163,7 +163,18 @@ const stats = z.object({
   /** Measured fan-out γ per DAG edge: child tasks per parent request. */
   edges: z.array(z.object({ app: z.string(), from: z.string(), to: z.string(), gamma: z.number().nonnegative() })),
   /** Frames per second this backend took in for each app: the load the query analysis splits. */
-  apps: z.array(z.object({ app: z.string().min(1), framesRate: z.number().nonnegative() })).optional(),
+  apps: z
+    .array(
+      z.object({
+        app: z.string().min(1),
+        framesRate: z.number().nonnegative(),
+        /** The app's model requests that finished or were dropped in this interval, and of them those late or dropped: its SLO attainment. */
+        requests: count.optional(),
+        late: count.optional(),
+        dropped: count.optional(),
+      }),
+    )
+    .optional(),
   /**
    * Specialized nodes (WEG, thesis ch. 5), per stream and node: counts since this backend began
    * serving the stream, from which Table 5.4's rates and means follow.

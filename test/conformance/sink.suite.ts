@@ -87,7 +87,7 @@ export function describeSinkConformance(name: string, factory: SinkFactory): voi
       const sink = await open();
       await sink.ensureTables([DETECTIONS, FRAMES]);
       await sink.ensureTables([DETECTIONS, FRAMES]);
-      const names = ['detections', 'drops', 'frames', 'plans', 'session_stats'];
+      const names = ['app_stats', 'detections', 'drops', 'frames', 'plans', 'session_stats'];
       expect(await tableList()).toEqual(names.flatMap((name) => [{ name, engine: 'View' }, { name: `${name}_raw`, engine: 'ReplacingMergeTree' }]));
     });
 

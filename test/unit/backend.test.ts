@@ -109,6 +109,9 @@ describe('backend', () => {
     expect(stats.every((s) => s.backend === 'test-0' && s.toMs >= s.fromMs)).toBe(true);
     const framesSeen = stats.flatMap((s) => s.apps ?? []).filter((a) => a.app === 'traffic');
     expect(framesSeen.length).toBeGreaterThan(0);
+    // The app's SLO attainment: its three detector requests, all on time.
+    expect(framesSeen.reduce((n, a) => n + (a.requests ?? 0), 0)).toBeGreaterThanOrEqual(3);
+    expect(framesSeen.every((a) => a.late === 0 && a.dropped === 0)).toBe(true);
   });
 
   it('runs a crop that travels as raw pixels, and drops one whose bytes do not match its size', async () => {

@@ -296,6 +296,11 @@ describe('sink worker', () => {
       specializations: [
         { app: 'kinds', node: 'kind', source: 'road', phase: 'specialized', inputs: 200, specialized: 150, fellThrough: 30, transitions: 2, dominantSum: 5, windowSum: 70, oracleCalls: 80, intervalInputs: 10, intervalOracleCalls: 2, intervalTemplateRuns: { 'efficientnet-lite0': 9 }, retrains: 2, retrainMs: 900 },
       ],
+      apps: [
+        { app: 'traffic', framesRate: 10, requests: 40, late: 2, dropped: 3 },
+        // From a backend that counts no requests per app.
+        { app: 'game', framesRate: 1 },
+      ],
       caches: [
         { app: 'detect', node: 'detect', source: 'cam/1', layer: 'conv_2/add:0', variant: 'Pool(64×C) change', frames: 200, hits: 120, checked: 10, checkedRight: 9, expectedHitRate: 0.7, expectedAccuracy: 0.98, retrains: 3, retrainMs: 450, failedRetrains: 0 },
       ],
@@ -334,6 +339,12 @@ describe('sink worker', () => {
     );
     expect(cached.rows).toEqual([
       { session: 'detect/detect', stream: 'cam/1', cache_layer: 'conv_2/add:0', cache_variant: 'Pool(64×C) change', hit_rate: 0.6, expected_hit_rate: 0.7, checked_hits: 10, observed_accuracy: 0.9, expected_accuracy: 0.98, retrains: 3, retrain_ms: 450 },
+    ]);
+    // Per app: its requests on time, late or dropped.
+    const apps = await sink.query("SELECT app, toUnixTimestamp(at) AS s, interval_ms, frames_rate, requests, late, dropped, round(slo_attainment, 3) AS slo_attainment FROM app_stats WHERE backend = 'gpu-s1' ORDER BY app");
+    expect(apps.rows).toEqual([
+      { app: 'game', s: 1_700_000_001, interval_ms: 1000, frames_rate: 1, requests: 0, late: 0, dropped: 0, slo_attainment: 1 },
+      { app: 'traffic', s: 1_700_000_001, interval_ms: 1000, frames_rate: 10, requests: 40, late: 2, dropped: 3, slo_attainment: 0.875 },
     ]);
     const plans = await sink.query("SELECT epoch, backend, duty_cycle_ms, session, model, slo_ms, batch, routing FROM plans WHERE backend = 'gpu-s1'");
     expect(plans.rows).toEqual([{ epoch: 7, backend: 'gpu-s1', duty_cycle_ms: 125, session: 'centernet@400', model: 'centernet', slo_ms: 400, batch: 8, routing: '{"panoptes.frames":0.75}' }]);
