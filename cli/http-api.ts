@@ -23,8 +23,10 @@ import { formatTable, type OutputFormat } from './output.js';
 import { checkCompiledSource, checkRequestedSource, type SourcePolicy } from './source-policy.js';
 
 export interface HttpApiOptions {
-  port: number;
+  /** A TCP port on `host`, or `path`: a Unix socket for this machine's other processes (local-endpoint.ts). */
+  port?: number;
   host?: string;
+  path?: string;
   /** Host header values accepted besides this host's addresses and localhost. */
   allowedHosts?: readonly string[];
   logger: Logger;
@@ -148,12 +150,18 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     app.post<{ Body: QueryRequest }>('/query', { schema: { body: querySchema } }, (request, reply) => answer(reply, request.body));
   }
 
-  await app.listen({ port: options.port, host });
+  if (options.path !== undefined) {
+    await app.listen({ path: options.path });
+    // A socket's clients name no port.
+    hosts = new Set(['localhost']);
+  } else {
+    await app.listen({ port: options.port ?? 0, host });
+    const address = app.server.address();
+    hosts = allowedHosts(host, typeof address === 'object' && address ? address.port : (options.port ?? 0), options.allowedHosts);
+  }
   const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : options.port;
-  hosts = allowedHosts(host, port, options.allowedHosts);
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: typeof address === 'object' && address ? `http://${host.includes(':') ? `[${host}]` : host}:${address.port}` : `unix:${options.path}`,
     attach(worker) {
       ingest = worker;
       metrics?.watchSources(() => worker.metrics());

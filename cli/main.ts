@@ -33,6 +33,7 @@ import { sourcePolicy, startHttpApi, type HttpApi } from './http-api.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { addSchedulerCommands } from './scheduler-commands.js';
 import { createProgress } from './progress.js';
+import { holderOf, runningResults, serveLocalQueries } from './local-endpoint.js';
 
 const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections GROUP BY class ORDER BY n DESC';
 
@@ -66,24 +67,31 @@ const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where result
  * end, until stopped.
  */
 async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger, httpPort?: number): Promise<void> {
-  if (httpPort === undefined) return runRoles(config, roles, logger, undefined);
-  const metrics = createMetrics();
-  const token = apiToken(config.dataDir, config.deployment.http.token);
   // Read-only sessions of its own beside the sink's: queries never touch what the sink writes with.
   const reader = roles.has('sink') ? openSink(config, { logger, readOnly: true }) : undefined;
-  const server = await startHttpApi({
-    port: httpPort,
-    logger,
-    metrics,
-    allowedHosts: config.deployment.http.allowedHosts,
-    sources: { config, policy: sourcePolicy(config), token },
-    ...(reader ? { queries: { sink: reader, savedQuery: savedQueryOf((app) => config.apps[app]) } } : {}),
-  });
-  process.stderr.write(`serving ${server.url}: /health, /metrics, /sources${reader ? ', /query' : ''}; adding or removing sources needs the token in ${token.where}\n`);
+  const savedQuery = savedQueryOf((app) => config.apps[app]);
+  // The embedded results open in this process only: it answers the other processes' queries.
+  const local = reader && config.deployment.sink.kind === 'chdb' ? await serveLocalQueries({ dataDir: config.dataDir, reader, savedQuery, logger }) : undefined;
   try {
-    await runRoles(config, roles, logger, { metrics, server });
+    if (httpPort === undefined) return await runRoles(config, roles, logger, undefined);
+    const metrics = createMetrics();
+    const token = apiToken(config.dataDir, config.deployment.http.token);
+    const server = await startHttpApi({
+      port: httpPort,
+      logger,
+      metrics,
+      allowedHosts: config.deployment.http.allowedHosts,
+      sources: { config, policy: sourcePolicy(config), token },
+      ...(reader ? { queries: { sink: reader, savedQuery } } : {}),
+    });
+    process.stderr.write(`serving ${server.url}: /health, /metrics, /sources${reader ? ', /query' : ''}; adding or removing sources needs the token in ${token.where}\n`);
+    try {
+      await runRoles(config, roles, logger, { metrics, server });
+    } finally {
+      await server.close();
+    }
   } finally {
-    await server.close();
+    await local?.close();
     await reader?.close();
   }
 }
@@ -153,16 +161,27 @@ interface ResultsOptions {
   maxMemoryMb: number;
 }
 
-/** The results a query reads, read-only: a ClickHouse server's, or the embedded ones. */
-function openResults(opts: ResultsOptions, log: Logger): ResultSink {
+/**
+ * The results a query reads, read-only: a ClickHouse server's, or the embedded ones, through the
+ * process that holds them open when one runs (local-endpoint.ts).
+ */
+async function openResults(opts: ResultsOptions, log: Logger): Promise<{ sink: ResultSink; held: boolean }> {
   const mib = 1024 * 1024;
   const limits = { maxResultRows: opts.maxRows, maxExecutionS: opts.timeout, maxResultBytes: opts.maxResultMb * mib, maxMemoryBytes: opts.maxMemoryMb * mib };
-  if (opts.url) return createClickHouseSink({ url: opts.url, database: opts.database, readOnly: true, limits, logger: log });
+  if (opts.url) return { sink: createClickHouseSink({ url: opts.url, database: opts.database, readOnly: true, limits, logger: log }), held: false };
+  const running = await runningResults(opts.dataDir, limits);
+  if (running) return { sink: running, held: false };
   const path = join(resolve(opts.dataDir), 'clickhouse');
   if (!existsSync(path)) {
     throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);
   }
-  return createChdbSink({ path, readOnly: true, limits, logger: log });
+  try {
+    return { sink: createChdbSink({ path, readOnly: true, limits, logger: log }), held: true };
+  } catch (err) {
+    const holder = holderOf(opts.dataDir);
+    if (!(err instanceof PanoptesError) || !holder) throw err;
+    throw new PanoptesError(err.code, `the results in ${path} are held by ${holder}, which does not answer queries; try again when it ends`, { cause: err });
+  }
 }
 
 /** The app of this name in configs/apps. */
@@ -281,7 +300,7 @@ export function buildProgram(): Command {
       if (!sql || (opts.saved && text)) {
         throw new PanoptesError(ErrorCode.QueryFailed, 'give either a SQL statement or --saved <app.query>');
       }
-      const sink = openResults(opts, logger());
+      const { sink } = await openResults(opts, logger());
       try {
         process.stdout.write(`${formatTable(await sink.query(sql), opts.format)}\n`);
       } finally {
@@ -303,14 +322,18 @@ export function buildProgram(): Command {
     .addOption(limitOptions.maxResultMb())
     .addOption(limitOptions.maxMemoryMb())
     .action(async (opts: ResultsOptions & { port: number; host: string; allowedHost: string[] }) => {
-      const sink = openResults(opts, logger());
-      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: logger(), queries: { sink, savedQuery } });
+      const log = logger();
+      const { sink, held } = await openResults(opts, log);
+      // Holding the embedded results, it answers the other processes' queries too.
+      const local = held ? await serveLocalQueries({ dataDir: opts.dataDir, reader: sink, savedQuery, logger: log }) : undefined;
+      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery } });
       process.stderr.write(`answering queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
       });
       await server.close();
+      await local?.close();
       await sink.close();
     });
 

@@ -84,7 +84,7 @@ function open(path: string, args: string[]): Session {
     // chDB opens a data folder in one process at a time; the lock is the usual reason.
     throw new PanoptesError(
       ErrorCode.SinkUnavailable,
-      `cannot open the results in ${path} (${describeError(err)}); is another process (a run, replay or serve) using them? Query through it, or when it ends`,
+      `cannot open the results in ${path} (${describeError(err)}); is another process using them?`,
       { cause: err, retriable: true, details: { path } },
     );
   }

@@ -93,7 +93,7 @@ describe('panoptes command', () => {
     expect(stdout).toContain(`frames: ${frames}  `); // every published frame was processed before exit
   });
 
-  it.skipIf(!existsSync(clip))('serves /sources while running: a source added over HTTP and one by SIGHUP are analyzed; SIGTERM stops it', async () => {
+  it.skipIf(!existsSync(clip))('serves /sources while running: a source added over HTTP and one by SIGHUP are analyzed, another process queries the results; SIGTERM stops it', async () => {
     const file = join(dataDir, 'service.yaml');
     const header = `apps: [${join(root, 'configs/apps/traffic.yaml')}]\nmodels: ${join(root, 'configs/models.yaml')}\nsources:\n`;
     const source = (id: string): string => `  - { id: ${id}, path: ${clip}, apps: [traffic], fps: 1, loop: true, speed: 1 }\n`;
@@ -128,6 +128,20 @@ describe('panoptes command', () => {
       // The reload left running the source it did not change, and the one added over HTTP.
       const states = Object.fromEntries((await sources()).map((x) => [x.id, x.state]));
       expect(states).toEqual({ first: 'running', second: 'running', third: 'running' });
+
+      // Another process queries the results this run holds open, through it, read-only as ever.
+      const service = join(dataDir, 'service');
+      let counted: { source: string; n: number }[] = [];
+      for (const deadline = Date.now() + 30_000; counted.length < 3 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 500))) {
+        const query = await panoptes('query', 'SELECT source, count() AS n FROM frames GROUP BY source ORDER BY source', '--format', 'json', '--data-dir', service);
+        expect(query.stderr).toBe('');
+        counted = JSON.parse(query.stdout) as typeof counted;
+      }
+      expect(counted.map((r) => r.source)).toEqual(['first', 'second', 'third']);
+      const write = await panoptes('query', 'DROP TABLE frames', '--data-dir', service);
+      expect(write.stderr).toMatch(/^panoptes: queries are read-only/);
+      const tooMany = await panoptes('query', 'SELECT * FROM frames', '--max-rows', '1', '--data-dir', service);
+      expect(tooMany.stderr).toMatch(/^panoptes: query failed: the answer has \d+ rows, over the limit of 1/);
     } finally {
       child.kill('SIGTERM');
     }

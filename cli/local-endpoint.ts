@@ -1,0 +1,108 @@
+/**
+ * Queries while a run holds the embedded results. chDB opens a data folder in one process at a
+ * time, so the process holding it (a run, a replay, `serve`) answers queries for the others on
+ * the same machine: it serves `/query` on a Unix socket in `<dataDir>/run/` (a folder only its
+ * owner can enter), and `panoptes query` or `serve` send their queries there when it answers.
+ * The holder's own read-only sessions run them: the same read-only guarantees and limits.
+ */
+import { request } from 'node:http';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
+import { checkAnswer, type QueryLimits, type QueryResult, type ResultSink } from '../sinks/index.js';
+import { startHttpApi } from './http-api.js';
+
+/** What the holder writes beside its socket, to be named in messages. */
+interface Holder {
+  pid: number;
+  command: string;
+  startedAt: string;
+}
+
+const runDir = (dataDir: string): string => join(resolve(dataDir), 'run');
+const socketOf = (dataDir: string): string => join(runDir(dataDir), 'panoptes.sock');
+const holderFile = (dataDir: string): string => join(runDir(dataDir), 'holder.json');
+/** Unix socket paths are limited to 107 bytes on Linux. */
+const MAX_SOCKET_PATH = 100;
+
+/** Answers queries on `<dataDir>/run/panoptes.sock` from `reader` until closed. */
+export async function serveLocalQueries(options: { dataDir: string; reader: ResultSink; savedQuery: (name: string) => string; logger: Logger }): Promise<{ close(): Promise<void> }> {
+  const { dataDir, logger } = options;
+  const path = socketOf(dataDir);
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
+    logger.warn({ path }, 'the data directory path is too long for a local socket: other processes cannot query these results while this one runs');
+    return { close: async () => {} };
+  }
+  mkdirSync(runDir(dataDir), { recursive: true, mode: 0o700 });
+  // This process holds the results, so a socket left here belongs to a process that is gone.
+  rmSync(path, { force: true });
+  const server = await startHttpApi({ path, logger, queries: { sink: options.reader, savedQuery: options.savedQuery } });
+  const holder: Holder = { pid: process.pid, command: ['panoptes', ...process.argv.slice(2)].join(' '), startedAt: new Date().toISOString() };
+  writeFileSync(holderFile(dataDir), `${JSON.stringify(holder)}\n`, { mode: 0o600 });
+  return {
+    async close() {
+      await server.close();
+      rmSync(holderFile(dataDir), { force: true });
+    },
+  };
+}
+
+/** The results as the process holding them answers for them, or undefined when none runs. */
+export async function runningResults(dataDir: string, limits: QueryLimits = {}): Promise<ResultSink | undefined> {
+  const path = socketOf(dataDir);
+  if (!existsSync(path)) return undefined;
+  try {
+    await send(path, 'GET', '/health', undefined, 5_000);
+  } catch {
+    return undefined;
+  }
+  const timeoutMs = (limits.maxExecutionS ?? 30) * 1000 + 5_000;
+  return {
+    kind: 'chdb',
+    async query(sql) {
+      const answer = JSON.parse(await send(path, 'POST', '/query', JSON.stringify({ sql, format: 'json' }), timeoutMs)) as QueryResult;
+      // The holder's limits applied there; this command's own, where they are tighter, here.
+      checkAnswer({ rows: answer.rows.length }, limits);
+      return answer;
+    },
+    ensureTables: () => Promise.reject(new PanoptesError(ErrorCode.QueryReadOnly, 'results answered by another process are read-only')),
+    insert: () => Promise.reject(new PanoptesError(ErrorCode.QueryReadOnly, 'results answered by another process are read-only')),
+    close: async () => {},
+  };
+}
+
+/** Which process holds the results in `dataDir`, as a phrase for messages, if one says so and still runs. */
+export function holderOf(dataDir: string): string | undefined {
+  try {
+    const holder = JSON.parse(readFileSync(holderFile(dataDir), 'utf8')) as Holder;
+    process.kill(holder.pid, 0);
+    return `process ${holder.pid} (${holder.command}, since ${holder.startedAt})`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** One request on the socket; the body of a 2xx answer, else the API's error as a PanoptesError. */
+function send(socketPath: string, method: 'GET' | 'POST', path: string, body: string | undefined, timeoutMs: number): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const req = request({ socketPath, method, path, headers: { host: 'localhost', ...(body ? { 'content-type': 'application/json' } : {}) }, timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        if ((res.statusCode ?? 500) < 300) return resolvePromise(text);
+        let error: { code?: string; message?: string } = {};
+        try {
+          error = (JSON.parse(text) as { error?: typeof error }).error ?? {};
+        } catch {
+          // Not the API's shape: said below as it came.
+        }
+        reject(new PanoptesError((error.code as ErrorCode | undefined) ?? ErrorCode.QueryFailed, error.message ?? `the process holding the results answered ${res.statusCode}: ${text.slice(0, 200)}`));
+      });
+    });
+    req.on('timeout', () => req.destroy(new PanoptesError(ErrorCode.QueryFailed, `the process holding the results did not answer within ${timeoutMs / 1000} s`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
