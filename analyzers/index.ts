@@ -34,7 +34,7 @@ export {
   type SharedPrefix,
   type SubgraphBounds,
 } from './onnx/index.js';
-export { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type RgbImage } from './image/index.js';
+export { annotatedJpeg, decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type LabelledBox, type RgbImage } from './image/index.js';
 export {
   cpuDeviceName,
   cropImage,

@@ -78,6 +78,11 @@ export interface RunOptions {
   onIngest?: (ingest: Ingest) => void;
   /** Called with the backend's stats each second (for metrics). */
   onStats?: (stats: Stats) => void;
+  /**
+   * Called with the bus once every stage has started, e.g. to watch it (live-view.ts); what it
+   * returns is called before the stages close.
+   */
+  observe?: (bus: Bus) => Promise<() => Promise<void>>;
   /** Called with the open result store before it closes, e.g. to print an example query. */
   beforeClose?: (sink: ResultSink, summary: RunSummary) => Promise<void>;
 }
@@ -222,10 +227,12 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       })
     : undefined;
   const stages: Lifecycle<unknown>[] = [scheduler, sinkWorker, backend].filter((s) => s !== undefined);
+  let stopObserving: (() => Promise<void>) | undefined;
 
   try {
     for (const stage of stages) await stage.start();
     await localAnalysis?.start();
+    stopObserving = await options.observe?.(bus);
     const processingStarted = Date.now();
     let sources: SourceResult[] = [];
     // Progress counts frames the models have seen here (ingest runs ahead by what the bus
@@ -288,6 +295,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     return summary;
   } finally {
     options.progress?.stop();
+    await stopObserving?.().catch((err: unknown) => logger.error({ err }, 'closing the observer failed'));
     await localAnalysis?.close().catch((err: unknown) => logger.error({ err }, 'local analysis close failed'));
     for (const stage of [...stages].reverse()) await stage.close().catch((err: unknown) => logger.error({ err }, 'stage close failed'));
     await runtime?.close();

@@ -1,23 +1,30 @@
 /**
- * The HTTP API (fastify), on 127.0.0.1 unless told otherwise. What a process serves depends on
- * what it runs:
- *   GET    /health            ok
+ * The HTTP API (fastify), on 127.0.0.1 unless told otherwise; its OpenAPI document is served at
+ * /openapi.json. What a process serves depends on what it runs:
+ *   GET    /                  the dashboard (dashboard.ts, web/)
+ *   GET    /health, /ready    alive; started (503 until the pipeline runs)
+ *   GET    /status            version, and whether a pipeline runs here
  *   GET    /metrics           Prometheus text format (run)
  *   GET    /sources           the ingest worker's sources and their figures (run)
  *   POST   /sources           start a source: JSON, as in a deployment file; needs the token (run)
  *   DELETE /sources/:id       stop a source; needs the token (run)
+ *   GET    /sources/:id/frame[.jpg], /apps, /plan, /plan/history, /events (run; http-live.ts)
  *   GET    /query?sql=...     read-only SQL (or ?saved=<app>.<query>), format json|csv|table
  *   POST   /query             the same as a JSON body { sql | saved, format }, for long SQL
  * Every request must name this server in Host and come from no other site (see http-guards.ts);
  * bodies are JSON only. Errors are `{ error: { code, message } }` with a 4xx for bad input.
  */
-import { existsSync, realpathSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import swagger from '@fastify/swagger';
 import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
-import { compileSource, ErrorCode, PanoptesError, redact, serializeError, type CompiledConfig, type Logger } from '../core/index.js';
+import { compileSource, ErrorCode, PanoptesError, projectRoot, redact, serializeError, type AppSpec, type CompiledConfig, type Logger } from '../core/index.js';
 import type { Ingest } from '../ingest/index.js';
 import type { ResultSink } from '../sinks/index.js';
+import { registerDashboard } from './dashboard.js';
 import { allowedHosts, checkSite, checkToken, type ApiToken } from './http-guards.js';
+import { registerLiveRoutes } from './http-live.js';
+import type { LiveView } from './live-view.js';
 import type { Metrics } from './metrics.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { checkCompiledSource, checkRequestedSource, type SourcePolicy } from './source-policy.js';
@@ -35,12 +42,18 @@ export interface HttpApiOptions {
   queries?: { sink: ResultSink; savedQuery: (name: string) => string };
   /** Serves /sources: new sources join `config`, within `policy`; changes need `token`. */
   sources?: { config: CompiledConfig; policy: SourcePolicy; token: ApiToken };
+  /** Serves /apps; absent, the apps of `sources.config`. */
+  apps?: () => readonly AppSpec[];
+  /** Serves the dashboard at /. */
+  dashboard?: boolean;
 }
 
 export interface HttpApi {
   url: string;
   /** Serves /sources from this ingest worker from now on. */
   attach(ingest: Ingest): void;
+  /** Serves the live routes from this view from now on; /ready answers 200 from then. */
+  attachLive(view: LiveView): void;
   close(): Promise<void>;
 }
 
@@ -53,10 +66,13 @@ const STATUS: Partial<Record<string, number>> = {
   [ErrorCode.QueryReadOnly]: 403,
   [ErrorCode.SourceNotFound]: 404,
   [ErrorCode.AppNotFound]: 404,
+  [ErrorCode.PlanNotFound]: 404,
+  [ErrorCode.HttpTooMany]: 429,
   [ErrorCode.Closed]: 503,
   [ErrorCode.SinkUnavailable]: 503,
 };
 const FORMATS = ['json', 'csv', 'table'] as const;
+const PACKAGE_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const MAX_BODY_BYTES = 64 * 1024;
 const MAX_SQL_CHARS = 100_000;
 const querySchema = {
@@ -90,7 +106,14 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   // A cross-site form can send text/plain without a preflight: only JSON bodies are read.
   app.removeContentTypeParser('text/plain');
   let ingest: Ingest | undefined;
+  let live: LiveView | undefined;
   let hosts = new Set<string>();
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'Panoptes', description: 'Video analytics: sources in, SQL-queryable results out. Requests that change state need `Authorization: Bearer <token>`.', version: '1' },
+      components: { securitySchemes: { token: { type: 'http', scheme: 'bearer' } } },
+    },
+  });
 
   app.addHook('onRequest', async (request) => {
     const refusal = checkSite(request.headers, hosts);
@@ -112,8 +135,19 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     reply.code(404).send({ error: { code: ErrorCode.HttpBadRequest, message: `no ${request.method} ${request.url.split('?')[0]}; see the routes in docs/security.md` } });
   });
 
-  app.get('/health', async (_request, reply) => reply.type('text/plain').send('ok\n'));
-  if (metrics) app.get('/metrics', async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/health', { schema: { summary: 'The process is up', tags: ['health'] } }, async (_request, reply) => reply.type('text/plain').send('ok\n'));
+  app.get('/status', { schema: { summary: "What this process serves: its version, and its pipeline's state (none in a `serve`)", tags: ['health'] } }, async () => ({
+    version: PACKAGE_VERSION,
+    pipeline: !sources ? 'none' : live ? 'running' : 'starting',
+  }));
+  app.get('/ready', { schema: { summary: 'The pipeline has started (503 before, and in a process that runs none)', tags: ['health'] } }, async (_request, reply) =>
+    live || !sources ? reply.type('text/plain').send('ready\n') : reply.code(503).type('text/plain').send('starting\n'),
+  );
+  if (metrics) app.get('/metrics', { schema: { summary: 'Prometheus metrics', tags: ['health'] } }, async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+  const apps = options.apps ?? (() => Object.values(sources?.config.apps ?? {}));
+  registerLiveRoutes(app, { apps, live: () => live });
+  if (options.dashboard) registerDashboard(app);
 
   if (sources) {
     const needsToken = async (request: FastifyRequest): Promise<void> => {
@@ -124,8 +158,9 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
       if (!ingest) throw new PanoptesError(ErrorCode.Closed, 'this process runs no ingest worker (see --roles), or it has not started yet');
       return ingest;
     };
-    app.get('/sources', async () => ({ sources: running().metrics() }));
-    app.post('/sources', { preHandler: needsToken, schema: { body: { type: 'object' } } }, async (request, reply) => {
+    const mutating = { tags: ['sources'], security: [{ token: [] }] };
+    app.get('/sources', { schema: { summary: "The ingest worker's sources: state, frames published, errors", tags: ['sources'] } }, async () => ({ sources: running().metrics() }));
+    app.post('/sources', { preHandler: needsToken, schema: { summary: 'Start a source, given as in a deployment file', ...mutating, body: { type: 'object' } } }, async (request, reply) => {
       checkRequestedSource(request.body, dirname(sources.config.file), sources.policy);
       const source = compileSource(JSON.stringify(request.body), sources.config, 'POST /sources');
       checkCompiledSource(source, sources.policy);
@@ -136,7 +171,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
       worker.add(source);
       return reply.code(201).send({ source: worker.metrics().find((s) => s.id === source.id) });
     });
-    app.delete<{ Params: { id: string } }>('/sources/:id', { preHandler: needsToken }, async (request) => running().remove(request.params.id));
+    app.delete<{ Params: { id: string } }>('/sources/:id', { preHandler: needsToken, schema: { summary: 'Stop a source', ...mutating, params: { type: 'object', properties: { id: { type: 'string', maxLength: 100 } }, required: ['id'] } } }, async (request) => running().remove(request.params.id));
   }
 
   if (queries) {
@@ -146,8 +181,9 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
       if (format === 'json') return reply.send(result);
       return reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8').send(`${formatTable(result, format)}\n`);
     };
-    app.get<{ Querystring: QueryRequest }>('/query', { schema: { querystring: querySchema } }, (request, reply) => answer(reply, request.query));
-    app.post<{ Body: QueryRequest }>('/query', { schema: { body: querySchema } }, (request, reply) => answer(reply, request.body));
+    const summary = 'Run a read-only SQL query on the results (or an app\'s saved query); JSON is { columns, rows }';
+    app.get<{ Querystring: QueryRequest }>('/query', { schema: { summary, tags: ['query'], querystring: querySchema } }, (request, reply) => answer(reply, request.query));
+    app.post<{ Body: QueryRequest }>('/query', { schema: { summary, tags: ['query'], body: querySchema } }, (request, reply) => answer(reply, request.body));
   }
 
   if (options.path !== undefined) {
@@ -165,6 +201,9 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     attach(worker) {
       ingest = worker;
       metrics?.watchSources(() => worker.metrics());
+    },
+    attachLive(view) {
+      live = view;
     },
     close: () => app.close(),
   };

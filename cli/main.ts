@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
@@ -19,6 +19,7 @@ import {
   redact,
   redactUrl,
   type AppSpec,
+  type Bus,
   type CompiledConfig,
   type ConfigKind,
   type Logger,
@@ -34,6 +35,7 @@ import { formatTable, type OutputFormat } from './output.js';
 import { addSchedulerCommands } from './scheduler-commands.js';
 import { createProgress } from './progress.js';
 import { holderOf, runningResults, serveLocalQueries } from './local-endpoint.js';
+import { createLiveView } from './live-view.js';
 
 const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections GROUP BY class ORDER BY n DESC';
 
@@ -82,9 +84,10 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
       metrics,
       allowedHosts: config.deployment.http.allowedHosts,
       sources: { config, policy: sourcePolicy(config), token },
+      dashboard: true,
       ...(reader ? { queries: { sink: reader, savedQuery } } : {}),
     });
-    process.stderr.write(`serving ${server.url}: /health, /metrics, /sources${reader ? ', /query' : ''}; adding or removing sources needs the token in ${token.where}\n`);
+    process.stderr.write(`dashboard at ${server.url}/ (API: ${server.url}/openapi.json; adding or removing sources needs the token in ${token.where})\n`);
     try {
       await runRoles(config, roles, logger, { metrics, server });
     } finally {
@@ -118,7 +121,18 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
     roles,
     ...(roles.has('ingest') ? { progress: createProgress() } : {}),
     signal: abort.signal,
-    ...(http ? { keepRunning: true, onStats: (stats: Stats) => http.metrics.update(stats) } : {}),
+    ...(http
+      ? {
+          keepRunning: true,
+          onStats: (stats: Stats) => http.metrics.update(stats),
+          observe: async (bus: Bus) => {
+            const view = createLiveView({ bus, logger });
+            await view.start();
+            http.server.attachLive(view);
+            return () => view.close();
+          },
+        }
+      : {}),
     onIngest: (worker) => {
       ingest = worker;
       http?.server.attach(worker);
@@ -188,6 +202,12 @@ async function openResults(opts: ResultsOptions, log: Logger): Promise<{ sink: R
 function shippedApp(name: string): AppSpec | undefined {
   const file = join(projectRoot(), 'configs/apps', `${name}.yaml`);
   return existsSync(file) ? loadConfigFile(appSpecSchema, file) : undefined;
+}
+
+/** Every app in configs/apps. */
+function shippedApps(): AppSpec[] {
+  const dir = join(projectRoot(), 'configs/apps');
+  return readdirSync(dir).filter((f) => f.endsWith('.yaml')).map((f) => loadConfigFile(appSpecSchema, join(dir, f)));
 }
 
 /** The SQL of `<app>.<query>`, among the apps `appNamed` finds. */
@@ -326,8 +346,8 @@ export function buildProgram(): Command {
       const { sink, held } = await openResults(opts, log);
       // Holding the embedded results, it answers the other processes' queries too.
       const local = held ? await serveLocalQueries({ dataDir: opts.dataDir, reader: sink, savedQuery, logger: log }) : undefined;
-      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery } });
-      process.stderr.write(`answering queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
+      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery }, apps: shippedApps, dashboard: true });
+      process.stderr.write(`dashboard at ${server.url}/, queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);

@@ -34,6 +34,8 @@ export const ErrorCode = {
   HttpBadRequest: 'PANOPTES_HTTP_BAD_REQUEST',
   HttpUnauthorized: 'PANOPTES_HTTP_UNAUTHORIZED',
   HttpForbidden: 'PANOPTES_HTTP_FORBIDDEN',
+  HttpTooMany: 'PANOPTES_HTTP_TOO_MANY',
+  PlanNotFound: 'PANOPTES_PLAN_NOT_FOUND',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

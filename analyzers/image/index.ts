@@ -1,2 +1,3 @@
 export { decodeJpeg, encodeJpeg, isJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type RgbImage } from './jpeg.js';
 export { placeImage, type Placement } from './letterbox.js';
+export { annotatedJpeg, type LabelledBox } from './annotate.js';

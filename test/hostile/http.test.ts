@@ -45,6 +45,7 @@ beforeAll(async () => {
     metrics: createMetrics(),
     queries: { sink, savedQuery: () => 'SELECT count() AS n FROM detections' },
     sources: { config, policy: { schemes: ['rtsp', 'http'], directories: [dir] }, token: { token: TOKEN, where: 'the test' } },
+    dashboard: true,
   });
 });
 afterAll(async () => {
@@ -85,7 +86,7 @@ const sql = (text: string): string => `/query?sql=${encodeURIComponent(text)}`;
 describe('hostile HTTP', () => {
   it('refuses another Host name (DNS rebinding) on every route, and answers its own names', async () => {
     const { port } = new URL(api.url);
-    for (const path of ['/health', '/metrics', '/sources', sql('SELECT 1')]) {
+    for (const path of ['/health', '/metrics', '/sources', sql('SELECT 1'), '/', '/events', '/openapi.json', '/sources/cam/frame.jpg']) {
       for (const host of [`evil.example:${port}`, 'evil.example', `127.0.0.1.nip.io:${port}`, `localhost:${Number(port) + 1}`]) {
         expect((await send('GET', path, { host })).status, `${host} ${path}`).toBe(403);
       }
@@ -93,6 +94,42 @@ describe('hostile HTTP', () => {
       expect((await send('GET', path, { host: '' })).status, path).toBe(400);
     }
     for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`]) expect((await send('GET', '/health', { host })).status, host).toBe(200);
+  });
+
+  it('serves the dashboard with a policy that keeps other sites out of it, and documents every route with the token it needs', async () => {
+    const page = await new Promise<{ status: number; csp: string; body: string }>((resolve, reject) => {
+      const { hostname, port } = new URL(api.url);
+      request({ hostname, port, path: '/' }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, csp: String(res.headers['content-security-policy']), body }));
+      })
+        .on('error', reject)
+        .end();
+    });
+    expect(page.status).toBe(200);
+    expect(page.body).toContain('<script src="/dashboard.js">');
+    expect(page.csp).toContain("default-src 'self'");
+    expect(page.csp).toContain("frame-ancestors 'none'");
+    // Only the fixed files: no path reaches the file system.
+    for (const path of ['/../package.json', '/web/dashboard.js', '/vendor/../../package.json', '/%2e%2e/package.json']) expect((await send('GET', path)).status, path).toBe(404);
+
+    const openapi = JSON.parse((await send('GET', '/openapi.json')).body) as { paths: Record<string, Record<string, { security?: unknown[] }>> };
+    expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(['/health', '/ready', '/status', '/sources', '/sources/{id}', '/query', '/apps', '/plan', '/plan/history', '/events', '/sources/{id}/frame.jpg']));
+    expect(openapi.paths['/sources']!.post!.security).toEqual([{ token: [] }]);
+    expect(openapi.paths['/sources/{id}']!.delete!.security).toEqual([{ token: [] }]);
+    expect(openapi.paths['/sources']!.get!.security).toBeUndefined();
+  });
+
+  it('says what the live routes lack in a process whose pipeline has not started, and refuses a source id that is a path', async () => {
+    expect((await send('GET', '/ready')).status).toBe(503);
+    expect(JSON.parse((await send('GET', '/status')).body)).toEqual({ version: expect.any(String), pipeline: 'starting' });
+    for (const path of ['/events', '/plan', '/sources/cam/frame.jpg']) expect(errorOf(await send('GET', path)).message, path).toMatch(/has not started yet/);
+    expect((await send('GET', '/sources/..%2F..%2Fetc%2Fpasswd/frame.jpg')).status).toBe(400);
+    expect((await send('GET', `/sources/${'a'.repeat(200)}/frame`)).status).toBe(400);
+    const apps = JSON.parse((await send('GET', '/apps')).body) as { apps: { name: string; queries: { name: string }[] }[] };
+    expect(apps.apps.map((a) => a.name)).toEqual(['traffic']);
+    expect(apps.apps[0]!.queries.map((q) => q.name)).toContain('traffic.objects_per_class');
   });
 
   it('refuses requests from another site: Origin, Sec-Fetch-Site (an <img> or a form on any page)', async () => {
