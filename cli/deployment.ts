@@ -76,6 +76,8 @@ export interface RunOptions {
   keepRunning?: boolean;
   /** Called with the running ingest worker, to add and remove sources while it runs. */
   onIngest?: (ingest: Ingest) => void;
+  /** Without ingest: called every few seconds with a line of what the roles did meanwhile, or that they are idle. */
+  onStatusLine?: (line: string) => void;
   /** Called with the backend's stats each second (for metrics). */
   onStats?: (stats: Stats) => void;
   /**
@@ -239,8 +241,26 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     // holds), or the frames published when the models run elsewhere.
     let published = 0;
     let expected: number | undefined;
-    const showProgress = (): void => options.progress?.update(backend ? backend.status().frames : published, expected);
+    let worker: Ingest | undefined;
+    let flushing = false;
+    const showProgress = (): void => {
+      const frames = backend ? backend.status().frames : published;
+      options.progress?.update({ stage: flushing ? 'flushing results' : stageOf(worker, frames), frames, total: expected, sources: worker?.metrics().length ?? config.sources.length });
+    };
+    /** What a replay does before its frames flow: the first frames wait on synthetic footage, sources opening, models loading. */
+    const stageOf = (ingest: Ingest | undefined, frames: number): string => {
+      if (!ingest || frames > 0) return ingest ? 'replaying' : 'starting';
+      const opening = ingest.metrics().filter((s) => s.state === 'starting');
+      if (published === 0 && opening.length > 0) return opening.some((s) => config.sources.find((c) => c.id === s.id)?.synthetic) ? 'rendering footage' : 'opening sources';
+      return backend && published > 0 ? 'loading models' : 'replaying';
+    };
     const ticker = setInterval(showProgress, 200);
+    const status = statusLines({
+      ...(backend ? { backend: () => backend.status() } : {}),
+      ...(sinkWorker ? { sink: () => sinkWorker.status() } : {}),
+      ...(scheduler ? { scheduler: () => scheduler.status() } : {}),
+    });
+    const statusTicker = !roles.has('ingest') && options.onStatusLine ? setInterval(() => options.onStatusLine?.(status.line()), STATUS_EVERY_MS) : undefined;
     try {
       if (roles.has('ingest')) {
         for (const skipped of config.skipped) logger.info(skipped, 'source skipped');
@@ -257,6 +277,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
         });
         try {
           for (const source of config.sources) ingest.add(source, 'file');
+          worker = ingest;
           options.onIngest?.(ingest);
           await (options.keepRunning ? aborted(stopping.signal) : Promise.race([ingest.idle(), aborted(stopping.signal)]));
         } finally {
@@ -269,11 +290,13 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       const stopNow = (): boolean => failed() || forced;
       if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks], stopNow).catch(unlessForced);
       await backend?.drain().catch(unlessForced);
+      flushing = true;
       if (roles.has('ingest') && sinkWorker) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], stopNow).catch(unlessForced);
       await sinkWorker?.drain();
       if (fatal) throw fatal;
     } finally {
       clearInterval(ticker);
+      clearInterval(statusTicker);
     }
     showProgress();
     options.progress?.stop();
@@ -364,6 +387,27 @@ function schedulerOptions(config: CompiledConfig, families: readonly ResolvedMod
     ...(settings.minEpochS !== undefined ? { minEpochMs: settings.minEpochS * 1000 } : {}),
     ...(settings.deviceMemoryMB ? { deviceMemoryMB: settings.deviceMemoryMB } : {}),
     logger,
+  };
+}
+
+/** How often roles without ingest say what they did. */
+const STATUS_EVERY_MS = 10_000;
+
+/** One line of what the roles here did since the last line: frames analyzed, rows stored, the plan's epoch; or that they wait. */
+export function statusLines(roles: { backend?: () => { frames: number; drops: number }; sink?: () => { rowsInserted: number }; scheduler?: () => { epoch: number; backends: string[] } }) {
+  let before = { frames: 0, drops: 0, rows: 0, epoch: 0 };
+  return {
+    line(): string {
+      const now = { frames: roles.backend?.().frames ?? 0, drops: roles.backend?.().drops ?? 0, rows: roles.sink?.().rowsInserted ?? 0, epoch: roles.scheduler?.().epoch ?? 0 };
+      const parts = [
+        ...(roles.backend ? [`backend: ${now.frames} frames (+${now.frames - before.frames}), ${now.drops} drops (+${now.drops - before.drops})`] : []),
+        ...(roles.sink ? [`sink: ${now.rows} rows (+${now.rows - before.rows})`] : []),
+        ...(roles.scheduler ? [`scheduler: epoch ${now.epoch}, ${roles.scheduler().backends.length} backends`] : []),
+      ];
+      const idle = now.frames === before.frames && now.rows === before.rows && now.epoch === before.epoch;
+      before = now;
+      return `${parts.join('; ')}${idle ? ` — idle for ${STATUS_EVERY_MS / 1000} s, waiting for work` : ''}`;
+    },
   };
 }
 

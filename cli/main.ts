@@ -10,6 +10,7 @@ import {
   CONFIG_KINDS,
   deploymentSchema,
   describeError,
+  ensureDir,
   ErrorCode,
   loadDeployment,
   loadConfigFile,
@@ -69,11 +70,14 @@ const dataDirOption = (): Option => new Option('--data-dir <dir>', 'where result
  * end, until stopped.
  */
 async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Logger, httpPort?: number): Promise<void> {
+  const embedded = roles.has('sink') && config.deployment.sink.kind === 'chdb';
+  // Checked first, naming the key: chDB's own recursive mkdir never returns under /proc.
+  if (embedded) ensureDir(join(config.dataDir, 'clickhouse'), 'dataDir');
   // Read-only sessions of its own beside the sink's: queries never touch what the sink writes with.
   const reader = roles.has('sink') ? openSink(config, { logger, readOnly: true }) : undefined;
   const savedQuery = savedQueryOf((app) => config.apps[app]);
   // The embedded results open in this process only: it answers the other processes' queries.
-  const local = reader && config.deployment.sink.kind === 'chdb' ? await serveLocalQueries({ dataDir: config.dataDir, reader, savedQuery, logger }) : undefined;
+  const local = reader && embedded ? await serveLocalQueries({ dataDir: config.dataDir, reader, savedQuery, logger }) : undefined;
   try {
     if (httpPort === undefined) return await runRoles(config, roles, logger, undefined);
     const metrics = createMetrics();
@@ -119,7 +123,7 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
   const summary = await runDeployment(config, {
     logger,
     roles,
-    ...(roles.has('ingest') ? { progress: createProgress() } : {}),
+    ...(roles.has('ingest') ? { progress: createProgress() } : { onStatusLine: (line: string) => void process.stderr.write(`${line}\n`) }),
     signal: abort.signal,
     ...(http
       ? {

@@ -34,6 +34,7 @@ import {
   type SamplePolicy,
 } from '../core/index.js';
 import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from './accounting.js';
+import { gifDurationMs } from './gif-duration.js';
 import { parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
 import { classifyExit, type SourceErrorFactory } from './ffmpeg-exit.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
@@ -175,6 +176,9 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       }
       if (abort.signal.aborted) return;
     }
+
+    // ffmpeg reports no duration for a GIF: read from its frames' delays, for the replay's length.
+    if (!options.input && !isUrl(path) && /\.gif$/i.test(path)) durationMs = await gifDurationMs(path).catch(() => undefined);
 
     let startedAt: number | undefined;
     const filters = filterChain(options, fps);

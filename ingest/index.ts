@@ -11,6 +11,7 @@ export {
   type ReplaySpeed,
 } from './file-source.js';
 export { resolveFfmpegPath } from './ffmpeg.js';
+export { gifDurationMs } from './gif-duration.js';
 export { backoffMs, createLiveSource, DEFAULT_BACKOFF, type Backoff, type LiveSource, type LiveSourceOptions, type LiveSourceStatus } from './live-source.js';
 export { JpegSplitter, readJpegSize, type JpegSize, type JpegSplitterOptions } from './jpeg-splitter.js';
 export type { FrameCounts, FrameSource } from './frame-source.js';

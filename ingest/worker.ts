@@ -10,7 +10,7 @@ import {
   type Producer,
   type SourceConfig,
 } from '../core/index.js';
-import { describeShortfall, type Shortfall } from './accounting.js';
+import { describeShortfall, expectedFrames as framesIn, type Shortfall } from './accounting.js';
 import type { FileSource } from './file-source.js';
 import type { LiveSource } from './live-source.js';
 import { isLive, openFrameSource } from './sources.js';
@@ -313,7 +313,10 @@ function metricsOf(entry: Running): SourceMetrics {
  */
 function expectedFrames(entry: Running): number | undefined {
   const status = entry.source?.status();
-  return status && 'expectedFrames' in status ? status.expectedFrames : undefined;
+  if (status) return 'expectedFrames' in status ? status.expectedFrames : undefined;
+  // Not started yet (synthetic footage still rendering): its length and rate are in its config.
+  const { synthetic, fps, loop } = entry.config;
+  return synthetic && fps !== undefined && !loop ? framesIn(synthetic.durationS * 1000, undefined, { fps }) : undefined;
 }
 
 const sameConfig = (a: SourceConfig, b: SourceConfig): boolean => JSON.stringify(a) === JSON.stringify(b);

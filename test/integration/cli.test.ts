@@ -83,7 +83,7 @@ describe('panoptes command', () => {
     child.stderr.on('data', (d: Buffer) => {
       stderr += d.toString();
       // Progress lines come every 5 s off a terminal, the first at once with 0 frames; wait for one with frames.
-      if (!interrupted && /replay: [1-9]/.test(stderr)) interrupted = child.kill('SIGINT');
+      if (!interrupted && /replaying: [1-9]/.test(stderr)) interrupted = child.kill('SIGINT');
     });
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     expect(code).toBe(0);
