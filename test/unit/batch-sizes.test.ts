@@ -1,7 +1,7 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { DEFAULT_BATCH, fastestBatch, modelBatches } from '../../cli/index.js';
 import type { CompiledConfig } from '../../core/index.js';
 import { compileProfile, linearProfile, peakThroughput } from '../../scheduler/index.js';
@@ -28,6 +28,7 @@ describe('the batch a model runs at before a plan', () => {
 
   describe('for a deployment', () => {
     const dir = mkdtempSync(join(tmpdir(), 'panoptes-batches-'));
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
     writeFileSync(
       join(dir, 'test-device.m.json'),
       JSON.stringify({ model: 'm', device: 'test-device', batches: [{ batch: 1, latencyMs: 50, stdMs: 0, memoryMB: 1 }, { batch: 2, latencyMs: 120, stdMs: 0, memoryMB: 1 }] }),

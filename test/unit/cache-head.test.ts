@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -38,6 +38,7 @@ function rowsOf(count: number, seed: number): { hidden: Float32Array; targets: F
 const runtime = createOnnxRuntime({ logger: silentLogger(), workers: 1 });
 afterAll(() => runtime.close());
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-cache-head-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('learned-cache variants', () => {
   it("name, parse and scale the paper's six to a layer", () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,6 +56,7 @@ describe('learned caches on EfficientNet-Lite0', () => {
   const lookupRuntime = createOnnxRuntime({ logger: silentLogger(), workers: 1, intraOpThreads: 1 });
   const trainer = createHeadTrainer();
   const dir = mkdtempSync(join(tmpdir(), 'panoptes-cached-model-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
   let base: SegmentedModel;
   let explored: Exploration;
   const loaded: LoadedModel[] = [];

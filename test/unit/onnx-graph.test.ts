@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import onnxProto from 'onnx-proto';
@@ -204,6 +204,7 @@ describe('shared prefix of two models', () => {
 const runtime = createOnnxRuntime({ logger: silentLogger(), workers: 1 });
 afterAll(() => runtime.close());
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-onnx-graph-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 let modelCount = 0;
 
 async function run(model: OnnxModel, feeds: NamedTensors): Promise<NamedTensors> {

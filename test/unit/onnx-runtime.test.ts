@@ -1,4 +1,4 @@
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -43,9 +43,11 @@ describe('onnxruntime-node adapter (worker threads)', () => {
   });
 
   it('BAD CALL: a file that is not ONNX is a ModelLoad error', async () => {
-    const file = join(mkdtempSync(join(tmpdir(), 'panoptes-onnx-')), 'garbage.onnx');
+    const dir = mkdtempSync(join(tmpdir(), 'panoptes-onnx-'));
+    const file = join(dir, 'garbage.onnx');
     writeFileSync(file, 'not a model');
     await expect(runtime.load({ name: 'garbage', file })).rejects.toMatchObject({ code: 'PANOPTES_MODEL_LOAD' });
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('BAD CALL: a wrongly shaped input is a ModelRun error, and the runtime keeps working', async () => {

@@ -20,13 +20,13 @@ const profile = (batches: [number, number, number?][]): BatchProfile => ({
 });
 
 describe('batch profiles', () => {
-  let dir: string | undefined;
+  const dirs: string[] = [];
   afterEach(() => {
-    if (dir) rmSync(dir, { recursive: true, force: true });
-    dir = undefined;
+    for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
   const folder = (files: Record<string, unknown>): string => {
-    dir = mkdtempSync(join(tmpdir(), 'panoptes-profiles-'));
+    const dir = mkdtempSync(join(tmpdir(), 'panoptes-profiles-'));
+    dirs.push(dir);
     for (const [name, content] of Object.entries(files)) {
       writeFileSync(join(dir, name), typeof content === 'string' ? content : JSON.stringify(content, null, 2));
     }
