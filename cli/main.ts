@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, extname, join, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
@@ -74,7 +74,7 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
   // Checked first, naming the key: chDB's own recursive mkdir never returns under /proc.
   if (embedded) ensureDir(join(config.dataDir, 'clickhouse'), 'dataDir');
   // Read-only sessions of its own beside the sink's: queries never touch what the sink writes with.
-  const reader = roles.has('sink') ? openSink(config, { logger, readOnly: true }) : undefined;
+  const reader = roles.has('sink') ? openStore(config, logger) : undefined;
   const savedQuery = savedQueryOf((app) => config.apps[app]);
   // The embedded results open in this process only: it answers the other processes' queries.
   const local = reader && embedded ? await serveLocalQueries({ dataDir: config.dataDir, reader, savedQuery, logger }) : undefined;
@@ -101,6 +101,14 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
     await local?.close();
     await reader?.close();
   }
+}
+
+/** The deployment's results, read-only; embedded ones another process holds are refused naming that process. */
+function openStore(config: CompiledConfig, logger: Logger): ResultSink {
+  // Asked first: chDB would print its own lock error besides ours.
+  const holder = config.deployment.sink.kind === 'chdb' ? holderOf(config.dataDir) : undefined;
+  if (holder) throw new PanoptesError(ErrorCode.SinkUnavailable, `the results in ${join(config.dataDir, 'clickhouse')} are held by ${holder}; stop it, or give this run another --data-dir`);
+  return openSink(config, { logger, readOnly: true });
 }
 
 /** How long a stopped `run` waits for the event loop to empty by itself. */
@@ -193,19 +201,19 @@ async function openResults(opts: ResultsOptions, log: Logger): Promise<{ sink: R
   if (!existsSync(path)) {
     throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);
   }
-  try {
-    return { sink: createChdbSink({ path, readOnly: true, limits, logger: log }), held: true };
-  } catch (err) {
-    const holder = holderOf(opts.dataDir);
-    if (!(err instanceof PanoptesError) || !holder) throw err;
-    throw new PanoptesError(err.code, `the results in ${path} are held by ${holder}, which does not answer queries; try again when it ends`, { cause: err });
-  }
+  const holder = holderOf(opts.dataDir);
+  if (holder) throw new PanoptesError(ErrorCode.SinkUnavailable, `the results in ${path} are held by ${holder}, which does not answer queries now; try again when it ends`);
+  return { sink: createChdbSink({ path, readOnly: true, limits, logger: log }), held: true };
 }
 
 /** The app of this name in configs/apps. */
 function shippedApp(name: string): AppSpec | undefined {
   const file = join(projectRoot(), 'configs/apps', `${name}.yaml`);
   return existsSync(file) ? loadConfigFile(appSpecSchema, file) : undefined;
+}
+
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 /** Every app in configs/apps. */
@@ -256,7 +264,9 @@ function printSummary(summary: RunSummary, config: CompiledConfig): void {
 export function buildProgram(): Command {
   const program = new Command('panoptes')
     .description('Video analytics: camera, Twitch and recorded footage in, SQL-queryable results out')
-    .showHelpAfterError('(run with --help for usage)')
+    .version(packageVersion(), '--version', 'print the version')
+    // Argument errors read like every other error: one line, `panoptes: …`.
+    .configureOutput({ outputError: (text, write) => write(`panoptes: ${text.trim().replace(/^error: /, '')} (see --help)\n`) })
     .option('--log-level <level>', 'trace, debug, info, warn, error or silent', process.env.PANOPTES_LOG_LEVEL ?? 'warn');
 
   const logger = (): Logger => createLogger({ level: program.opts<{ logLevel: 'info' }>().logLevel });

@@ -142,11 +142,26 @@ describe('panoptes command', () => {
       expect(write.stderr).toMatch(/^panoptes: queries are read-only/);
       const tooMany = await panoptes('query', 'SELECT * FROM frames', '--max-rows', '1', '--data-dir', service);
       expect(tooMany.stderr).toMatch(/^panoptes: query failed: the answer has \d+ rows, over the limit of 1/);
+      // A second run on the same results is refused in one line that names the process holding them.
+      const second = await panoptes('replay', clip, '--app', 'traffic', '--data-dir', service);
+      expect(second.code).toBe(1);
+      expect(second.stderr).toMatch(/^panoptes: the results in \S+ are held by process \d+ \(panoptes run \S+service\.yaml/);
+      expect(second.stderr.trim().split('\n')).toHaveLength(1);
     } finally {
       child.kill('SIGTERM');
     }
     expect(await exited).toBe(0);
     for (const id of ['first', 'second', 'third']) expect(stdout).toMatch(new RegExp(`${id}: [1-9]\\d* frames`));
+  });
+
+  it('prints its version, and says a bad argument in one line like every other error', async () => {
+    const version = await panoptes('--version');
+    expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+    for (const args of [['run'], ['replay', 'x.mp4', '--app', 'traffic', '--fps', 'abc'], ['nosuch'], ['query', '--bogus']]) {
+      const result = await panoptes(...args);
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stderr, args.join(' ')).toMatch(/^panoptes: .+ \(see --help\)\n$/);
+    }
   });
 
   it('lists the model zoo', async () => {
