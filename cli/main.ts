@@ -227,7 +227,7 @@ const savedQueryOf = (appNamed: (name: string) => AppSpec | undefined) => (name:
   const [app = '', query = '', ...rest] = name.split('.');
   // A name, not a path: it picks a file in configs/apps.
   const spec = /^[a-z0-9][a-z0-9._-]*$/.test(app) && rest.length === 0 ? appNamed(app) : undefined;
-  if (!spec) throw new PanoptesError(ErrorCode.AppNotFound, `--saved ${name}: no app named "${app}"; give <app>.<query>, e.g. traffic.crossings`);
+  if (!spec) throw new PanoptesError(ErrorCode.AppNotFound, `--saved ${name}: no app named "${app}"; give <app>.<query>, e.g. traffic.crossings, and --app-file <app.yaml> for an app outside configs/apps`);
   const queries = spec.queries;
   const sql = queries[query];
   if (!sql) {
@@ -292,8 +292,9 @@ export function buildProgram(): Command {
     .option('--speed <speed>', '1 = real time, N = N times faster, max = as fast as possible', parseSpeed, 'max' as const)
     .option('--width <px>', 'scale frames to this width', parsePositive)
     .option('--loop', 'replay in a loop until stopped', false)
+    .option('--start-time <iso>', "when the footage was recorded, e.g. 2026-05-01T08:00:00Z: rows' frame_time is this + the frame's time in the file (default: the container's creation time, else the replay's own time)")
     .addOption(dataDirOption())
-    .action(async (input: string, opts: { app: string; fps?: number; speed: number | 'max'; width?: number; loop: boolean; dataDir: string }) => {
+    .action(async (input: string, opts: { app: string; fps?: number; speed: number | 'max'; width?: number; loop: boolean; startTime?: string; dataDir: string }) => {
       const configsDir = join(projectRoot(), 'configs');
       const appFile = /\.ya?ml$/.test(opts.app) ? resolve(opts.app) : join(configsDir, 'apps', `${opts.app}.yaml`);
       if (!existsSync(appFile)) {
@@ -305,7 +306,7 @@ export function buildProgram(): Command {
       const parsed = deploymentSchema.safeParse({
         dataDir: opts.dataDir,
         apps: [appFile],
-        sources: [{ id, path, apps: [app], speed: opts.speed, loop: opts.loop, ...(opts.fps ? { fps: opts.fps } : {}), ...(opts.width ? { width: opts.width } : {}) }],
+        sources: [{ id, path, apps: [app], speed: opts.speed, loop: opts.loop, ...(opts.fps ? { fps: opts.fps } : {}), ...(opts.width ? { width: opts.width } : {}), ...(opts.startTime ? { startTime: opts.startTime } : {}) }],
       }, { reportInput: true });
       if (!parsed.success) {
         // Only the options can be wrong here: name them as the user typed them.
@@ -321,6 +322,7 @@ export function buildProgram(): Command {
     .description('run a read-only SQL query on the results, or an app\'s saved query')
     .argument('[sql]', 'a SELECT (or SHOW, DESCRIBE, EXPLAIN) statement')
     .option('--saved <app.query>', 'run a saved query of an app in configs/apps, e.g. traffic.objects_per_class')
+    .option('--app-file <app.yaml>', 'with --saved: the app is this file, e.g. docs/examples/lobby.yaml')
     .addOption(new Option('--format <format>', 'output format').choices(['table', 'json', 'csv']).default('table'))
     .addOption(dataDirOption())
     .option('--url <url>', 'query a ClickHouse server instead of the embedded results, e.g. http://127.0.0.1:8123')
@@ -329,8 +331,10 @@ export function buildProgram(): Command {
     .addOption(limitOptions.timeout())
     .addOption(limitOptions.maxResultMb())
     .addOption(limitOptions.maxMemoryMb())
-    .action(async (text: string | undefined, opts: ResultsOptions & { saved?: string; format: OutputFormat }) => {
-      const sql = opts.saved ? savedQuery(opts.saved) : text;
+    .action(async (text: string | undefined, opts: ResultsOptions & { saved?: string; appFile?: string; format: OutputFormat }) => {
+      if (opts.appFile && !opts.saved) throw new PanoptesError(ErrorCode.QueryFailed, '--app-file names the app of a --saved query; give --saved <app>.<query> too');
+      const file = opts.appFile && loadConfigFile(appSpecSchema, resolve(opts.appFile));
+      const sql = opts.saved ? (file ? savedQueryOf((app) => (app === file.name ? file : undefined)) : savedQuery)(opts.saved) : text;
       if (!sql || (opts.saved && text)) {
         throw new PanoptesError(ErrorCode.QueryFailed, 'give either a SQL statement or --saved <app.query>');
       }

@@ -63,6 +63,16 @@ export function parseDurationMs(line: string): number | undefined {
   return m ? ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 : undefined;
 }
 
+/**
+ * `    creation_time   : 2018-04-19T22:46:00.000000Z`, in the input's metadata: when the
+ * footage was recorded, as the camera or the muxer said. A zero or unparsable date is no date.
+ */
+export function parseCreationTimeMs(line: string): number | undefined {
+  const m = /^\s+creation_time\s*:\s*(\d{4}-\d\d-\d\dT[\d:.]+Z?)\s*$/.exec(line);
+  const ms = m ? Date.parse(m[1]!) : NaN;
+  return Number.isFinite(ms) && ms > 0 ? ms : undefined;
+}
+
 /** `Stream #0:0(und): Video: h264 ..., 768x432, ..., 12.50 fps, 12.50 tbr, ...` */
 export function parseVideoFps(line: string): number | undefined {
   const m = /Stream #.*Video:.* ([\d.]+) fps/.exec(line);

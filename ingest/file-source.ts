@@ -35,7 +35,7 @@ import {
 } from '../core/index.js';
 import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from './accounting.js';
 import { gifDurationMs } from './gif-duration.js';
-import { parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
+import { parseCreationTimeMs, parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
 import { classifyExit, type SourceErrorFactory } from './ffmpeg-exit.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
 import type { FrameCounts, FrameSource } from './frame-source.js';
@@ -87,7 +87,8 @@ export interface FileSourceOptions {
   replayStartMs?: number;
   /**
    * When the footage was recorded (pts 0), ms since epoch: frames carry it + pts as
-   * `mediaTimeMs`. @defaultValue none: the capture time stands for it
+   * `mediaTimeMs`. @defaultValue the container's `creation_time` where it has one; else none,
+   * and the capture time (the replay's) stands for it
    */
   mediaStartMs?: number;
   /**
@@ -138,11 +139,15 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   let framesSkipped = 0;
   let durationMs: number | undefined;
   let nativeFps: number | undefined;
+  /** The container's `creation_time`: when the footage was recorded, where it says. */
+  let createdAtMs: number | undefined;
   let fps = options.fps;
   let shortfall: Shortfall | undefined;
   let lastPtsMs: number | undefined;
   let run: FfmpegRun | undefined;
   let iterated = false;
+
+  const mediaStartMs = (): number | undefined => options.mediaStartMs ?? createdAtMs;
 
   /** A PanoptesError that names this source. */
   const sourceError = (code: ErrorCode, what: string, details: Record<string, unknown> = {}, cause?: unknown) =>
@@ -208,6 +213,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       onStderrLine: (line) => {
         durationMs ??= parseDurationMs(line);
         nativeFps ??= parseVideoFps(line);
+        createdAtMs ??= parseCreationTimeMs(line);
         // Not probed (a live stream): the filter repeats frames; say so once, not silently.
         if (!warnedAboveNative && fps !== undefined && nativeFps !== undefined && fps > nativeFps) {
           warnedAboveNative = true;
@@ -251,7 +257,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
             source: id,
             seq: framesEmitted,
             captureTimeMs: (options.replayStartMs ?? startedAt) + ptsMs,
-            ...(options.mediaStartMs !== undefined ? { mediaTimeMs: options.mediaStartMs + ptsMs } : {}),
+            ...(mediaStartMs() !== undefined ? { mediaTimeMs: mediaStartMs()! + ptsMs } : {}),
             ptsMs,
             width: size.width,
             height: size.height,

@@ -1,6 +1,5 @@
-import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { isUrl, type Logger, type SourceConfig } from '../core/index.js';
+import type { Logger, SourceConfig } from '../core/index.js';
 import { createFileSource, type FileSource } from './file-source.js';
 import { createHlsStats, followHls } from './hls.js';
 import { createLiveSource, type LiveSource } from './live-source.js';
@@ -47,7 +46,7 @@ export async function openFrameSource(config: SourceConfig, dataDir: string, log
   if (isLive(config)) {
     return createLiveSource({ id: config.id, url: path, ...(config.listen ? { listen: true } : {}), ...(config.rtspTransport ? { rtspTransport: config.rtspTransport } : {}), ...sampling });
   }
-  const mediaStartMs = recordedAt(config, path);
+  const mediaStartMs = recordedAt(config);
   return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...sampling });
 }
 
@@ -55,8 +54,7 @@ const isHlsUrl = (path: string): boolean => /^https?:\/\/[^?#]*\.m3u8?([?#]|$)/i
 
 const secret = <K extends string>(key: K, value: string | undefined): Partial<Record<K, string>> => (value ? ({ [key]: value } as Record<K, string>) : {});
 
-function recordedAt(config: SourceConfig, path: string): number | undefined {
-  if (config.startTime) return Date.parse(config.startTime);
-  if (isUrl(path)) return undefined;
-  return Math.floor(statSync(path).mtimeMs);
+/** The `startTime` a deployment (or `replay --start-time`) gives; else the file source reads the container's. */
+function recordedAt(config: SourceConfig): number | undefined {
+  return config.startTime ? Date.parse(config.startTime) : undefined;
 }

@@ -320,9 +320,3 @@ function expectedFrames(entry: Running): number | undefined {
 }
 
 const sameConfig = (a: SourceConfig, b: SourceConfig): boolean => JSON.stringify(a) === JSON.stringify(b);
-
-/**
- * When a file's footage starts, so that replaying it stamps the same `frame_time` every time:
- * the source's `startTime`, else the file's modification time. Undefined for URLs, whose frames
- * are stamped as they arrive.
- */

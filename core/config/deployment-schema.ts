@@ -78,7 +78,8 @@ export const sourceSchema = z
     loop: z.boolean().default(false),
     /**
      * When a file's footage was recorded (ISO 8601, e.g. 2026-05-01T08:00:00Z): rows' frame_time
-     * is this + the frame's time in the file. Default: the file's modification time.
+     * is this + the frame's time in the file. Default: the container's creation time where it
+     * has one, else the time the replay plays the frame.
      */
     startTime: z.iso.datetime({ offset: true }).optional(),
     /** Skip this source with a warning when its file is missing, instead of failing. */

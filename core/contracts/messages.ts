@@ -21,8 +21,8 @@ const frameHeader = z.object({
   captureTimeMs: ms,
   /**
    * When the scene was recorded, ms since epoch, for rows' `frame_time`: for a replayed file its
-   * start time (the source's `startTime`, else the file's modification time) + pts, the same on
-   * every replay; absent where that is the capture time (live sources).
+   * start time (the source's `startTime`, else the container's creation time) + pts, the same on
+   * every replay; absent where that is the capture time (live sources, files that do not say).
    */
   mediaTimeMs: ms.optional(),
   /** Presentation time within the stream, ms. */

@@ -44,6 +44,10 @@ describe('panoptes command', () => {
     const saved = await panoptes('query', '--saved', 'traffic.objects_per_class', '--format', 'json', '--data-dir', dataDir);
     const byClass = (list: { class: string; n: number }[]): { class: string; n: number }[] => [...list].sort((a, b) => a.class.localeCompare(b.class));
     expect(byClass(JSON.parse(saved.stdout) as { class: string; n: number }[])).toEqual(byClass(rows)); // the same counts, by a saved name
+    // An app outside configs/apps, given as a file.
+    const lobby = await panoptes('query', '--saved', 'lobby.arrivals', '--app-file', join(root, 'docs/examples/lobby.yaml'), '--format', 'json', '--data-dir', dataDir);
+    expect(lobby.stderr).toBe('');
+    expect(JSON.parse(lobby.stdout)).toEqual([]);
     const unknown = await panoptes('query', '--saved', 'traffic.nope', '--data-dir', dataDir);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('traffic.objects_per_class');

@@ -96,6 +96,17 @@ describe('createFileSource: sampling and timestamps', () => {
     });
   });
 
+  it("stamps the footage's time from the start time given, else the container's creation time, else none (the capture time stands for it)", async () => {
+    const dated = join(dir, 'dated.mp4');
+    execFileSync(ffmpegPath, ['-hide_banner', '-loglevel', 'error', '-i', clips.oneSecond, '-c', 'copy', '-metadata', 'creation_time=2019-06-01T12:00:00Z', dated]);
+    const created = Date.UTC(2019, 5, 1, 12);
+    expect((await collect(source({ path: dated, fps: 5 }))).map((f) => f.mediaTimeMs)).toEqual([0, 200, 400, 600, 800].map((pts) => created + pts));
+    const given = Date.UTC(2026, 4, 1, 8);
+    expect((await collect(source({ path: dated, fps: 5, mediaStartMs: given }), 2)).map((f) => f.mediaTimeMs)).toEqual([given, given + 200]);
+    // The lavfi clip's muxer wrote no creation time.
+    expect((await collect(source({ path: clips.oneSecond, fps: 5 }), 1))[0]!.mediaTimeMs).toBeUndefined();
+  });
+
   it('gives every decoded frame at the native rate when fps is not set', async () => {
     const frames = await collect(source({ path: clips.oneSecond }));
     expect(frames).toHaveLength(25);
