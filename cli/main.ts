@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { basename, extname, join, resolve } from 'node:path';
+import { basename, extname, join, relative, resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import {
   appSpecSchema,
@@ -162,6 +162,8 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
       }
       const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${redactUrl(config.deployment.sink.url)} --database ${config.deployment.sink.database}`;
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" ${where}\n`);
+      // A deployment file, not a replay's: the same run again serves the dashboard.
+      if (!http && existsSync(config.file)) process.stdout.write(`watch it in the dashboard, with the results so far:\n  npx panoptes run ${relative(process.cwd(), config.file) || config.file} --http-port 8081\n`);
     },
   }).finally(() => process.off('SIGHUP', reload));
   if (!roles.has('sink')) printSummary(summary, config);

@@ -53,8 +53,10 @@ export function createProgress(stream: NodeJS.WriteStream = process.stderr): Pro
   }
   let lastLine = 0;
   let last: ProgressState | undefined;
+  let written: ProgressState | undefined;
   const write = (state: ProgressState): void => {
     lastLine = Date.now();
+    written = state;
     stream.write(`${state.stage}: ${state.frames}${state.total !== undefined ? `/${state.total}` : ''} frames from ${sources(state.sources)}, ${rate(state.frames).toFixed(1)} fps, ETA ${eta(state)}\n`);
   };
   return {
@@ -65,7 +67,8 @@ export function createProgress(stream: NodeJS.WriteStream = process.stderr): Pro
       if (stageChanged || Date.now() - lastLine >= 5000) write(state);
     },
     stop() {
-      if (last && lastLine > 0) write(last);
+      // The final state, unless that is what the last line said.
+      if (last && lastLine > 0 && (last.stage !== written?.stage || last.frames !== written.frames)) write(last);
       last = undefined;
     },
   };

@@ -26,7 +26,6 @@ describe('replay progress', () => {
         'replaying: 1/410 frames from 6 sources, 0.0 fps, ETA ?',
         'replaying: 101/410 frames from 6 sources, 10.1 fps, ETA 31 s',
         'flushing results: 410/410 frames from 1 source, 41.0 fps, ETA 0 s',
-        'flushing results: 410/410 frames from 1 source, 41.0 fps, ETA 0 s',
       ]);
     } finally {
       vi.useRealTimers();
