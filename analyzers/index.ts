@@ -70,6 +70,7 @@ export {
   stageDeadlineMs,
   taskTopics,
   type AppGraph,
+  type SnapshotStore,
   type StageBudgets,
 } from './dag/index.js';
 export {

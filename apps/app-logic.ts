@@ -70,7 +70,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
 
   const eventRow = (source: string, node: string, e: TrackEvent): ResultRow => {
     const at = frameId(spec.name, source, e.seq);
-    const common = { frame_seq: e.seq, frame_time: e.timeMs, node, track_id: e.trackId, class: e.className, previous: '' };
+    const common = { frame_seq: e.seq, frame_time: e.timeMs, node, track_id: e.trackId, class: e.className, previous: '', snapshot: '' };
     switch (e.event) {
       case 'line_crossing':
         return { app: spec.name, table: EVENTS.name, rowId: `${at}/line_crossing/${node}/${e.name}/${e.trackId}/${e.direction}`, source, fields: { ...common, event: e.event, name: e.name, direction: e.direction, value: '', duration_ms: 0 } };
@@ -139,7 +139,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
             table: EVENTS.name,
             rowId: `${frameId(spec.name, frame.source, change.seq)}/change/${field}`,
             source: frame.source,
-            fields: { frame_seq: change.seq, frame_time: change.timeMs, node: node.id, event: 'change', name: field, track_id: '', class: '', direction: '', value: String(value), previous: valueText(change.previous), duration_ms: 0 },
+            fields: { frame_seq: change.seq, frame_time: change.timeMs, node: node.id, event: 'change', name: field, track_id: '', class: '', direction: '', value: String(value), previous: valueText(change.previous), duration_ms: 0, snapshot: '' },
           });
         });
         return rows;

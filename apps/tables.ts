@@ -100,6 +100,11 @@ export const EVENTS: TableSpec = {
     { name: 'previous', type: 'String' },
     /** How long the object stayed: in the zone for `dwell`, in view for `track`. */
     { name: 'duration_ms', type: 'UInt64' },
+    /**
+     * The event's picture, where one was taken: the frame it was seen on with the object's box
+     * drawn, at `snapshots/<path>` in the data directory and `/snapshots/<path>` of the HTTP API.
+     */
+    { name: 'snapshot', type: 'String' },
   ],
   ...perFrame,
 };

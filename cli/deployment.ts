@@ -28,6 +28,7 @@ import { modelBatches } from './batch-sizes.js';
 import { createEpochService, loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
 import { createChdbSink, createClickHouseSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
 import type { Progress } from './progress.js';
+import { createSnapshotStore } from './snapshots.js';
 
 export const ROLES = ['ingest', 'backend', 'sink', 'scheduler'] as const;
 export type Role = (typeof ROLES)[number];
@@ -198,6 +199,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     ? createOnnxRuntime({ workers: backendConfig.threads, spinning: backendConfig.spinning, ...(backendConfig.intraOpThreads ? { intraOpThreads: backendConfig.intraOpThreads } : {}), logger })
     : undefined;
   const batchOf = runtime && ownBatches(config, logger);
+  const snapshots = runtime && backendConfig.snapshots ? createSnapshotStore({ dataDir: config.dataDir, retentionDays: sinkConfig.retentionDays, logger }) : undefined;
   const backend = runtime && batchOf && createBackend({
     id: `${process.pid}-0`,
     bus,
@@ -209,6 +211,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     batch: batchOf,
     groupId: Groups.backend,
     ...(options.onStats ? { onStats: options.onStats } : {}),
+    ...(snapshots ? { snapshots } : {}),
     logger,
   });
   const scheduler = scheduling && createEpochService({ bus, ...scheduling });
@@ -322,6 +325,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     await localAnalysis?.close().catch((err: unknown) => logger.error({ err }, 'local analysis close failed'));
     for (const stage of [...stages].reverse()) await stage.close().catch((err: unknown) => logger.error({ err }, 'stage close failed'));
     await runtime?.close();
+    snapshots?.close();
     if (localRuntime !== runtime) await localRuntime?.close();
     await bus.close();
     await sink?.close();

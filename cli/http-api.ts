@@ -46,6 +46,8 @@ export interface HttpApiOptions {
   apps?: () => readonly AppSpec[];
   /** Serves the dashboard at /. */
   dashboard?: boolean;
+  /** Serves /snapshots/… (pictures of events) from this folder. */
+  snapshots?: string;
 }
 
 export interface HttpApi {
@@ -146,7 +148,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   );
   if (metrics) app.get('/metrics', { schema: { summary: 'Prometheus metrics', tags: ['health'] } }, async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
   const apps = options.apps ?? (() => Object.values(sources?.config.apps ?? {}));
-  registerLiveRoutes(app, { apps, live: () => live });
+  registerLiveRoutes(app, { apps, live: () => live, ...(options.snapshots ? { snapshots: options.snapshots } : {}) });
   if (options.dashboard) registerDashboard(app);
 
   if (sources) {

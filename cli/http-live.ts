@@ -3,6 +3,8 @@
  * the plans, each source's newest analyzed frame with its boxes drawn, and the live event stream
  * (server-sent events). All reads: nothing here changes state.
  */
+import { readFile, realpath } from 'node:fs/promises';
+import { join, sep } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ErrorCode, PanoptesError, type AppSpec } from '../core/index.js';
 import { annotatedJpeg } from '../analyzers/index.js';
@@ -17,7 +19,7 @@ const TICK_MS = 1_000;
 
 const sourceParams = { type: 'object', properties: { id: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]*$', maxLength: 100 } }, required: ['id'] } as const;
 
-export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => readonly AppSpec[]; live: () => LiveView | undefined }): void {
+export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => readonly AppSpec[]; live: () => LiveView | undefined; snapshots?: string }): void {
   const running = (): LiveView => {
     const view = options.live();
     if (!view) throw new PanoptesError(ErrorCode.Closed, 'this process runs no pipeline (a `serve`), or it has not started yet');
@@ -51,6 +53,18 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
     return reply.type('image/jpeg').header('cache-control', 'no-store').send(await annotatedJpeg(frame.jpeg, frame.objects));
   });
 
+  const snapshots = options.snapshots;
+  if (snapshots) {
+    const plainName = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]*$', maxLength: 200 } as const;
+    const params = { type: 'object', properties: { app: plainName, source: plainName, file: { type: 'string', pattern: '^\\d+-[0-9a-f]{16}\\.jpg$' } }, required: ['app', 'source', 'file'] } as const;
+    app.get<{ Params: { app: string; source: string; file: string } }>('/snapshots/:app/:source/:file', { schema: { summary: "An event's picture: the path in its row's `snapshot` column", tags: ['events'], params } }, async (request, reply) => {
+      const { app: appName, source, file } = request.params;
+      const jpeg = await readSnapshot(snapshots, `${appName}/${source}/${file}`);
+      if (!jpeg) throw new PanoptesError(ErrorCode.SourceNotFound, `no picture ${appName}/${source}/${file} (removed with its rows, or never taken)`);
+      return reply.type('image/jpeg').header('cache-control', 'private, max-age=86400').send(jpeg);
+    });
+  }
+
   let streams = 0;
   app.get('/events', { schema: { summary: 'Live events as server-sent events: stats, drop, event, frame, plan, and counts every second', tags: ['events'] } }, (request, reply) => {
     const view = running();
@@ -58,6 +72,16 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
     streams += 1;
     openStream(reply, view, () => (streams -= 1));
   });
+}
+
+/** A picture's bytes, when the path names a file inside the folder (links out of it are not followed). */
+async function readSnapshot(root: string, path: string): Promise<Buffer | undefined> {
+  try {
+    const [folder, file] = await Promise.all([realpath(root), realpath(join(root, path))]);
+    return file.startsWith(`${folder}${sep}`) ? await readFile(file) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function latestFrame(view: LiveView, source: string) {

@@ -37,6 +37,7 @@ import { addSchedulerCommands } from './scheduler-commands.js';
 import { createProgress } from './progress.js';
 import { holderOf, runningResults, serveLocalQueries } from './local-endpoint.js';
 import { createLiveView } from './live-view.js';
+import { snapshotsDir } from './snapshots.js';
 
 const EXAMPLE_QUERY = 'SELECT class, count() AS n FROM detections GROUP BY class ORDER BY n DESC';
 
@@ -89,6 +90,7 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
       allowedHosts: config.deployment.http.allowedHosts,
       sources: { config, policy: sourcePolicy(config), token },
       dashboard: true,
+      snapshots: snapshotsDir(config.dataDir),
       ...(reader ? { queries: { sink: reader, savedQuery } } : {}),
     });
     process.stderr.write(`dashboard at ${server.url}/ (API: ${server.url}/openapi.json; adding or removing sources needs the token in ${token.where})\n`);
@@ -366,7 +368,7 @@ export function buildProgram(): Command {
       const { sink, held } = await openResults(opts, log);
       // Holding the embedded results, it answers the other processes' queries too.
       const local = held ? await serveLocalQueries({ dataDir: opts.dataDir, reader: sink, savedQuery, logger: log }) : undefined;
-      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery }, apps: shippedApps, dashboard: true });
+      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery }, apps: shippedApps, dashboard: true, snapshots: snapshotsDir(opts.dataDir) });
       process.stderr.write(`dashboard at ${server.url}/, queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);

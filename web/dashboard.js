@@ -138,10 +138,21 @@ function showFrame(source) {
 
 // ---- live events ----
 
-function addEvent(text, className) {
+/** A line in the live events, with the event's picture when it has one. */
+function addEvent(text, className, snapshot) {
   const list = $('events');
   const item = element('li', undefined, className);
   item.append(element('time', new Date().toLocaleTimeString()), document.createTextNode(text));
+  if (snapshot) {
+    const link = element('a');
+    link.href = `/snapshots/${snapshot.split('/').map(encodeURIComponent).join('/')}`;
+    link.target = '_blank';
+    const picture = element('img', undefined, 'snapshot');
+    picture.src = link.href;
+    picture.alt = text;
+    link.append(picture);
+    item.append(link);
+  }
   list.prepend(item);
   while (list.children.length > EVENTS_KEPT) list.lastChild.remove();
 }
@@ -181,7 +192,7 @@ function listen() {
   const on = (type, handle) => stream.addEventListener(type, (e) => handle(JSON.parse(e.data)));
   on('counts', showCounts);
   on('frame', ({ source }) => showFrame(source));
-  on('event', ({ app, source, fields }) => addEvent(`${app} · ${source}: ${describeEvent(fields)}`));
+  on('event', ({ app, source, fields }) => addEvent(`${app} · ${source}: ${describeEvent(fields)}`, undefined, fields.snapshot));
   on('drop', ({ drop }) => addEvent(`drop · ${drop.source ?? ''} at ${drop.where}: ${drop.why}`, 'drop'));
   on('plan', ({ epoch, backends }) => addEvent(`plan epoch ${epoch}: ${backends.map((b) => `${b.backend} ${b.sessions.length} sessions`).join(', ')}`));
 }

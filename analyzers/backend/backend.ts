@@ -3,6 +3,7 @@ import {
   Groups,
   Channels,
   createLogThrottle,
+  repeatedSuffix,
   type AppLogic,
   type Bus,
   type FrameRef,
@@ -13,7 +14,7 @@ import {
   type ResolvedModel,
   type Stats,
 } from '../../core/index.js';
-import { createDagRunner, DeadlineMissed, type DagNode, type StageBudgets } from '../dag/index.js';
+import { createDagRunner, DeadlineMissed, type DagNode, type SnapshotStore, type StageBudgets } from '../dag/index.js';
 import type { ImageInput } from '../image/index.js';
 import type { Executed, Prepared } from '../models/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
@@ -52,6 +53,8 @@ export interface BackendOptions {
   groupId?: string;
   /** The accelerator this backend runs on, announced in its stats. @defaultValue this host's CPUs */
   device?: NonNullable<Stats['device']>;
+  /** Where pictures of events are kept; absent, events have none. */
+  snapshots?: SnapshotStore;
 }
 
 export interface BackendStatus {
@@ -150,6 +153,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const parseParams = async (model: string, params: Record<string, unknown>): Promise<unknown> => (await hosting.runner(model)).parseParams(params);
   const specialized = createSpecializedNodes({ apps: options.apps, runtime: options.runtime, infer, parseParams, logger });
 
+  /** A full disk fails every picture: said once, then counted. */
+  const snapshotFailures = createLogThrottle(30_000);
   const runner = createDagRunner({
     apps: options.apps,
     parseParams,
@@ -158,6 +163,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     realtime: options.realtime ?? (() => true),
     crops: options.bus.kind === 'memory' ? 'pixels' : 'jpeg',
     onFanOut: (app, from, to, children) => stats.fannedOut(app, from, to, children),
+    ...(options.snapshots ? { snapshots: options.snapshots, onSnapshotError: (err: unknown) => snapshotFailures.log('snapshot', (repeats) => logger.warn({ err }, `an event's picture could not be kept; its row has none${repeatedSuffix(repeats, 30_000)}`)) } : {}),
   });
   const intake = createIntake({
     id: options.id,
@@ -244,6 +250,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       state = 'closed';
       clearInterval(statsTimer);
       statsFailures.close();
+      snapshotFailures.close();
       await plans.close();
       await intake.close();
       await producer.close();

@@ -3,6 +3,7 @@ import { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type RgbI
 import { cropImage } from '../models/index.js';
 import { cropRegion, passesFilter, rawImage, regionOf, shiftBox, shiftOutput } from './edges.js';
 import { planNodes, type PlannedNode } from './graph.js';
+import { pictureEvents } from './snapshots.js';
 import { budgetUpTo, evenSloSplit, stageDeadlineMs, type StageBudgets } from './stage-deadlines.js';
 import { DeadlineMissed, type DagOutbox, type DagRunner, type DagRunnerOptions } from './types.js';
 
@@ -89,8 +90,11 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
     }
     // Boxes from a crop are moved into frame pixels before anyone sees them.
     if (offset.x !== 0 || offset.y !== 0) output = shiftOutput(output, offset);
+    const rows = app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 });
+    // Pictures of the frame's events, where the whole frame is here (not for a crop's).
+    if (options.snapshots && work.lineage.length === 0) await pictureEvents(rows, work.image, options.snapshots, options.onSnapshotError ?? (() => {}));
     await work.after;
-    for (const row of app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 })) out.row(row);
+    for (const row of rows) out.row(row);
     if (output.kind !== 'detections' || planned.children.length === 0) return;
     let whole: RgbImage;
     try {

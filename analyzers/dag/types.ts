@@ -37,6 +37,15 @@ export interface DagRunnerOptions {
   crops: 'pixels' | 'jpeg';
   /** Child tasks made by one parent output along an edge (the fan-out γ the scheduler measures). */
   onFanOut(app: string, from: string, to: string, children: number): void;
+  /** Keeps an event's picture (a JPEG) and says where: the path its row records; absent, events get none. */
+  snapshots?: SnapshotStore;
+  /** A picture that could not be made (its event's row goes on without one). */
+  onSnapshotError?: (err: unknown) => void;
+}
+
+export interface SnapshotStore {
+  /** Stores the JPEG of `row`'s event; resolves with its path under the snapshots folder, or undefined when it could not be stored. */
+  save(row: ResultRow, jpeg: Uint8Array): Promise<string | undefined>;
 }
 
 export interface DagRunner {

@@ -1,4 +1,5 @@
 import sharp from 'sharp';
+import { isJpeg, type ImageInput } from './jpeg.js';
 
 /** A box to draw, in the image's pixels, and its label. */
 export interface LabelledBox {
@@ -13,8 +14,9 @@ const COLOURS = ['#ffd60a', '#4cc9f0', '#f72585', '#80ed99', '#ff8500', '#b5179e
  * The frame as a JPEG with each object's box and label drawn on it, by libvips (an SVG overlay
  * composited in native code, off the event loop).
  */
-export async function annotatedJpeg(jpeg: Uint8Array, objects: readonly LabelledBox[]): Promise<Buffer> {
-  const image = sharp(jpeg);
+export async function annotatedJpeg(frame: Uint8Array | ImageInput, objects: readonly LabelledBox[]): Promise<Buffer> {
+  const image =
+    frame instanceof Uint8Array ? sharp(frame) : isJpeg(frame) ? sharp(frame.jpeg) : sharp(frame.data, { raw: { width: frame.width, height: frame.height, channels: 3 } });
   const { width = 0, height = 0 } = await image.metadata();
   if (objects.length === 0 || width === 0 || height === 0) return image.jpeg({ quality: 85 }).toBuffer();
   const stroke = Math.max(2, Math.round(Math.min(width, height) / 240));

@@ -213,8 +213,10 @@ export const deploymentSchema = z.strictObject({
       intraOpThreads: z.number().int().positive().max(256).optional(),
       /** onnxruntime's threads spin between runs instead of sleeping (steadier latency on cores of their own). */
       spinning: z.boolean().default(false),
+      /** Pictures of events (line crossings, dwells, changes): the frame with the object's box drawn, kept in `<dataDir>/snapshots` as long as the rows. */
+      snapshots: z.boolean().default(true),
     })
-    .default({ threads: 1, spinning: false }),
+    .default({ threads: 1, spinning: false, snapshots: true }),
   ingest: z
     .strictObject({
       /**

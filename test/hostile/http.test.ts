@@ -5,7 +5,7 @@
  * elsewhere; malformed input is a 4xx with a message, never a 500.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,7 +46,12 @@ beforeAll(async () => {
     queries: { sink, savedQuery: () => 'SELECT count() AS n FROM detections' },
     sources: { config, policy: { schemes: ['rtsp', 'http'], directories: [dir] }, token: { token: TOKEN, where: 'the test' } },
     dashboard: true,
+    snapshots: join(dir, 'snapshots'),
   });
+  // A picture, and a "picture" that is a link to a secret outside the folder.
+  mkdirSync(join(dir, 'snapshots/traffic/cam'), { recursive: true });
+  writeFileSync(join(dir, 'snapshots/traffic/cam/1-0123456789abcdef.jpg'), 'a picture');
+  symlinkSync(join(outside, 'secret.mp4'), join(dir, 'snapshots/traffic/cam/2-0123456789abcdef.jpg'));
 });
 afterAll(async () => {
   await api.close();
@@ -130,6 +135,16 @@ describe('hostile HTTP', () => {
     const apps = JSON.parse((await send('GET', '/apps')).body) as { apps: { name: string; queries: { name: string }[] }[] };
     expect(apps.apps.map((a) => a.name)).toEqual(['traffic']);
     expect(apps.apps[0]!.queries.map((q) => q.name)).toContain('traffic.objects_per_class');
+  });
+
+  it("serves events' pictures from their folder only: no path out of it, no link out of it", async () => {
+    const picture = await send('GET', '/snapshots/traffic/cam/1-0123456789abcdef.jpg');
+    expect([picture.status, picture.body]).toEqual([200, 'a picture']);
+    expect((await send('GET', '/snapshots/traffic/cam/2-0123456789abcdef.jpg')).status).toBe(404);
+    for (const path of ['/snapshots/traffic/cam/..%2F..%2F..%2Fapi-token', '/snapshots/..%2F..%2Fx/cam/1-0123456789abcdef.jpg', '/snapshots/traffic/cam/1-0123456789abcdef.png', '/snapshots/.hidden/cam/1-0123456789abcdef.jpg']) {
+      expect((await send('GET', path)).status, path).toBe(400);
+    }
+    expect((await send('GET', '/snapshots/traffic/cam/9-0123456789abcdef.jpg')).status).toBe(404);
   });
 
   it('refuses requests from another site: Origin, Sec-Fetch-Site (an <img> or a form on any page)', async () => {

@@ -27,12 +27,14 @@ const countBy = (rows: { class: string; direction: string }[]): Record<string, n
 describe.skipIf(!existsSync(clip))('the traffic app on car-detection.mp4 (needs ../shared/footage)', () => {
   it.each([2, 4])('counts the hand-labelled crossings per direction and class at %i fps', async (fps) => {
     const { summary, rows } = await runApps(['traffic'], { id: 'road', path: clip, apps: ['traffic'], fps }, {
-      crossings: "SELECT class, direction, frame_seq, track_id FROM events WHERE app = 'traffic' AND event = 'line_crossing' ORDER BY frame_seq",
+      crossings: "SELECT class, direction, frame_seq, track_id, snapshot FROM events WHERE app = 'traffic' AND event = 'line_crossing' ORDER BY frame_seq",
       saved: "SELECT class, direction, count() AS count FROM events WHERE app = 'traffic' AND event = 'line_crossing' GROUP BY class, direction ORDER BY class, direction",
       untracked: "SELECT count() AS n FROM detections WHERE app = 'traffic' AND track_id = ''",
     });
     expect(summary.drops).toBe(0);
-    const crossings = rows.crossings as { class: string; direction: string; frame_seq: number; track_id: string }[];
+    const crossings = rows.crossings as { class: string; direction: string; frame_seq: number; track_id: string; snapshot: string }[];
+    // Each crossing has its picture, named by app, source and frame.
+    for (const c of crossings) expect(c.snapshot).toMatch(new RegExp(`^traffic/road/${c.frame_seq}-[0-9a-f]{16}\\.jpg$`));
     console.log(`traffic at ${fps} fps: ${JSON.stringify(crossings)}`);
 
     expect(countBy(crossings)).toEqual(countBy(labels.crossings));

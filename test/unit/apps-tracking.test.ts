@@ -58,10 +58,10 @@ describe('app logic with track, lines and zones', () => {
     expect(detections.filter((r) => r.fields.class === 'backpack').map((r) => r.fields.track_id)).toEqual(Array(6).fill(''));
 
     expect(events(rows)).toEqual([
-      { frame_seq: 3, frame_time: 3000, node: 'people', event: 'line_crossing', name: 'door', track_id: '0-0', class: 'person', direction: 'in', value: '', previous: '', duration_ms: 0, rowId: 'lobby/cam/3/line_crossing/people/door/0-0/in' },
+      { frame_seq: 3, frame_time: 3000, node: 'people', event: 'line_crossing', name: 'door', track_id: '0-0', class: 'person', direction: 'in', value: '', previous: '', duration_ms: 0, snapshot: '', rowId: 'lobby/cam/3/line_crossing/people/door/0-0/in' },
       // Missed on frames 4 and 5 (maxMissedFrames 1): it ends on 5, inside the desk zone all along.
-      { frame_seq: 0, frame_time: 0, node: 'people', event: 'dwell', name: 'desk', track_id: '0-0', class: 'person', direction: '', value: '', previous: '', duration_ms: 3000, rowId: 'lobby/cam/0/dwell/people/desk/0-0' },
-      { frame_seq: 0, frame_time: 0, node: 'people', event: 'track', name: 'people', track_id: '0-0', class: 'person', direction: '', value: '{"frames":4,"seen":{}}', previous: '', duration_ms: 3000, rowId: 'lobby/cam/0/track/people/0-0' },
+      { frame_seq: 0, frame_time: 0, node: 'people', event: 'dwell', name: 'desk', track_id: '0-0', class: 'person', direction: '', value: '', previous: '', duration_ms: 3000, snapshot: '', rowId: 'lobby/cam/0/dwell/people/desk/0-0' },
+      { frame_seq: 0, frame_time: 0, node: 'people', event: 'track', name: 'people', track_id: '0-0', class: 'person', direction: '', value: '{"frames":4,"seen":{}}', previous: '', duration_ms: 3000, snapshot: '', rowId: 'lobby/cam/0/track/people/0-0' },
     ]);
     for (const row of rows) expect(rowProblem(APP_TABLES.find((t) => t.name === row.table)!, row)).toBeUndefined();
     expect(logic.flush()).toEqual([]);
