@@ -9,7 +9,7 @@
  *   POST   /sources           start a source: JSON, as in a deployment file; needs the token (run)
  *   DELETE /sources/:id       stop a source; needs the token (run)
  *   GET    /sources/:id/frame[.jpg], /apps, /plan, /plan/history, /events (run; http-live.ts)
- *   GET    /query?sql=...     read-only SQL (or ?saved=<app>.<query>), format json|csv|table
+ *   GET    /query?sql=...     read-only SQL (or ?saved=<app>.<query>), format json|columns|csv|table
  *   POST   /query             the same as a JSON body { sql | saved, format }, for long SQL
  * Every request must name this server in Host and come from no other site (see http-guards.ts);
  * bodies are JSON only. Errors are `{ error: { code, message } }` with a 4xx for bad input.
@@ -73,7 +73,8 @@ const STATUS: Partial<Record<string, number>> = {
   [ErrorCode.Closed]: 503,
   [ErrorCode.SinkUnavailable]: 503,
 };
-const FORMATS = ['json', 'csv', 'table'] as const;
+/** `json` is the CLI's `--format json` (an array of row objects); `columns` adds the columns' names and types: `{ columns, rows }`. */
+const FORMATS = ['json', 'columns', 'csv', 'table'] as const;
 const PACKAGE_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const MAX_BODY_BYTES = 64 * 1024;
 const MAX_SQL_CHARS = 100_000;
@@ -86,7 +87,7 @@ const querySchema = {
   },
   additionalProperties: false,
 } as const;
-type QueryRequest = { sql?: string; saved?: string; format: OutputFormat };
+type QueryRequest = { sql?: string; saved?: string; format: OutputFormat | 'columns' };
 
 /** The policy a deployment sets for sources added over HTTP, its directories made absolute (links resolved). */
 export function sourcePolicy(config: CompiledConfig): SourcePolicy {
@@ -180,10 +181,11 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     const answer = async (reply: FastifyReply, { sql, saved, format }: QueryRequest): Promise<FastifyReply> => {
       if (!sql === !saved) throw new PanoptesError(ErrorCode.HttpBadRequest, 'give sql=<SELECT ...> or saved=<app>.<query>, one of them');
       const result = await queries.sink.query(saved ? queries.savedQuery(saved) : (sql ?? ''));
-      if (format === 'json') return reply.send(result);
+      if (format === 'columns') return reply.send(result);
+      if (format === 'json') return reply.type('application/json; charset=utf-8').send(formatTable(result, 'json'));
       return reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8').send(`${formatTable(result, format)}\n`);
     };
-    const summary = 'Run a read-only SQL query on the results (or an app\'s saved query); JSON is { columns, rows }';
+    const summary = "Run a read-only SQL query on the results (or an app's saved query): `json` gives an array of row objects, as the CLI's --format json; `columns` gives { columns, rows }";
     app.get<{ Querystring: QueryRequest }>('/query', { schema: { summary, tags: ['query'], querystring: querySchema } }, (request, reply) => answer(reply, request.query));
     app.post<{ Body: QueryRequest }>('/query', { schema: { summary, tags: ['query'], body: querySchema } }, (request, reply) => answer(reply, request.body));
   }

@@ -26,7 +26,7 @@ async function api(path, init) {
   return body;
 }
 
-const query = (sql) => api('/query', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql, format: 'json' }) });
+const query = (sql) => api('/query', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql, format: 'columns' }) });
 
 // ---- charts: one series per key, on the times every row shares ----
 

@@ -45,11 +45,14 @@ describe('GET /query', () => {
   it('answers SQL as JSON, CSV or a table, and saved queries by name', async () => {
     const json = await get(sql('SELECT class, count() AS n FROM detections GROUP BY class ORDER BY class'));
     expect(json.status).toBe(200);
-    expect(JSON.parse(json.body)).toMatchObject({ columns: [{ name: 'class' }, { name: 'n' }], rows: [{ class: 'bus', n: 1 }, { class: 'car', n: 2 }] });
+    // As the CLI's --format json: an array of row objects; with `columns`, the columns too.
+    expect(JSON.parse(json.body)).toEqual([{ class: 'bus', n: 1 }, { class: 'car', n: 2 }]);
+    const columns = await get(`${sql('SELECT class, count() AS n FROM detections GROUP BY class ORDER BY class')}&format=columns`);
+    expect(JSON.parse(columns.body)).toMatchObject({ columns: [{ name: 'class' }, { name: 'n' }], rows: [{ class: 'bus', n: 1 }, { class: 'car', n: 2 }] });
     expect((await get(`${sql('SELECT 1 AS one')}&format=csv`)).body).toBe('one\n1\n');
     expect((await get(`${sql('SELECT 1 AS one')}&format=table`)).body).toContain('(1 row)');
     const saved = await get('saved=traffic.objects_per_class');
-    expect(JSON.parse(saved.body).rows).toEqual([{ class: 'car', n: 2 }, { class: 'bus', n: 1 }]);
+    expect(JSON.parse(saved.body)).toEqual([{ class: 'car', n: 2 }, { class: 'bus', n: 1 }]);
   });
 
   it('refuses writes however they are phrased, and nothing changes', async () => {
@@ -60,7 +63,7 @@ describe('GET /query', () => {
     }
     const multi = await get(sql('SELECT 1; DROP TABLE detections'));
     expect([400, 403]).toContain(multi.status);
-    expect(JSON.parse((await get(sql('SELECT count() AS n FROM detections'))).body).rows).toEqual([{ n: 3 }]);
+    expect(JSON.parse((await get(sql('SELECT count() AS n FROM detections'))).body)).toEqual([{ n: 3 }]);
   });
 
   it('says what is wrong with a bad request', async () => {
