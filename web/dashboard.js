@@ -42,10 +42,19 @@ function pivot(rows) {
 
 const charts = new Map();
 
+/** Each series on top of the ones before it (gaps count as 0), for a stacked chart. */
+function stack([times, ...series]) {
+  const sums = times.map(() => 0);
+  return [times, ...series.map((values) => values.map((v, i) => (sums[i] += v ?? 0)))];
+}
+
 /** Draws (or redraws) the chart in `id` from rows of { t, key, value }. */
-function drawChart(id, rows, { yLabel, range, bars } = {}) {
+function drawChart(id, rows, { yLabel, range, bars, stacked } = {}) {
   const host = $(id);
-  const { keys, data } = pivot(rows);
+  const pivoted = pivot(rows);
+  // Stacked areas go top one first, so that each lower one is painted over the one above it.
+  const keys = stacked ? [...pivoted.keys].reverse() : pivoted.keys;
+  const data = stacked ? ((d) => [d[0], ...d.slice(1).reverse()])(stack(pivoted.data)) : pivoted.data;
   const shape = keys.join('\n');
   let entry = charts.get(id);
   if (entry && entry.shape !== shape) {
@@ -68,7 +77,10 @@ function drawChart(id, rows, { yLabel, range, bars } = {}) {
       // One point alone gets a minute around it, not uPlot's guess of years.
       scales: { x: { time: true, range: (_u, min, max) => (max - min < 10 ? [min - 30, max + 30] : [min, max]) }, y: range ? { range } : {} },
       axes: [{ stroke: '#8b9bab', grid: { stroke: '#243140' } }, { label: yLabel, stroke: '#8b9bab', grid: { stroke: '#243140' } }],
-      series: [{}, ...keys.map((key, i) => ({ label: key, stroke: COLOURS[i % COLOURS.length], width: 2, spanGaps: false, ...(paths ? { paths, fill: `${COLOURS[i % COLOURS.length]}88` } : {}) }))],
+      series: [
+        {},
+        ...keys.map((key, i) => ({ label: key, stroke: COLOURS[i % COLOURS.length], width: 2, spanGaps: false, ...(paths ? { paths } : {}), ...(paths || stacked ? { fill: `${COLOURS[i % COLOURS.length]}${stacked ? 'cc' : '55'}` } : {}) })),
+      ],
     },
     data,
     host,
@@ -83,8 +95,12 @@ async function refreshCharts() {
       drawChart('slo-chart', r.rows, { yLabel: 'on time', range: [0, 1] }),
     ),
     query(`SELECT ${step} AS t, concat(stage, ': ', reason) AS key, count() AS value FROM drops WHERE ${WINDOW} GROUP BY t, key ORDER BY t`).then((r) => drawChart('drops-chart', r.rows, { yLabel: 'drops', bars: true })),
-    query(`SELECT ${step} AS t, concat(backend, ' ', session) AS key, avg(arrival_rate) AS value FROM session_stats WHERE ${WINDOW} AND stream = '' GROUP BY t, key ORDER BY t`).then((r) =>
-      drawChart('sessions-chart', r.rows, { yLabel: 'requests/s' }),
+    // Nexus' Fig. 13: requests per session stacked, the backends serving them, the bad rate (the SLO chart).
+    query(`SELECT ${step} AS t, session AS key, sum(arrival_rate) * uniqExact(backend) / count() AS value FROM session_stats WHERE ${WINDOW} AND stream = '' GROUP BY t, key ORDER BY t`).then((r) =>
+      drawChart('sessions-chart', r.rows, { yLabel: 'requests/s', stacked: true }),
+    ),
+    query(`SELECT ${step} AS t, 'backends serving' AS key, uniqExact(backend) AS value FROM session_stats WHERE ${WINDOW} GROUP BY t ORDER BY t`).then((r) =>
+      drawChart('backends-chart', r.rows, { yLabel: 'backends' }),
     ),
     query('SELECT epoch, backend, any(duty_cycle_ms) AS duty, groupArray(concat(session, \' ×\', toString(batch))) AS sessions FROM plans GROUP BY epoch, backend ORDER BY epoch DESC, backend LIMIT 8').then((r) => {
       $('plan').textContent =
