@@ -27,7 +27,7 @@ import { createIngest, isLive, type Ingest, type SourceResult } from '../ingest/
 import { modelBatches } from './batch-sizes.js';
 import { createEpochService, loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
 import { createChdbSink, createClickHouseSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
-import type { Progress } from './progress.js';
+import { STATUS_EVERY_MS, statusLines, type Progress } from './progress.js';
 import { createSnapshotStore } from './snapshots.js';
 
 export const ROLES = ['ingest', 'backend', 'sink', 'scheduler'] as const;
@@ -391,27 +391,6 @@ function schedulerOptions(config: CompiledConfig, families: readonly ResolvedMod
     ...(settings.minEpochS !== undefined ? { minEpochMs: settings.minEpochS * 1000 } : {}),
     ...(settings.deviceMemoryMB ? { deviceMemoryMB: settings.deviceMemoryMB } : {}),
     logger,
-  };
-}
-
-/** How often roles without ingest say what they did. */
-const STATUS_EVERY_MS = 10_000;
-
-/** One line of what the roles here did since the last line: frames analyzed, rows stored, the plan's epoch; or that they wait. */
-export function statusLines(roles: { backend?: () => { frames: number; drops: number }; sink?: () => { rowsInserted: number }; scheduler?: () => { epoch: number; backends: string[] } }) {
-  let before = { frames: 0, drops: 0, rows: 0, epoch: 0 };
-  return {
-    line(): string {
-      const now = { frames: roles.backend?.().frames ?? 0, drops: roles.backend?.().drops ?? 0, rows: roles.sink?.().rowsInserted ?? 0, epoch: roles.scheduler?.().epoch ?? 0 };
-      const parts = [
-        ...(roles.backend ? [`backend: ${now.frames} frames (+${now.frames - before.frames}), ${now.drops} drops (+${now.drops - before.drops})`] : []),
-        ...(roles.sink ? [`sink: ${now.rows} rows (+${now.rows - before.rows})`] : []),
-        ...(roles.scheduler ? [`scheduler: epoch ${now.epoch}, ${roles.scheduler().backends.length} backends`] : []),
-      ];
-      const idle = now.frames === before.frames && now.rows === before.rows && now.epoch === before.epoch;
-      before = now;
-      return `${parts.join('; ')}${idle ? ` — idle for ${STATUS_EVERY_MS / 1000} s, waiting for work` : ''}`;
-    },
   };
 }
 

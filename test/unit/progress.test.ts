@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { createProgress } from '../../cli/progress.js';
+import { createProgress, statusLines } from '../../cli/progress.js';
 import { gifDurationMs, resolveFfmpegPath } from '../../ingest/index.js';
 
 describe('replay progress', () => {
@@ -53,8 +53,7 @@ describe("a GIF's length, which ffmpeg does not report", () => {
 });
 
 describe('the status line of roles without ingest', () => {
-  it('says what each role did since the last line, and when they all waited', async () => {
-    const { statusLines } = await import('../../cli/deployment.js');
+  it('says what each role did since the last line, and when they all waited', () => {
     const counts = { frames: 10, drops: 0, rowsInserted: 40 };
     const status = statusLines({ backend: () => counts, sink: () => counts, scheduler: () => ({ epoch: 2, backends: ['a', 'b'] }) });
     expect(status.line()).toBe('backend: 10 frames (+10), 0 drops (+0); sink: 40 rows (+40); scheduler: epoch 2, 2 backends');
