@@ -4,6 +4,7 @@
  * (server-sent events). All reads: nothing here changes state.
  */
 import { readFile, realpath } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
 import { join, sep } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ErrorCode, PanoptesError, type AppSpec } from '../core/index.js';
@@ -16,6 +17,8 @@ const MAX_STREAMS = 16;
 const KEEPALIVE_MS = 15_000;
 /** The counts' event, this often. */
 const TICK_MS = 1_000;
+/** A stream whose client reads less than this behind is ended rather than buffered for. */
+const MAX_UNREAD_BYTES = 1024 * 1024;
 
 const sourceParams = { type: 'object', properties: { id: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]*$', maxLength: 100 } }, required: ['id'] } as const;
 
@@ -48,9 +51,16 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
     const { jpeg: _jpeg, ...frame } = latestFrame(running(), request.params.id);
     return frame;
   });
+  // Drawn once per frame and objects, however many dashboards ask.
+  const drawn = new Map<string, { frame: object; objects: number; jpeg: Promise<Buffer> }>();
   app.get<{ Params: { id: string } }>('/sources/:id/frame.jpg', { schema: { summary: "The source's newest analyzed frame as a JPEG, with its objects' boxes and labels drawn", tags: ['sources'], params: sourceParams } }, async (request, reply) => {
     const frame = latestFrame(running(), request.params.id);
-    return reply.type('image/jpeg').header('cache-control', 'no-store').send(await annotatedJpeg(frame.jpeg, frame.objects));
+    let picture = drawn.get(frame.source);
+    if (picture?.frame !== frame || picture.objects !== frame.objects.length) {
+      drawn.set(frame.source, (picture = { frame, objects: frame.objects.length, jpeg: annotatedJpeg(frame.jpeg, frame.objects) }));
+      picture.jpeg.catch(() => drawn.delete(frame.source));
+    }
+    return reply.type('image/jpeg').header('cache-control', 'no-store').send(await picture.jpeg);
   });
 
   const snapshots = options.snapshots;
@@ -65,12 +75,16 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
     });
   }
 
-  let streams = 0;
-  app.get('/events', { schema: { summary: 'Live events as server-sent events: stats, drop, event, frame, plan, and counts every second', tags: ['events'] } }, (request, reply) => {
+  const streams = new Set<ServerResponse>();
+  // A server closing ends its streams: they would hold the process open otherwise.
+  app.addHook('preClose', async () => {
+    for (const res of streams) res.end();
+  });
+  app.get('/events', { schema: { summary: 'Live events as server-sent events: stats, drop, event, frame, plan, and counts every second', tags: ['events'] } }, (_request, reply) => {
     const view = running();
-    if (streams >= MAX_STREAMS) throw new PanoptesError(ErrorCode.HttpTooMany, `${MAX_STREAMS} event streams are open already; close one first`);
-    streams += 1;
-    openStream(reply, view, () => (streams -= 1));
+    if (streams.size >= MAX_STREAMS) throw new PanoptesError(ErrorCode.HttpTooMany, `${MAX_STREAMS} event streams are open already; close one first`);
+    streams.add(reply.raw);
+    openStream(reply, view, () => streams.delete(reply.raw));
   });
 }
 
@@ -95,13 +109,17 @@ function openStream(reply: FastifyReply, view: LiveView, closed: () => void): vo
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
-  const send = (type: string, data: unknown): void => void res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  const send = (type: string, data: unknown): void => {
+    // A client that stops reading is let go, not buffered for.
+    if (res.writableLength > MAX_UNREAD_BYTES) return void res.destroy();
+    res.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  };
   const unsubscribe = view.subscribe((event: LiveEvent) => {
     const { type, ...data } = event;
     send(type, data);
   });
   const tick = setInterval(() => send('counts', view.counts()), TICK_MS);
-  const keepalive = setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS);
+  const keepalive = setInterval(() => res.writableLength <= MAX_UNREAD_BYTES && res.write(': keepalive\n\n'), KEEPALIVE_MS);
   send('counts', view.counts());
   res.on('close', () => {
     clearInterval(tick);

@@ -99,7 +99,8 @@ export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView 
     if (frame?.seq !== seq) {
       const pixels = pending.get(row.source)?.frames.get(seq);
       analyzed(row.source, seq);
-      if (!pixels || (frame && frame.seq > seq)) return;
+      // Frames before the latest were let go when it came; one here is newer, or a restarted source's.
+      if (!pixels) return;
       frame = { source: row.source, seq, atMs: Date.now(), ...pixels, objects: [] };
       latest.set(row.source, frame);
     }

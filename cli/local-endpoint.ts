@@ -6,7 +6,7 @@
  * The holder's own read-only sessions run them: the same read-only guarantees and limits.
  */
 import { request } from 'node:http';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
 import { checkAnswer, type QueryLimits, type QueryResult, type ResultSink } from '../sinks/index.js';
@@ -17,6 +17,8 @@ interface Holder {
   pid: number;
   command: string;
   startedAt: string;
+  /** Whether it answers on the socket (a data directory's path can be too long for one). */
+  socket: boolean;
 }
 
 const runDir = (dataDir: string): string => join(resolve(dataDir), 'run');
@@ -25,44 +27,59 @@ const holderFile = (dataDir: string): string => join(runDir(dataDir), 'holder.js
 /** Unix socket paths are limited to 107 bytes on Linux. */
 const MAX_SOCKET_PATH = 100;
 
-/** Answers queries on `<dataDir>/run/panoptes.sock` from `reader` until closed. */
+/**
+ * Answers queries on `<dataDir>/run/panoptes.sock` from `reader` until closed, and says in
+ * `holder.json` beside it which process holds the results.
+ */
 export async function serveLocalQueries(options: { dataDir: string; reader: ResultSink; savedQuery: (name: string) => string; logger: Logger }): Promise<{ close(): Promise<void> }> {
   const { dataDir, logger } = options;
   const path = socketOf(dataDir);
-  if (Buffer.byteLength(path) > MAX_SOCKET_PATH) {
-    logger.warn({ path }, 'the data directory path is too long for a local socket: other processes cannot query these results while this one runs');
-    return { close: async () => {} };
-  }
-  mkdirSync(runDir(dataDir), { recursive: true, mode: 0o700 });
+  ownFolder(runDir(dataDir));
   // This process holds the results, so a socket left here belongs to a process that is gone.
   rmSync(path, { force: true });
-  const server = await startHttpApi({ path, logger, queries: { sink: options.reader, savedQuery: options.savedQuery } });
-  const holder: Holder = { pid: process.pid, command: ['panoptes', ...process.argv.slice(2)].join(' '), startedAt: new Date().toISOString() };
-  writeFileSync(holderFile(dataDir), `${JSON.stringify(holder)}\n`, { mode: 0o600 });
+  const socket = Buffer.byteLength(path) <= MAX_SOCKET_PATH;
+  if (!socket) logger.warn({ path }, 'the data directory path is too long for a local socket: other processes cannot query these results while this one runs');
+  const server = socket ? await startHttpApi({ path, logger, queries: { sink: options.reader, savedQuery: options.savedQuery } }) : undefined;
+  const holder: Holder = { pid: process.pid, command: ['panoptes', ...process.argv.slice(2)].join(' '), startedAt: new Date().toISOString(), socket };
+  // Written whole and renamed into place: a link planted at the name is replaced, not followed.
+  const part = `${holderFile(dataDir)}.${process.pid}`;
+  writeFileSync(part, `${JSON.stringify(holder)}\n`, { mode: 0o600, flag: 'wx' });
+  renameSync(part, holderFile(dataDir));
   return {
     async close() {
-      await server.close();
       rmSync(holderFile(dataDir), { force: true });
+      await server?.close();
     },
   };
+}
+
+/**
+ * `run/` must be this user's alone: the socket in it answers queries, and a folder others can
+ * write to would let them put their own socket (and answers) in its place.
+ */
+function ownFolder(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const stats = lstatSync(dir);
+  const uid = process.getuid?.();
+  if (!stats.isDirectory() || (uid !== undefined && stats.uid !== uid)) {
+    throw new PanoptesError(ErrorCode.ConfigInvalid, `${dir} is not a folder of this user's (a link, or another user's): remove it, or use another --data-dir`);
+  }
+  if ((stats.mode & 0o077) !== 0) chmodSync(dir, 0o700);
 }
 
 /** The results as the process holding them answers for them, or undefined when none runs. */
 export async function runningResults(dataDir: string, limits: QueryLimits = {}): Promise<ResultSink | undefined> {
   const path = socketOf(dataDir);
-  if (!existsSync(path)) return undefined;
-  try {
-    await send(path, 'GET', '/health', undefined, 5_000);
-  } catch {
-    return undefined;
-  }
-  const timeoutMs = (limits.maxExecutionS ?? 30) * 1000 + 5_000;
+  if (!(await answers(path))) return undefined;
+  // The holder runs the query within its own limits (memory, time); this command's, where
+  // tighter, bound the wait and the answer here.
+  const timeoutMs = (limits.maxExecutionS ?? 30) * 1000;
   return {
     kind: 'chdb',
     async query(sql) {
-      const answer = JSON.parse(await send(path, 'POST', '/query', JSON.stringify({ sql, format: 'columns' }), timeoutMs)) as QueryResult;
-      // The holder's limits applied there; this command's own, where they are tighter, here.
-      checkAnswer({ rows: answer.rows.length }, limits);
+      const text = await send(path, 'POST', '/query', JSON.stringify({ sql, format: 'columns' }), timeoutMs);
+      const answer = JSON.parse(text) as QueryResult;
+      checkAnswer({ rows: answer.rows.length, bytes: Buffer.byteLength(text) }, limits);
       return answer;
     },
     ensureTables: () => Promise.reject(new PanoptesError(ErrorCode.QueryReadOnly, 'results answered by another process are read-only')),
@@ -71,15 +88,25 @@ export async function runningResults(dataDir: string, limits: QueryLimits = {}):
   };
 }
 
-/** Which process holds the results in `dataDir`, as a phrase for messages, if one says so and still runs. */
-export function holderOf(dataDir: string): string | undefined {
+const answers = (socketPath: string): Promise<boolean> =>
+  existsSync(socketPath) ? send(socketPath, 'GET', '/health', undefined, 5_000).then(() => true, () => false) : Promise.resolve(false);
+
+/**
+ * Which process holds the results in `dataDir`, as a phrase for messages: one that says so in
+ * `holder.json`, still runs, is not this one, and answers on its socket where it made one. A
+ * file left by a process that is gone (killed, or its pid taken by another since) names none.
+ */
+export async function holderOf(dataDir: string): Promise<string | undefined> {
+  let holder: Holder;
   try {
-    const holder = JSON.parse(readFileSync(holderFile(dataDir), 'utf8')) as Holder;
+    holder = JSON.parse(readFileSync(holderFile(dataDir), 'utf8')) as Holder;
+    if (holder.pid === process.pid) return undefined;
     process.kill(holder.pid, 0);
-    return `process ${holder.pid} (${holder.command}, since ${holder.startedAt})`;
   } catch {
     return undefined;
   }
+  if (holder.socket && !(await answers(socketOf(dataDir)))) return undefined;
+  return `process ${holder.pid} (${holder.command}, since ${holder.startedAt})`;
 }
 
 /** One request on the socket; the body of a 2xx answer, else the API's error as a PanoptesError. */

@@ -74,7 +74,7 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
   // Checked first, naming the key: chDB's own recursive mkdir never returns under /proc.
   if (embedded) ensureDir(join(config.dataDir, 'clickhouse'), 'dataDir');
   // Read-only sessions of its own beside the sink's: queries never touch what the sink writes with.
-  const reader = roles.has('sink') ? openStore(config, logger) : undefined;
+  const reader = roles.has('sink') ? await openStore(config, logger) : undefined;
   const savedQuery = savedQueryOf((app) => config.apps[app]);
   // The embedded results open in this process only: it answers the other processes' queries.
   const local = reader && embedded ? await serveLocalQueries({ dataDir: config.dataDir, reader, savedQuery, logger }) : undefined;

@@ -33,7 +33,7 @@ export async function openResults(opts: ResultsOptions, log: Logger): Promise<{ 
   if (!existsSync(path)) {
     throw new PanoptesError(ErrorCode.QueryFailed, `no results in ${path}; run \`npm start\` or \`panoptes replay\` first, or pass --data-dir`);
   }
-  const holder = holderOf(opts.dataDir);
+  const holder = await holderOf(opts.dataDir);
   if (holder) throw new PanoptesError(ErrorCode.SinkUnavailable, `the results in ${path} are held by ${holder}, which does not answer queries now; try again when it ends`);
   return { sink: createChdbSink({ path, readOnly: true, limits, logger: log }), held: true };
 }
@@ -45,9 +45,9 @@ export function shippedApp(name: string): AppSpec | undefined {
 }
 
 /** The deployment's results, read-only; embedded ones another process holds are refused naming that process. */
-export function openStore(config: CompiledConfig, logger: Logger): ResultSink {
+export async function openStore(config: CompiledConfig, logger: Logger): Promise<ResultSink> {
   // Asked first: chDB would print its own lock error besides ours.
-  const holder = config.deployment.sink.kind === 'chdb' ? holderOf(config.dataDir) : undefined;
+  const holder = config.deployment.sink.kind === 'chdb' ? await holderOf(config.dataDir) : undefined;
   if (holder) throw new PanoptesError(ErrorCode.SinkUnavailable, `the results in ${join(config.dataDir, 'clickhouse')} are held by ${holder}; stop it, or give this run another --data-dir`);
   return openSink(config, { logger, readOnly: true });
 }

@@ -22,7 +22,8 @@ export async function annotatedJpeg(frame: Uint8Array | ImageInput, objects: rea
   const stroke = Math.max(2, Math.round(Math.min(width, height) / 240));
   const fontSize = Math.max(12, Math.round(Math.min(width, height) / 32));
   const classes = [...new Set(objects.map((o) => o.label.split(' ')[0]))];
-  const shapes = objects.map(({ label, box }) => {
+  const shapes = objects.map(({ label: given, box }) => {
+    const label = plainLabel(given);
     const colour = COLOURS[classes.indexOf(label.split(' ')[0]) % COLOURS.length]!;
     const x = clamp(box.x1, 0, width);
     const y = clamp(box.y1, 0, height);
@@ -43,6 +44,16 @@ export async function annotatedJpeg(frame: Uint8Array | ImageInput, objects: rea
 }
 
 const clamp = (value: number, low: number, high: number): number => Math.round(Math.min(high, Math.max(low, value)));
+
+/** Labels longer than this are cut: they come from models and configs, and a picture has room for a few words. */
+const MAX_LABEL = 80;
+
+/** A label as one line of text XML can carry: no control characters, at most `MAX_LABEL` long. */
+function plainLabel(label: string): string {
+  // What XML 1.0 forbids; with the u flag, a surrogate alone (a pair is one character).
+  const text = label.replace(/[\u0000-\u001f\u007f\ufffe\uffff\ud800-\udfff]/gu, ' ');
+  return text.length > MAX_LABEL ? `${text.slice(0, MAX_LABEL - 1)}…` : text;
+}
 
 /** Labels come from models and users' configs: as text, never as markup. */
 function escapeXml(text: string): string {

@@ -151,10 +151,16 @@ describe('panoptes command', () => {
       expect(second.code).toBe(1);
       expect(second.stderr).toMatch(/^panoptes: the results in \S+ are held by process \d+ \(panoptes run \S+service\.yaml/);
       expect(second.stderr.trim().split('\n')).toHaveLength(1);
+      // A dashboard's event stream, open when the run stops, does not hold it up.
+      const events = await fetch(`${url}/events`);
+      expect(events.headers.get('content-type')).toContain('text/event-stream');
     } finally {
       child.kill('SIGTERM');
     }
+    const stopping = Date.now();
     expect(await exited).toBe(0);
+    expect(Date.now() - stopping).toBeLessThan(4_500);
+    expect(existsSync(join(dataDir, 'service', 'run', 'holder.json'))).toBe(false);
     for (const id of ['first', 'second', 'third']) expect(stdout).toMatch(new RegExp(`${id}: [1-9]\\d* frames`));
   });
 

@@ -42,6 +42,11 @@ describe('the live view of a running pipeline', () => {
     expect(seen).toEqual(['frame', 'frame', 'event', 'drop', 'plan']);
     expect(view.plans().map((p) => p.epoch)).toEqual([3]);
     expect(view.counts()).toEqual({ rows: { detections: 3, frames: 2, events: 1 }, drops: 1 });
+    // The source removed and added again: its frames count from 0 once more, and show.
+    await producer.send(Topics.frames, [Channels.frames.record({ source: 'cam', seq: 0, captureTimeMs: 0, ptsMs: 0, width: 64, height: 48, jpeg })]);
+    await producer.send(Topics.results, [Channels.results.record(detection(0, 'bus', 1)), Channels.results.record(frameRow(0))]);
+    for (let i = 0; i < 200 && view.latestFrame('cam')?.seq !== 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(view.latestFrame('cam')).toMatchObject({ seq: 0, objects: [{ label: 'bus 0.90' }] });
     await view.close();
   });
 
@@ -71,6 +76,11 @@ describe('the live view of a running pipeline', () => {
     // The box's left edge is drawn; the middle of the box and the corner outside it keep their grey.
     expect(Math.abs(at(40, 80)[0]! - 128) + Math.abs(at(40, 80)[2]! - 128)).toBeGreaterThan(60);
     for (const [x, y] of [[100, 80], [5, 115]] as const) expect(at(x, y).every((v) => Math.abs(v - 128) < 12)).toBe(true);
+    // Control characters and a label of any length draw as plain text, at once.
+    const started = Date.now();
+    const odd = await decodeJpeg(await annotatedJpeg(jpeg, [{ label: `car\u0000\u0001\ufffe 🚗 ${'x'.repeat(100_000)}`, box: { x1: 40, y1: 40, x2: 160, y2: 110 } }]));
+    expect(odd.width).toBe(200);
+    expect(Date.now() - started).toBeLessThan(5_000);
     // Nothing to draw: the frame as it was.
     const plain = await decodeJpeg(await annotatedJpeg(jpeg, []));
     expect(plain.width).toBe(200);

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -34,7 +34,8 @@ describe('queries through the process holding the embedded results', () => {
     const served = await serveLocalQueries({ dataDir, reader, savedQuery: () => 'SELECT 1', logger: silentLogger() });
     try {
       expect(statSync(join(dataDir, 'run')).mode & 0o777).toBe(0o700);
-      expect(holderOf(dataDir)).toMatch(new RegExp(`^process ${process.pid} \\(panoptes.*, since `));
+      // This process holds them; it is not "another" holder to itself.
+      expect(await holderOf(dataDir)).toBeUndefined();
       const results = await runningResults(dataDir);
       expect(results).toBeDefined();
       expect(await results!.query('SELECT n FROM t')).toEqual({ columns: [{ name: 'n', type: 'UInt64' }], rows: [{ n: 0 }, { n: 1 }, { n: 2 }] });
@@ -48,7 +49,29 @@ describe('queries through the process holding the embedded results', () => {
       await served.close();
     }
     expect(await runningResults(dataDir)).toBeUndefined();
-    expect(holderOf(dataDir)).toBeUndefined();
+    expect(await holderOf(dataDir)).toBeUndefined();
+  });
+
+  it('makes its folder its own, and replaces a link planted at the holder file instead of writing through it', async () => {
+    const dir = join(dataDir, 'planted');
+    mkdirSync(join(dir, 'run'), { recursive: true, mode: 0o777 });
+    chmodSync(join(dir, 'run'), 0o777);
+    const victim = join(dataDir, 'victim.txt');
+    writeFileSync(victim, 'untouched');
+    symlinkSync(victim, join(dir, 'run', 'holder.json'));
+    const served = await serveLocalQueries({ dataDir: dir, reader: fakeReader(1), savedQuery: () => 'SELECT 1', logger: silentLogger() });
+    try {
+      expect(statSync(join(dir, 'run')).mode & 0o777).toBe(0o700);
+      expect(readFileSync(victim, 'utf8')).toBe('untouched');
+      expect(lstatSync(join(dir, 'run', 'holder.json')).isSymbolicLink()).toBe(false);
+    } finally {
+      await served.close();
+    }
+    // A link where the folder should be is refused.
+    const linked = join(dataDir, 'linked');
+    mkdirSync(linked);
+    symlinkSync(tmpdir(), join(linked, 'run'));
+    await expect(serveLocalQueries({ dataDir: linked, reader: fakeReader(1), savedQuery: () => 'SELECT 1', logger: silentLogger() })).rejects.toThrow(/is not a folder of this user's/);
   });
 
   it('takes a socket file left by a process that is gone for no instance, and a new holder replaces it', async () => {
@@ -57,7 +80,13 @@ describe('queries through the process holding the embedded results', () => {
     writeFileSync(join(dir, 'run', 'panoptes.sock'), '');
     writeFileSync(join(dir, 'run', 'holder.json'), JSON.stringify({ pid: 2 ** 22 + 1, command: 'panoptes run gone.yaml', startedAt: '2026-01-01T00:00:00Z' }));
     expect(await runningResults(dir)).toBeUndefined();
-    expect(holderOf(dir)).toBeUndefined();
+    expect(await holderOf(dir)).toBeUndefined();
+    // A running process (this one's parent) that says it holds them but does not answer on its socket: a stale file, not a holder.
+    writeFileSync(join(dir, 'run', 'holder.json'), JSON.stringify({ pid: process.ppid, command: 'panoptes run old.yaml', startedAt: '2026-01-01T00:00:00Z', socket: true }));
+    expect(await holderOf(dir)).toBeUndefined();
+    // One that made no socket (a path too long for one) is named while it runs.
+    writeFileSync(join(dir, 'run', 'holder.json'), JSON.stringify({ pid: process.ppid, command: 'panoptes run long.yaml', startedAt: '2026-01-01T00:00:00Z', socket: false }));
+    expect(await holderOf(dir)).toBe(`process ${process.ppid} (panoptes run long.yaml, since 2026-01-01T00:00:00Z)`);
     const served = await serveLocalQueries({ dataDir: dir, reader: fakeReader(1), savedQuery: () => 'SELECT 1', logger: silentLogger() });
     try {
       expect((await (await runningResults(dir))!.query('SELECT 1')).rows).toEqual([{ n: 0 }]);
