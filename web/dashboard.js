@@ -75,7 +75,7 @@ function drawChart(id, rows, { yLabel, range, bars, stacked } = {}) {
       width,
       height: 220,
       // One point alone gets a minute around it, not uPlot's guess of years.
-      scales: { x: { time: true, range: (_u, min, max) => (max - min < 10 ? [min - 30, max + 30] : [min, max]) }, y: range ? { range } : {} },
+      scales: { x: { time: true, range: (_u, min, max) => (max - min < 10 ? [min - 30, max + 30] : [min, max]) }, y: { range: range ?? ((_u, _min, max) => [0, Math.max(1, max * 1.1)]) } },
       axes: [{ stroke: '#8b9bab', grid: { stroke: '#243140' } }, { label: yLabel, stroke: '#8b9bab', grid: { stroke: '#243140' } }],
       series: [
         {},
