@@ -90,10 +90,11 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
     }
     // Boxes from a crop are moved into frame pixels before anyone sees them.
     if (offset.x !== 0 || offset.y !== 0) output = shiftOutput(output, offset);
+    // The app's operators (tracking) see a source's frames in order.
+    await work.after;
     const rows = app.rowsFor({ node, frame, output, inputId: work.inputId, root: work.lineage.length === 0 });
     // Pictures of the frame's events, where the whole frame is here (not for a crop's).
     if (options.snapshots && work.lineage.length === 0) await pictureEvents(rows, work.image, options.snapshots, options.onSnapshotError ?? (() => {}));
-    await work.after;
     for (const row of rows) out.row(row);
     if (output.kind !== 'detections' || planned.children.length === 0) return;
     let whole: RgbImage;
