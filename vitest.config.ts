@@ -12,5 +12,7 @@ export default defineConfig({
     // One Kafka broker and one ClickHouse server for the run (or PANOPTES_KAFKA_BROKERS and
     // PANOPTES_CLICKHOUSE_URL); tests reach them through test/servers.ts.
     globalSetup: ['test/servers-setup.ts'],
+    // onnxruntime's telemetry off in tests that load it directly, as analyzers/onnx/runtime.ts does.
+    env: { ORT_DISABLE_TELEMETRY: '1' },
   },
 });

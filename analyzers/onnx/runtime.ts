@@ -4,6 +4,11 @@ import { deserializeError, ErrorCode, PanoptesError, startModuleWorker, type Log
 import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
 import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
 
+// onnxruntime 1.29 and later report to Microsoft from Linux too: a device id written under
+// ~/.cache, files left in /tmp, uploads tried. Off here unless the user set the variable (the
+// native library reads it when it starts, in the worker threads, which share this environment).
+process.env.ORT_DISABLE_TELEMETRY ??= '1';
+
 export interface OnnxRuntimeOptions {
   /** Worker threads; each loads every model and runs one batch at a time. Default 1. */
   workers?: number;
