@@ -164,6 +164,30 @@ describe('panoptes command', () => {
     for (const id of ['first', 'second', 'third']) expect(stdout).toMatch(new RegExp(`${id}: [1-9]\\d* frames`));
   });
 
+  it('answers `panoptes query` from another shell while `run configs/demo.yaml --http-port` holds the results', { timeout: 180_000 }, async () => {
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const demo = join(dataDir, 'demo');
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), 'run', 'configs/demo.yaml', '--http-port', String(port), '--data-dir', demo], {
+      cwd: root,
+      env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent', PANOPTES_API_TOKEN: 'the-token-of-this-test' },
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    try {
+      let frames = 0;
+      for (const deadline = Date.now() + 150_000; frames === 0 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 1000))) {
+        const query = await panoptes('query', 'SELECT count() AS n FROM frames', '--format', 'json', '--data-dir', demo);
+        if (query.code === 0) frames = (JSON.parse(query.stdout) as { n: number }[])[0]?.n ?? 0;
+      }
+      expect(frames).toBeGreaterThan(0);
+      expect(stderr).toContain(`dashboard at http://127.0.0.1:${port}/`);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  });
+
   it('prints its version, and says a bad argument in one line like every other error', async () => {
     const version = await panoptes('--version');
     expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
