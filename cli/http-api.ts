@@ -23,7 +23,7 @@ import type { Ingest } from '../ingest/index.js';
 import type { ResultSink } from '../sinks/index.js';
 import { registerDashboard } from './dashboard.js';
 import { allowedHosts, checkSite, checkToken, type ApiToken } from './http-guards.js';
-import { registerLiveRoutes } from './http-live.js';
+import { answersWith, registerLiveRoutes } from './http-live.js';
 import type { LiveView } from './live-view.js';
 import type { Metrics } from './metrics.js';
 import { formatTable, type OutputFormat } from './output.js';
@@ -73,6 +73,16 @@ const STATUS: Partial<Record<string, number>> = {
   [ErrorCode.Closed]: 503,
   [ErrorCode.SinkUnavailable]: 503,
 };
+/** What every error answers: a stable code, and a message that says what was wrong. */
+const ERROR_BODY = {
+  description: 'An error: `code` is stable (docs/errors.md), `message` says what was wrong',
+  content: {
+    'application/json': {
+      schema: { type: 'object', properties: { error: { type: 'object', properties: { code: { type: 'string' }, message: { type: 'string' } }, required: ['code', 'message'] } }, required: ['error'] },
+    },
+  },
+} as const;
+
 /** `json` is the CLI's `--format json` (an array of row objects); `columns` adds the columns' names and types: `{ columns, rows }`. */
 const FORMATS = ['json', 'columns', 'csv', 'table'] as const;
 const PACKAGE_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
@@ -118,6 +128,12 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     },
   });
 
+  // Every route documents the error body it answers with.
+  app.addHook('onRoute', (route) => {
+    if (route.schema?.hide) return;
+    route.schema = { ...route.schema, response: { 200: { description: 'OK' }, ...(route.schema?.response as object | undefined), '4xx': ERROR_BODY, '5xx': ERROR_BODY } };
+  });
+
   app.addHook('onRequest', async (request) => {
     const refusal = checkSite(request.headers, hosts);
     if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal);
@@ -139,15 +155,15 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/health', { schema: { summary: 'The process is up', tags: ['health'] } }, async (_request, reply) => reply.type('text/plain').send('ok\n'));
+  app.get('/health', { schema: { summary: 'The process is up', tags: ['health'], response: answersWith('text/plain', 'ok') } }, async (_request, reply) => reply.type('text/plain').send('ok\n'));
   app.get('/status', { schema: { summary: "What this process serves: its version, and its pipeline's state (none in a `serve`)", tags: ['health'] } }, async () => ({
     version: PACKAGE_VERSION,
     pipeline: !sources ? 'none' : live ? 'running' : 'starting',
   }));
-  app.get('/ready', { schema: { summary: 'The pipeline has started (503 before, and in a process that runs none)', tags: ['health'] } }, async (_request, reply) =>
+  app.get('/ready', { schema: { summary: 'The pipeline has started (503 before it has)', tags: ['health'], response: { ...answersWith('text/plain', 'ready'), 503: { description: 'starting', content: { 'text/plain': { schema: { type: 'string' } } } } } } }, async (_request, reply) =>
     live || !sources ? reply.type('text/plain').send('ready\n') : reply.code(503).type('text/plain').send('starting\n'),
   );
-  if (metrics) app.get('/metrics', { schema: { summary: 'Prometheus metrics', tags: ['health'] } }, async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+  if (metrics) app.get('/metrics', { schema: { summary: 'Prometheus metrics', tags: ['health'], response: answersWith('text/plain', 'Prometheus text format') } }, async (_request, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
   const apps = options.apps ?? (() => Object.values(sources?.config.apps ?? {}));
   registerLiveRoutes(app, { apps, live: () => live, ...(options.snapshots ? { snapshots: options.snapshots } : {}) });
   if (options.dashboard) registerDashboard(app);

@@ -20,6 +20,9 @@ const TICK_MS = 1_000;
 /** A stream whose client reads less than this behind is ended rather than buffered for. */
 const MAX_UNREAD_BYTES = 1024 * 1024;
 
+/** A route's answer that is not JSON, for the OpenAPI document. */
+export const answersWith = (type: string, description: string) => ({ 200: { description, content: { [type]: { schema: { type: 'string' } } } } }) as const;
+
 const sourceParams = { type: 'object', properties: { id: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]*$', maxLength: 100 } }, required: ['id'] } as const;
 
 export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => readonly AppSpec[]; live: () => LiveView | undefined; snapshots?: string }): void {
@@ -53,7 +56,7 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
   });
   // Drawn once per frame and objects, however many dashboards ask.
   const drawn = new Map<string, { frame: object; objects: number; jpeg: Promise<Buffer> }>();
-  app.get<{ Params: { id: string } }>('/sources/:id/frame.jpg', { schema: { summary: "The source's newest analyzed frame as a JPEG, with its objects' boxes and labels drawn", tags: ['sources'], params: sourceParams } }, async (request, reply) => {
+  app.get<{ Params: { id: string } }>('/sources/:id/frame.jpg', { schema: { summary: "The source's newest analyzed frame as a JPEG, with its objects' boxes and labels drawn", tags: ['sources'], params: sourceParams, response: answersWith('image/jpeg', 'the frame, drawn on') } }, async (request, reply) => {
     const frame = latestFrame(running(), request.params.id);
     let picture = drawn.get(frame.source);
     if (picture?.frame !== frame || picture.objects !== frame.objects.length) {
@@ -67,7 +70,7 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
   if (snapshots) {
     const plainName = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]*$', maxLength: 200 } as const;
     const params = { type: 'object', properties: { app: plainName, source: plainName, file: { type: 'string', pattern: '^\\d+-[0-9a-f]{16}\\.jpg$' } }, required: ['app', 'source', 'file'] } as const;
-    app.get<{ Params: { app: string; source: string; file: string } }>('/snapshots/:app/:source/:file', { schema: { summary: "An event's picture: the path in its row's `snapshot` column", tags: ['events'], params } }, async (request, reply) => {
+    app.get<{ Params: { app: string; source: string; file: string } }>('/snapshots/:app/:source/:file', { schema: { summary: "An event's picture: the path in its row's `snapshot` column", tags: ['events'], params, response: answersWith('image/jpeg', 'the picture') } }, async (request, reply) => {
       const { app: appName, source, file } = request.params;
       const jpeg = await readSnapshot(snapshots, `${appName}/${source}/${file}`);
       if (!jpeg) throw new PanoptesError(ErrorCode.SourceNotFound, `no picture ${appName}/${source}/${file} (removed with its rows, or never taken)`);
@@ -80,7 +83,7 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
   app.addHook('preClose', async () => {
     for (const res of streams) res.end();
   });
-  app.get('/events', { schema: { summary: 'Live events as server-sent events: stats, drop, event, frame, plan, and counts every second', tags: ['events'] } }, (_request, reply) => {
+  app.get('/events', { schema: { summary: 'Live events as server-sent events: stats, drop, event, frame, plan, and counts every second', tags: ['events'], response: answersWith('text/event-stream', 'events as they happen') } }, (_request, reply) => {
     const view = running();
     if (streams.size >= MAX_STREAMS) throw new PanoptesError(ErrorCode.HttpTooMany, `${MAX_STREAMS} event streams are open already; close one first`);
     streams.add(reply.raw);

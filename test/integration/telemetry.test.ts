@@ -14,7 +14,7 @@ describe("onnxruntime's telemetry", () => {
 
   it('is off unless the user turns it on: running a model leaves no device id in the home folder and nothing in /tmp', async () => {
     // A process started without ORT_DISABLE_TELEMETRY, as a user's would be.
-    const env = { ...process.env, HOME: home };
+    const env: NodeJS.ProcessEnv = { ...process.env, HOME: home };
     delete env.ORT_DISABLE_TELEMETRY;
     const script = [
       "const { createOnnxRuntime } = await import('./analyzers/index.ts');",
