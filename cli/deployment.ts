@@ -248,12 +248,12 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     let flushing = false;
     const showProgress = (): void => {
       const frames = backend ? backend.status().frames : published;
-      options.progress?.update({ stage: flushing ? 'flushing results' : stageOf(worker, frames), frames, total: expected, sources: worker?.metrics().length ?? config.sources.length });
+      options.progress?.update({ stage: flushing ? 'flushing results' : stageOf(frames), frames, total: expected, sources: worker?.metrics().length ?? config.sources.length });
     };
     /** What a replay does before its frames flow: the first frames wait on synthetic footage, sources opening, models loading. */
-    const stageOf = (ingest: Ingest | undefined, frames: number): string => {
-      if (!ingest || frames > 0) return ingest ? 'replaying' : 'starting';
-      const opening = ingest.metrics().filter((s) => s.state === 'starting');
+    const stageOf = (frames: number): string => {
+      if (!worker || frames > 0) return worker ? 'replaying' : 'starting';
+      const opening = worker.metrics().filter((s) => s.state === 'starting');
       if (published === 0 && opening.length > 0) return opening.some((s) => config.sources.find((c) => c.id === s.id)?.synthetic) ? 'rendering footage' : 'opening sources';
       return backend && published > 0 ? 'loading models' : 'replaying';
     };
