@@ -75,6 +75,8 @@ export interface RunOptions {
    * that takes sources through its HTTP API).
    */
   keepRunning?: boolean;
+  /** With `keepRunning`: called when every source has ended (more may be added later). */
+  onSourcesEnded?: () => void;
   /** Called with the running ingest worker, to add and remove sources while it runs. */
   onIngest?: (ingest: Ingest) => void;
   /** Without ingest: called every few seconds with a line of what the roles did meanwhile, or that they are idle. */
@@ -246,7 +248,9 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     let expected: number | undefined;
     let worker: Ingest | undefined;
     let flushing = false;
+    let progressEnded = false;
     const showProgress = (): void => {
+      if (progressEnded) return;
       const frames = backend ? backend.status().frames : published;
       options.progress?.update({ stage: flushing ? 'flushing results' : stageOf(frames), frames, total: expected, sources: worker?.metrics().length ?? config.sources.length });
     };
@@ -282,6 +286,22 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
           for (const source of config.sources) ingest.add(source, 'file');
           worker = ingest;
           options.onIngest?.(ingest);
+          // A service says when its footage is analyzed and stored, and keeps serving.
+          if (options.keepRunning) {
+            const gone = (): boolean => stopping.signal.aborted;
+            void ingest
+              .idle()
+              .then(() => waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks], gone))
+              .then(() => sinkWorker && waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], gone))
+              .then(() => {
+                if (gone()) return;
+                showProgress();
+                options.progress?.stop();
+                progressEnded = true;
+                options.onSourcesEnded?.();
+              })
+              .catch((err: unknown) => logger.debug({ err }, 'waiting for the sources to end'));
+          }
           await (options.keepRunning ? aborted(stopping.signal) : Promise.race([ingest.idle(), aborted(stopping.signal)]));
         } finally {
           sources = await ingest.close();

@@ -110,8 +110,9 @@ const EXIT_GRACE_MS = 5000;
 async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, http: { metrics: Metrics; server: HttpApi } | undefined): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => {
-    process.stderr.write('stopping: finishing the frames in flight (press Ctrl-C again to quit at once)\n');
+    process.stderr.write('stopping: the sources stop; the frames already read from them are analyzed and stored (press Ctrl-C again to quit at once)\n');
     process.once('SIGINT', () => process.exit(130));
+    process.once('SIGTERM', () => process.exit(143));
     abort.abort();
   };
   process.once('SIGINT', stop);
@@ -129,6 +130,7 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
     ...(http
       ? {
           keepRunning: true,
+          onSourcesEnded: () => process.stderr.write(`every source has ended and its results are stored; serving ${http.server.url}/ until stopped (Ctrl-C)\n`),
           onStats: (stats: Stats) => http.metrics.update(stats),
           observe: async (bus: Bus) => {
             const view = createLiveView({ bus, logger });
@@ -190,7 +192,7 @@ function printSummary(summary: RunSummary, config: CompiledConfig): void {
     ...(roles.has('ingest')
       ? [
           `\nreplayed ${summary.sources.length} source${summary.sources.length === 1 ? '' : 's'} in ${(summary.wallMs / 1000).toFixed(1)} s`,
-          ...summary.sources.map((s) => `  ${s.id}: ${s.frames} frames${s.missing ? `, ${s.missing.frames} MISSING: the recording ends early (drops rows with reason truncated)` : ''}${s.error ? `, FAILED: ${firstLine(s.error)}` : ''}`),
+          ...[...summary.sources].sort((a, b) => a.id.localeCompare(b.id)).map((s) => `  ${s.id}: ${s.frames} frames${s.missing ? `, ${s.missing.frames} MISSING: the recording ends early (drops rows with reason truncated)` : ''}${s.error ? `, FAILED: ${firstLine(s.error)}` : ''}`),
           ...config.skipped.map((s) => `  ${s.id}: skipped (${s.reason})`),
         ]
       : [`\nstopped ${summary.roles.join(', ')} after ${(summary.wallMs / 1000).toFixed(1)} s`]),
@@ -241,7 +243,9 @@ export function buildProgram(): Command {
       }
       const app = loadConfigFile(appSpecSchema, appFile).name;
       const id = basename(input, extname(input)).toLowerCase().replace(/[^a-z0-9._-]+/g, '-').replace(/^[^a-z0-9]+/, '') || 'replay';
-      const path = /^[a-z][a-z0-9+.-]*:\/\//i.test(input) ? input : resolve(input);
+      const url = /^[a-z][a-z0-9+.-]*:\/\//i.test(input);
+      const path = url ? input : resolve(input);
+      if (!url && !existsSync(path)) throw new PanoptesError(ErrorCode.SourceNotFound, `no such file: ${input} (looked for ${path})`);
       const parsed = deploymentSchema.safeParse({
         dataDir: opts.dataDir,
         apps: [appFile],

@@ -64,7 +64,9 @@ export function createProgress(stream: NodeJS.WriteStream = process.stderr): Pro
       note(state);
       const stageChanged = last !== undefined && last.stage !== state.stage;
       last = state;
-      if (stageChanged || Date.now() - lastLine >= 5000) write(state);
+      // Nothing new is not said again: a service waiting for sources stays quiet.
+      const changed = state.stage !== written?.stage || state.frames !== written.frames;
+      if (stageChanged || (changed && Date.now() - lastLine >= 5000)) write(state);
     },
     stop() {
       // The final state, unless that is what the last line said.
