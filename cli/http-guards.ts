@@ -10,12 +10,17 @@ import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { describeError, ensureDir, ErrorCode, PanoptesError } from '../core/index.js';
 
-/** `host:port` values a request's Host header may carry: the address bound, loopback names, and `extra` (names behind a proxy). */
+/**
+ * Values a request's Host header may carry: the address bound and loopback names with this
+ * server's port, and `extra` (names behind a proxy). A browser leaves out a default port, so an
+ * extra name given with 80 or 443, or with no port, is also accepted as the bare name.
+ */
 export function allowedHosts(boundHost: string, port: number, extra: readonly string[] = []): Set<string> {
   const wildcard = boundHost === '0.0.0.0' || boundHost === '::';
   const interfaces = wildcard ? Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)) : [];
   const names = [boundHost, ...interfaces, 'localhost', '127.0.0.1', '::1', ...extra];
-  return new Set(names.map((name) => hostHeader(name, port).toLowerCase()));
+  const bare = extra.map((name) => name.replace(/:(80|443)$/, '')).filter((name) => !/:\d+$/.test(name));
+  return new Set([...names.map((name) => hostHeader(name, port)), ...bare].map((host) => host.toLowerCase()));
 }
 
 /** `name` as a Host header carries it: IPv6 addresses in brackets, with the port unless it names one. */

@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { allowedHosts, checkSite } from '../../cli/http-guards.js';
+
+describe('the Host and Origin a request may carry', () => {
+  it('names this server: its address and loopback with its port, never a bare name of its own', () => {
+    const hosts = allowedHosts('127.0.0.1', 8081);
+    expect(checkSite({ host: '127.0.0.1:8081' }, hosts)).toBeUndefined();
+    expect(checkSite({ host: 'localhost:8081', origin: 'http://localhost:8081' }, hosts)).toBeUndefined();
+    for (const host of ['localhost', '127.0.0.1', 'localhost:8082', 'evil.example:8081']) expect(checkSite({ host }, hosts), host).toMatch(/is not this server/);
+  });
+
+  it('behind a proxy: a name given with 443 (or 80, or no port) matches what a browser sends, the bare name; other sites stay out', () => {
+    const hosts = allowedHosts('127.0.0.1', 8081, ['Dash.Example:443', 'plain.example', 'odd.example:8443']);
+    expect(checkSite({ host: 'dash.example', origin: 'https://dash.example', 'sec-fetch-site': 'same-origin' }, hosts)).toBeUndefined();
+    expect(checkSite({ host: 'dash.example:443' }, hosts)).toBeUndefined();
+    expect(checkSite({ host: 'plain.example' }, hosts)).toBeUndefined();
+    expect(checkSite({ host: 'plain.example:8081' }, hosts)).toBeUndefined();
+    expect(checkSite({ host: 'odd.example:8443' }, hosts)).toBeUndefined();
+    expect(checkSite({ host: 'odd.example' }, hosts)).toMatch(/is not this server/);
+    expect(checkSite({ host: 'dash.example', origin: 'https://evil.example' }, hosts)).toMatch(/cross-origin/);
+    expect(checkSite({ host: 'dash.example.evil.example' }, hosts)).toMatch(/is not this server/);
+  });
+});
