@@ -66,8 +66,12 @@ export interface FrameCache<Answer> {
   /** The candidate layer's tensor, and the variant, as rows record them. */
   readonly layer: string;
   readonly variant: string;
-  /** The model on a batch, one stream key per row. Takes ownership of the feeds' buffers. */
-  run(feeds: NamedTensors, keys: readonly (string | undefined)[]): Promise<{ outputs: NamedTensors; exits: FrameExit[] }>;
+  /**
+   * The model on a batch, one stream key per row, and per row what its outputs' meaning depends
+   * on besides the pixels (a detector's frame size: its boxes are mapped back through it). A
+   * reference answers only rows of its own tag. Takes ownership of the feeds' buffers.
+   */
+  run(feeds: NamedTensors, keys: readonly (string | undefined)[], tags?: readonly string[]): Promise<{ outputs: NamedTensors; exits: FrameExit[] }>;
   /** Each row's final answer, in the order `run` gave the exits: labels the pairs, and retrains when due. */
   learn(exits: readonly FrameExit[], answers: readonly Answer[]): void;
   stats(): FrameCacheStats[];
@@ -76,6 +80,7 @@ export interface FrameCache<Answer> {
 
 interface Remembered<Answer> {
   frame: number;
+  tag: string | undefined;
   /** The hidden output pooled over the selector's grid. */
   pooled: Float32Array;
   /** Its rows of the model's outputs, each without the batch dimension. */
@@ -234,7 +239,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     layer,
     variant,
 
-    async run(feeds, keys) {
+    async run(feeds, keys, tags) {
       const prefix = await base.runSegment(0, feeds);
       const hidden = prefix[layer]!;
       if (!shape) {
@@ -262,7 +267,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         if (key === undefined) return;
         const s = streams.get(key);
         const { selector } = learning;
-        const serving = selector && selector.threshold !== Infinity && s?.recent.at(-1)?.stable && s.age < config.maxAge ? selector : undefined;
+        const latest = s?.recent.at(-1);
+        const serving = selector && selector.threshold !== Infinity && latest?.stable && latest.tag === tags?.[i] && s!.age < config.maxAge ? selector : undefined;
         const model = serving?.model ?? untrained!;
         const group = byModel.get(model) ?? { ...(serving ? { selector: serving } : {}), members: [] };
         group.members.push(i);
@@ -305,7 +311,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         const s = streamOf(key);
         const own = pooled[i]!;
         for (const r of s.recent.slice(-config.pairsPerFrame)) s.pending.push({ frame: frames[i]!, earlier: r.frame, features: frameChange(own, r.pooled, shape!.channels) });
-        s.recent.push({ frame: frames[i]!, pooled: own, outputs: Object.fromEntries(Object.keys(outputs).map((name) => [name, rowOf(i, name)])) });
+        s.recent.push({ frame: frames[i]!, tag: tags?.[i], pooled: own, outputs: Object.fromEntries(Object.keys(outputs).map((name) => [name, rowOf(i, name)])) });
         if (s.recent.length > config.pairsPerFrame) s.recent.shift();
         s.age = 0;
       }

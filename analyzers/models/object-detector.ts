@@ -56,7 +56,7 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
   };
 
   /** The batch's rows grouped by the cache they run through (none: the whole model), each group one run. */
-  const execute = async (input: TensorData, params: readonly DetectorParams[], streams: readonly (string | undefined)[] | undefined) => {
+  const execute = async (input: TensorData, params: readonly DetectorParams[], streams: readonly (string | undefined)[] | undefined, sizes: readonly string[]) => {
     const groups = new Map<CacheConfig | undefined, number[]>();
     params.forEach((p, i) => {
       const config = streams?.[i] === undefined ? undefined : p.cache;
@@ -70,7 +70,8 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       [...groups].map(async ([config, rows]) => {
         if (!config) return { rows, outputs: await model.run({ [inputName]: pickRows(rows) }), cache: undefined, exits: [] };
         const cache = await cacheFor(config);
-        const ran = await cache.run({ [inputName]: pickRows(rows) }, rows.map((r) => streams![r]));
+        // A reference's boxes are model pixels, mapped back through the frame's letterbox: only a frame of its size may reuse them.
+        const ran = await cache.run({ [inputName]: pickRows(rows) }, rows.map((r) => streams![r]), rows.map((r) => sizes[r]!));
         return { rows, cache, ...ran };
       }),
     );
@@ -98,10 +99,10 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
     },
     async prepare(images, params, streams) {
       const { input, letterboxes } = await letterboxBatchNative(images, inputSize, spec.name);
-      return { size: images.length, input, letterboxes, params, streams };
+      return { size: images.length, input, letterboxes, params, streams, sizes: images.map((image) => `${image.width}x${image.height}`) };
     },
     async execute(prepared) {
-      const { outputs, exits } = await execute(prepared.input, prepared.params, prepared.streams);
+      const { outputs, exits } = await execute(prepared.input, prepared.params, prepared.streams, prepared.sizes);
       return { size: prepared.size, outputs, letterboxes: prepared.letterboxes, params: prepared.params, exits };
     },
     finish({ outputs, letterboxes, params, exits }) {

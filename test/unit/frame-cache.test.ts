@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { frameSelectorModel, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE } from '../../analyzers/cache/index.js';
 import { frameChange } from '../../analyzers/cache/frame-selector.js';
-import { createOnnxRuntime, decodeJpeg, encodeOnnxModel, loadModelRunner, sameObjects, type ModelRunner, type RgbImage } from '../../analyzers/index.js';
+import { createOnnxRuntime, cropImage, decodeJpeg, encodeOnnxModel, loadModelRunner, sameObjects, type ModelRunner, type RgbImage } from '../../analyzers/index.js';
 import { compileDeployment, deploymentSchema, projectRoot, seededRandom, silentLogger, type Detection, type NodeOutput } from '../../core/index.js';
 import { createFileSource } from '../../ingest/index.js';
 import { f32 } from '../helpers.js';
@@ -116,6 +116,18 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     // Sampled at 5 fps, frames differ more than at 12.5: a tenth is far from the 0 of a cache that never learns.
     expect(hits).toBeGreaterThan(frames.length / 10);
   }, 120_000);
+
+  it("never reuses a reference of another frame size: its boxes are mapped through that size's letterbox", async () => {
+    const cached = runner.parseParams({ ...node.params, cache });
+    const last = frames.at(-1)!;
+    const exitOf = async (image: RgbImage): Promise<string | undefined> =>
+      (runner.finish(await runner.execute(await runner.prepare([image], [cached], ['detect/detect/road'])))[0] as Extract<NodeOutput, { kind: 'detections' }>).exit?.at;
+    // The stream learned above; the same frame again, twice, leaves a stable reference of this size.
+    await exitOf(last);
+    await exitOf(last);
+    const smaller = cropImage(last, { x1: 0, y1: 0, x2: last.width - 64, y2: last.height - 36 });
+    expect(await exitOf(smaller)).toBe('full');
+  }, 60_000);
 
   it('refuses a cache on a layer the model does not have, when the node is checked', () => {
     expect(() => runner.parseParams({ ...node.params, cache: { ...cache, layer: 99 } })).toThrow('cache.layer 99: centernet has candidate layers 0..7');
