@@ -79,6 +79,8 @@ export const SESSION_STATS_TABLE: TableSpec = {
     /** Retrainings of a specialized node's or a cache's models, and their total time. */
     { name: 'retrains', type: 'UInt32' },
     { name: 'retrain_ms', type: 'Float64' },
+    /** A cache's retrainings that failed (its selector serves on, or none does): each is a reason to read the backend's log. */
+    { name: 'failed_retrains', type: 'UInt32' },
   ],
   orderBy: ['session', 'at'],
   timeColumn: 'at',

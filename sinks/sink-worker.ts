@@ -96,6 +96,7 @@ export function statsRows(stats: Stats): ResultRow[] {
       expected_accuracy: c.expectedAccuracy,
       retrains: c.retrains,
       retrain_ms: c.retrainMs,
+      failed_retrains: c.failedRetrains,
     }),
   );
   const apps = (stats.apps ?? []).map(({ app, framesRate, requests = 0, late = 0, dropped = 0 }) => ({
@@ -143,6 +144,7 @@ const UNSET_STATS = {
   expected_accuracy: 0,
   retrains: 0,
   retrain_ms: 0,
+  failed_retrains: 0,
 };
 
 /** One `plans` row per backend and session placed on it. */

@@ -302,7 +302,7 @@ describe('sink worker', () => {
         { app: 'game', framesRate: 1 },
       ],
       caches: [
-        { app: 'detect', node: 'detect', source: 'cam/1', layer: 'conv_2/add:0', variant: 'Pool(64×C) change', frames: 200, hits: 120, checked: 10, checkedRight: 9, expectedHitRate: 0.7, expectedAccuracy: 0.98, retrains: 3, retrainMs: 450, failedRetrains: 0 },
+        { app: 'detect', node: 'detect', source: 'cam/1', layer: 'conv_2/add:0', variant: 'Pool(64×C) change', frames: 200, hits: 120, checked: 10, checkedRight: 9, expectedHitRate: 0.7, expectedAccuracy: 0.98, retrains: 3, retrainMs: 450, failedRetrains: 1 },
       ],
     };
     const plan: Plan = {
@@ -335,10 +335,10 @@ describe('sink worker', () => {
     ]);
     // A cached node's row per stream: hit rates and accuracies, expected beside observed.
     const cached = await sink.query(
-      "SELECT session, stream, cache_layer, cache_variant, round(hit_rate, 3) AS hit_rate, round(expected_hit_rate, 3) AS expected_hit_rate, checked_hits, round(observed_accuracy, 3) AS observed_accuracy, round(expected_accuracy, 3) AS expected_accuracy, retrains, retrain_ms FROM session_stats WHERE backend = 'gpu-s1' AND cache_layer != ''",
+      "SELECT session, stream, cache_layer, cache_variant, round(hit_rate, 3) AS hit_rate, round(expected_hit_rate, 3) AS expected_hit_rate, checked_hits, round(observed_accuracy, 3) AS observed_accuracy, round(expected_accuracy, 3) AS expected_accuracy, retrains, retrain_ms, failed_retrains FROM session_stats WHERE backend = 'gpu-s1' AND cache_layer != ''",
     );
     expect(cached.rows).toEqual([
-      { session: 'detect/detect', stream: 'cam/1', cache_layer: 'conv_2/add:0', cache_variant: 'Pool(64×C) change', hit_rate: 0.6, expected_hit_rate: 0.7, checked_hits: 10, observed_accuracy: 0.9, expected_accuracy: 0.98, retrains: 3, retrain_ms: 450 },
+      { session: 'detect/detect', stream: 'cam/1', cache_layer: 'conv_2/add:0', cache_variant: 'Pool(64×C) change', hit_rate: 0.6, expected_hit_rate: 0.7, checked_hits: 10, observed_accuracy: 0.9, expected_accuracy: 0.98, retrains: 3, retrain_ms: 450, failed_retrains: 1 },
     ]);
     // Per app: its requests on time, late or dropped.
     const apps = await sink.query("SELECT app, toUnixTimestamp(at) AS s, interval_ms, frames_rate, requests, late, dropped, round(slo_attainment, 3) AS slo_attainment FROM app_stats WHERE backend = 'gpu-s1' ORDER BY app");
