@@ -1,33 +1,28 @@
-import { dirname, join, resolve } from 'node:path';
-import { createBackend, createLocalAnalysis, createOnnxRuntime, findPrefixFamilies, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
+import { join } from 'node:path';
+import { createBackend, createLocalAnalysis, createOnnxRuntime, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import {
-  consumerGroupOf,
-  createKafkaBus,
-  createMemoryBus,
-  dropsOnLoss,
   describeError,
   ensureDir,
   loadDeployment,
   ErrorCode,
   Groups,
   PanoptesError,
-  scheduledGraph,
   Topics,
   type Bus,
   type CompiledConfig,
   type Lifecycle,
   type Logger,
-  type ResolvedModel,
   type SourceConfig,
   type Stats,
   type TableSpec,
 } from '../core/index.js';
 import { createIngest, isLive, type Ingest, type SourceResult } from '../ingest/index.js';
-import { modelBatches } from './batch-sizes.js';
-import { createEpochService, loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
-import { createChdbSink, createClickHouseSink, createSinkWorker, type ResultSink } from '../sinks/index.js';
+import { createEpochService } from '../scheduler/index.js';
+import { createSinkWorker, type ResultSink } from '../sinks/index.js';
+import { openBus, openSink, waitUntilConsumed } from './adapters.js';
 import { STATUS_EVERY_MS, statusLines, type Progress } from './progress.js';
+import { ownBatches, prefixFamilies, schedulerOptions } from './run-setup.js';
 import { createSnapshotStore } from './snapshots.js';
 
 export const ROLES = ['ingest', 'backend', 'sink', 'scheduler'] as const;
@@ -92,42 +87,8 @@ export interface RunOptions {
   beforeClose?: (sink: ResultSink, summary: RunSummary) => Promise<void>;
 }
 
-/** The bus the deployment names. */
-export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: (err: unknown) => void): Promise<Bus> {
-  const bus = config.deployment.bus;
-  if (bus.kind === 'memory') return createMemoryBus({ maxBytes: bus.maxBytes });
-  const kafka: Bus = await createKafkaBus({
-    brokers: bus.brokers,
-    clientId: bus.clientId,
-    logger,
-    compression: (topic) => (bus.compression === 'gzip' && !carriesJpeg(topic) ? 'gzip' : 'none'),
-    ...(onFatal ? { onFatal } : {}),
-    // Records a broker lost before their consumers had them become drops (docs/faults.md).
-    watch: dropsOnLoss({ bus: () => kafka, consumerOf: consumerGroupOf, where: 'bus', logger }),
-  });
-  return kafka;
-}
-
 /** How long a stopped run may finish its work before the bus gives up what it waits for (a broker away): the process ends within 10 s. */
 const STOP_GRACE_MS = 2_000;
-
-/** The result store the deployment names. */
-export function openSink(config: CompiledConfig, options: { logger: Logger; readOnly?: boolean }): ResultSink {
-  const sink = config.deployment.sink;
-  const { retentionDays } = sink;
-  if (sink.kind === 'chdb') return createChdbSink({ path: join(config.dataDir, 'clickhouse'), retentionDays, ...options });
-  return createClickHouseSink({
-    url: sink.url,
-    retentionDays,
-    database: sink.database,
-    ...(sink.username ? { username: sink.username } : {}),
-    ...(sink.password ? { password: sink.password } : {}),
-    ...options,
-  });
-}
-
-/** JPEG does not shrink under gzip; compressing it again only costs CPU on both ends. */
-const carriesJpeg = (topic: string): boolean => topic === Topics.frames || topic.startsWith('panoptes.tasks.');
 
 /**
  * Runs the given roles of a deployment in this process: ingest → bus → backend → bus → sink →
@@ -369,70 +330,7 @@ export async function reloadSources(config: CompiledConfig, ingest: Ingest, logg
   }
 }
 
-/** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
-function ownBatches(config: CompiledConfig, logger: Logger): (model: string) => number {
-  const choose = modelBatches(config);
-  const chosen = new Map<string, number>();
-  return (model) => {
-    let batch = chosen.get(model);
-    if (batch === undefined) {
-      const choice = choose(model);
-      logger.info({ model, batch: choice.batch }, `${model} runs in batches of up to ${choice.batch} (from ${choice.from})`);
-      chosen.set(model, (batch = choice.batch));
-    }
-    return batch;
-  };
-}
-
-/** The apps' models that share a prefix: each family a model the plan may host in its members' place. */
-async function prefixFamilies(config: CompiledConfig, logger: Logger): Promise<ResolvedModel[]> {
-  const used = new Set(Object.values(config.apps).flatMap((app) => app.nodes.map((n) => n.model)));
-  const families = await findPrefixFamilies([...used].map((name) => config.models[name]!));
-  if (families.length > 0) logger.info({ families: families.map((f) => f.name) }, 'models sharing a prefix: each family merges where the plan finds it pays');
-  return families;
-}
-
-/** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */
-function schedulerOptions(config: CompiledConfig, families: readonly ResolvedModel[], logger: Logger): Omit<EpochServiceOptions, 'bus'> {
-  const settings = config.deployment.scheduler!;
-  const { profiles, warnings } = loadProfiles(resolve(dirname(config.file), settings.profiles));
-  for (const warning of warnings) logger.warn(warning);
-  const profileOf = profileLookup(profiles, settings.device);
-  const apps = Object.values(config.apps);
-  const graphs = apps.map((a) => ({ app: a.name, sloMs: a.sloMs, ...scheduledGraph(a) }));
-  for (const node of graphs.flatMap((a) => a.nodes)) profileOf(node.model);
-  return {
-    apps: graphs,
-    profileOf,
-    families: families.map((f) => ({ name: f.name, models: (f.family ?? []).map((m) => m.name) })),
-    epsilonMs: settings.epsilonMs,
-    // Unset, the scheduler's own defaults apply: they are defined there only.
-    ...(settings.epochS !== undefined ? { epochMs: settings.epochS * 1000 } : {}),
-    ...(settings.minEpochS !== undefined ? { minEpochMs: settings.minEpochS * 1000 } : {}),
-    ...(settings.deviceMemoryMB ? { deviceMemoryMB: settings.deviceMemoryMB } : {}),
-    logger,
-  };
-}
-
 function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-}
-
-/**
- * Waits until a group has committed everything produced on the topics. Commits are read
- * before end offsets: a message is committed only after the tasks it fans out to are sent,
- * so those tasks are already counted in the ends read next. Kafka reports a partition without
- * a commit as offset -1. Stops early once `giveUp` says so.
- */
-export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[], giveUp = (): boolean => false): Promise<void> {
-  while (!giveUp()) {
-    const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
-    const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
-    const behind = ends.some((partitions, i) =>
-      partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)),
-    );
-    if (!behind) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }

@@ -6,7 +6,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { appSpecSchema, ErrorCode, loadConfigFile, PanoptesError, projectRoot, type AppSpec, type CompiledConfig, type Logger } from '../core/index.js';
 import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
-import { openSink } from './deployment.js';
+import { openSink } from './adapters.js';
 import { holderOf, runningResults } from './local-endpoint.js';
 
 export interface ResultsOptions {

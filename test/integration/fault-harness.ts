@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { expect } from 'vitest';
-import { waitUntilConsumed } from '../../cli/deployment.js';
+import { waitUntilConsumed } from '../../cli/adapters.js';
 import { createKafkaBus, Groups, projectRoot, silentLogger, Topics } from '../../core/index.js';
 import { clickhouseUnavailableReason } from '../../tools/clickhouse/index.js';
 import { kafkaUnavailableReason } from '../../tools/kafka/index.js';

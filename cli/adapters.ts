@@ -1,0 +1,59 @@
+/**
+ * What a deployment names and the roles share: its bus and its result store, and the wait for a
+ * consumer group to have handled everything sent on some topics.
+ */
+import { join } from 'node:path';
+import { consumerGroupOf, createKafkaBus, createMemoryBus, dropsOnLoss, Topics, type Bus, type CompiledConfig, type Logger } from '../core/index.js';
+import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
+
+/** The bus the deployment names. */
+export async function openBus(config: CompiledConfig, logger: Logger, onFatal?: (err: unknown) => void): Promise<Bus> {
+  const bus = config.deployment.bus;
+  if (bus.kind === 'memory') return createMemoryBus({ maxBytes: bus.maxBytes });
+  const kafka: Bus = await createKafkaBus({
+    brokers: bus.brokers,
+    clientId: bus.clientId,
+    logger,
+    compression: (topic) => (bus.compression === 'gzip' && !carriesJpeg(topic) ? 'gzip' : 'none'),
+    ...(onFatal ? { onFatal } : {}),
+    // Records a broker lost before their consumers had them become drops (docs/faults.md).
+    watch: dropsOnLoss({ bus: () => kafka, consumerOf: consumerGroupOf, where: 'bus', logger }),
+  });
+  return kafka;
+}
+
+/** The result store the deployment names. */
+export function openSink(config: CompiledConfig, options: { logger: Logger; readOnly?: boolean }): ResultSink {
+  const sink = config.deployment.sink;
+  const { retentionDays } = sink;
+  if (sink.kind === 'chdb') return createChdbSink({ path: join(config.dataDir, 'clickhouse'), retentionDays, ...options });
+  return createClickHouseSink({
+    url: sink.url,
+    retentionDays,
+    database: sink.database,
+    ...(sink.username ? { username: sink.username } : {}),
+    ...(sink.password ? { password: sink.password } : {}),
+    ...options,
+  });
+}
+
+/** JPEG does not shrink under gzip; compressing it again only costs CPU on both ends. */
+const carriesJpeg = (topic: string): boolean => topic === Topics.frames || topic.startsWith('panoptes.tasks.');
+
+/**
+ * Waits until a group has committed everything produced on the topics. Commits are read
+ * before end offsets: a message is committed only after the tasks it fans out to are sent,
+ * so those tasks are already counted in the ends read next. Kafka reports a partition without
+ * a commit as offset -1. Stops early once `giveUp` says so.
+ */
+export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[], giveUp = (): boolean => false): Promise<void> {
+  while (!giveUp()) {
+    const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
+    const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
+    const behind = ends.some((partitions, i) =>
+      partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)),
+    );
+    if (!behind) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

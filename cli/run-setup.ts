@@ -1,0 +1,54 @@
+/**
+ * A deployment's model batches, prefix families and scheduler settings, worked out once at start
+ * (a missing profile fails here, not at the first epoch).
+ */
+import { dirname, resolve } from 'node:path';
+import { findPrefixFamilies } from '../analyzers/index.js';
+import { scheduledGraph, type CompiledConfig, type Logger, type ResolvedModel } from '../core/index.js';
+import { loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
+import { modelBatches } from './batch-sizes.js';
+
+/** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
+export function ownBatches(config: CompiledConfig, logger: Logger): (model: string) => number {
+  const choose = modelBatches(config);
+  const chosen = new Map<string, number>();
+  return (model) => {
+    let batch = chosen.get(model);
+    if (batch === undefined) {
+      const choice = choose(model);
+      logger.info({ model, batch: choice.batch }, `${model} runs in batches of up to ${choice.batch} (from ${choice.from})`);
+      chosen.set(model, (batch = choice.batch));
+    }
+    return batch;
+  };
+}
+
+/** The apps' models that share a prefix: each family a model the plan may host in its members' place. */
+export async function prefixFamilies(config: CompiledConfig, logger: Logger): Promise<ResolvedModel[]> {
+  const used = new Set(Object.values(config.apps).flatMap((app) => app.nodes.map((n) => n.model)));
+  const families = await findPrefixFamilies([...used].map((name) => config.models[name]!));
+  if (families.length > 0) logger.info({ families: families.map((f) => f.name) }, 'models sharing a prefix: each family merges where the plan finds it pays');
+  return families;
+}
+
+/** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */
+export function schedulerOptions(config: CompiledConfig, families: readonly ResolvedModel[], logger: Logger): Omit<EpochServiceOptions, 'bus'> {
+  const settings = config.deployment.scheduler!;
+  const { profiles, warnings } = loadProfiles(resolve(dirname(config.file), settings.profiles));
+  for (const warning of warnings) logger.warn(warning);
+  const profileOf = profileLookup(profiles, settings.device);
+  const apps = Object.values(config.apps);
+  const graphs = apps.map((a) => ({ app: a.name, sloMs: a.sloMs, ...scheduledGraph(a) }));
+  for (const node of graphs.flatMap((a) => a.nodes)) profileOf(node.model);
+  return {
+    apps: graphs,
+    profileOf,
+    families: families.map((f) => ({ name: f.name, models: (f.family ?? []).map((m) => m.name) })),
+    epsilonMs: settings.epsilonMs,
+    // Unset, the scheduler's own defaults apply: they are defined there only.
+    ...(settings.epochS !== undefined ? { epochMs: settings.epochS * 1000 } : {}),
+    ...(settings.minEpochS !== undefined ? { minEpochMs: settings.minEpochS * 1000 } : {}),
+    ...(settings.deviceMemoryMB ? { deviceMemoryMB: settings.deviceMemoryMB } : {}),
+    logger,
+  };
+}
