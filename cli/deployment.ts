@@ -172,6 +172,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     appsForSource: (source) => appsBySource.get(source) ?? [],
     realtime: (source) => !backfill.has(source),
     batch: batchOf,
+    batching: backendConfig.batching === 'on-time' ? 'tardy' : 'early',
     groupId: Groups.backend,
     ...(options.onStats ? { onStats: options.onStats } : {}),
     ...(snapshots ? { snapshots } : {}),

@@ -38,6 +38,8 @@ export {
   runSimulation,
   seededRandom,
   squishyVsOblivious,
+  onTimeRatio,
+  type OnTimePolicy,
   type ArrivalKind,
   type ArrivalSpec,
   type BatchRecord,

@@ -24,7 +24,7 @@ import { createIntake } from './intake.js';
 import { emptyTally, Outbox } from './outbox.js';
 import { createPlanFollower } from './plan-follower.js';
 import { createSpecializedNodes } from './specialized-nodes.js';
-import type { DropPolicy } from './session-queue.js';
+import type { BatchingPolicy } from './session-queue.js';
 import { createStatsWindow } from './stats-window.js';
 
 export interface BackendOptions {
@@ -43,8 +43,8 @@ export interface BackendOptions {
    * delay-tolerant: never dropped for time, served after the real-time ones. Default: all real-time.
    */
   realtime?: (source: string) => boolean;
-  /** @defaultValue 'early' (Nexus); 'lazy' is Clipper's, the baseline. */
-  dropPolicy?: DropPolicy;
+  /** How a session's batch is formed: @defaultValue 'early' (Nexus's sliding window); 'tardy' is Our-Tardy (edge scheduling); 'lazy' is Clipper's, the baseline. */
+  batching?: BatchingPolicy;
   /** Stats go to `panoptes.stats` this often, ms. @defaultValue 1000 */
   statsIntervalMs?: number;
   /** Called with each interval's stats too (for metrics). */
@@ -108,7 +108,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const tally = emptyTally();
   const producer = options.bus.producer();
   const executor = createExecutor<Request, Prepared, Executed>({
-    policy: options.dropPolicy ?? 'early',
+    policy: options.batching ?? 'early',
     lanes: options.runtime.lanes,
     now: Date.now,
     onDrop: (_, dropped) => {

@@ -1,4 +1,4 @@
-import { SessionQueue, type BatchLatency, type DropPolicy, type Queued } from './session-queue.js';
+import { SessionQueue, type BatchLatency, type BatchingPolicy, type Queued } from './session-queue.js';
 
 /**
  * How one session's batch is run, in three steps so that only the middle one holds the
@@ -18,7 +18,7 @@ export interface ExecutableSession<T, P, R> {
 }
 
 export interface ExecutorOptions<T> {
-  policy: DropPolicy;
+  policy: BatchingPolicy;
   /**
    * Batches that execute at once: the runtime's worker threads, each with its share of the
    * cores. On a GPU one (Nexus: exclusive use of the device); on a CPU, batches on a core each
@@ -47,8 +47,8 @@ export interface Executor<T, P, R> {
 
 /**
  * Runs sessions' batches in `lanes` (one: exclusive use of the device), round-robin in the order
- * given. At each session's turn the queue yields a batch by the drop policy (early drop, or the
- * lazy baseline); it does not wait for the target batch to fill. While batch k executes in a
+ * given. At each session's turn the queue yields a batch by the batching policy (early drop, the lazy
+ * baseline, or Our-Tardy); it does not wait for the target batch to fill. While batch k executes in a
  * lane, the lane's next session with work prepares batch k+1, judged against the time k is
  * expected to end; batch k−1 finishes on the event loop meanwhile. A lane starts only when there
  * is a batch for it, and ends when it finds none.

@@ -1,3 +1,5 @@
+import { tardyPlan } from './ontime.js';
+
 /** A request waiting in a session's queue. */
 export interface Queued<T> {
   deadlineMs: number;
@@ -27,6 +29,17 @@ export type BatchLatency = (batch: number) => number;
  * The backend and the scheduler's simulator both form batches with `chooseBatch`.
  */
 export type DropPolicy = 'early' | 'lazy';
+
+/**
+ * How a backend forms a session's batch: a drop policy (the sliding window by default), or
+ * `tardy`, Our-Tardy over the model run whole (ontime.ts, research/edge-scheduling.md §2.5): the
+ * queue is cut into consecutive batches of at most the target with the fewest requests late,
+ * the requests that plan still finishes late are dropped now, and the first batch runs.
+ */
+export type BatchingPolicy = DropPolicy | 'tardy';
+
+/** Our-Tardy plans over at most this many of the earliest deadlines, as the paper's window of 500 active requests; the rest wait for a later turn. */
+const TARDY_WINDOW = 500;
 
 /** Requests [head, start) are dropped; [start, start + size) run as one batch (size 0: none). */
 export interface BatchChoice {
@@ -82,11 +95,26 @@ export class SessionQueue<T> {
     this.queue.splice(lo, 0, request);
   }
 
-  /** The next batch by `policy`, and what it drops before it. */
-  take(policy: DropPolicy, nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
+  /** The next batch by `policy`, and what it drops with it. */
+  take(policy: BatchingPolicy, nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
+    if (policy === 'tardy') return this.takeOnTime(nowMs, targetBatch, latency);
     const { start, size } = chooseBatch(policy, (i) => this.queue[i]!.deadlineMs, 0, this.queue.length, nowMs, targetBatch, latency);
     const dropped = this.queue.splice(0, start);
     return { dropped, batch: this.queue.splice(0, size) };
+  }
+
+  private takeOnTime(nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
+    const window = this.queue.slice(0, TARDY_WINDOW);
+    const plan = tardyPlan(
+      window.map((r) => ({ stage: 0, deadlineMs: r.deadlineMs })),
+      nowMs,
+      { stages: 1, maxBatch: targetBatch, latencyMs: (_stage, b) => latency(b) },
+      'request',
+    );
+    const batch = new Set(plan.segments[0]?.members);
+    const dropped = new Set(plan.dropped);
+    this.queue.splice(0, window.length, ...window.filter((_, i) => !batch.has(i) && !dropped.has(i)));
+    return { batch: window.filter((_, i) => batch.has(i)), dropped: window.filter((_, i) => dropped.has(i)) };
   }
 
   /** Everything still queued, for a session that leaves this backend. */

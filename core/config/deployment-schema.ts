@@ -215,8 +215,14 @@ export const deploymentSchema = z.strictObject({
       spinning: z.boolean().default(false),
       /** Pictures of events (line crossings, dwells, changes): the frame with the object's box drawn, kept in `<dataDir>/snapshots` as long as the rows. */
       snapshots: z.boolean().default(true),
+      /**
+       * How a session's batch is formed when its turn comes: `sliding-window` (Nexus's early
+       * drop) or `on-time` (Our-Tardy, edge scheduling: batches chosen for the fewest late
+       * requests, the hopeless dropped at once). docs/scheduler.md compares them.
+       */
+      batching: z.enum(['sliding-window', 'on-time']).default('sliding-window'),
     })
-    .default({ threads: 1, spinning: false, snapshots: true }),
+    .default({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window' }),
   ingest: z
     .strictObject({
       /**

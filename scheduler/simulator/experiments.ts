@@ -1,6 +1,7 @@
 import { ErrorCode, PanoptesError } from '../../core/index.js';
 import { earlyDropVsLazy } from './experiment-early-drop.js';
 import { efficiencyVsLowerBound } from './experiment-efficiency.js';
+import { onTimeCapacities } from './experiment-ontime.js';
 import { planningTime } from './experiment-planning.js';
 import { queryAnalysisVsEven } from './experiment-query-analysis.js';
 import { reaction } from './experiment-reaction.js';
@@ -31,6 +32,9 @@ export const EXPERIMENTS = {
   /** WEG on the thesis' Table 5.2 traces and the faces switching every 10/20/30 s: speedup and accuracy beside the thesis'. */
   weg: () =>
     wegTable52().rows.map((r) => ({ task: r.task, trace: r.trace, speedup: round(r.speedup, 2), thesisSpeedup: r.thesis.speedup, accuracy: round(r.accuracy, 1), thesisAccuracy: r.thesis.accuracy, oracleAccuracy: round(r.oracleAccuracy, 1) })),
+  /** Edge scheduling Fig. 8: capacity at 90% on time (150 ms) on one GPU, per policy, VGG16- and ResNet50-like profiles in 5 stages. */
+  ontime: () =>
+    onTimeCapacities().models.map((m) => ({ model: m.model, ...m.capacity, tardyOverEdf: round(m.tardyOverEdf, 3), tardyOverNexus: round(m.tardyOverNexus, 3), paper: m.paper })),
 } as const;
 
 export type ExperimentName = keyof typeof EXPERIMENTS;

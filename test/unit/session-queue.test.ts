@@ -47,4 +47,22 @@ describe('SessionQueue', () => {
     expect(items(first.batch)).toEqual(['r2', 'r3']);
     expect(items(queue.take('lazy', 0, 4, latency).batch)).toEqual(['r4']);
   });
+
+  it('on time (Our-Tardy): drops the request whose batch would make the others late, and batches the rest', () => {
+    // ℓ(b) = 2 + b. Serving the one due at 3 alone (3 ms) leaves 6, 9, 11, 11 to end at 9 at best:
+    // late. Without it, one batch of four ends at 6 and every deadline holds.
+    const queue = queueOf([3, 6, 9, 11, 11]);
+    const { batch, dropped } = queue.take('tardy', 0, 4, (b) => 2 + b);
+    expect(items(dropped)).toEqual(['r0']);
+    expect(items(batch)).toEqual(['r1', 'r2', 'r3', 'r4']);
+    expect(queue.length).toBe(0);
+  });
+
+  it('on time (Our-Tardy): never a batch above the target; what it keeps stays queued in deadline order', () => {
+    const queue = queueOf([100, 50, 80, 60, 90, 70]);
+    const { batch, dropped } = queue.take('tardy', 0, 2, latency);
+    expect(dropped).toEqual([]);
+    expect(items(batch)).toEqual(['r1', 'r3']);
+    expect(items(queue.takeAll())).toEqual(['r5', 'r2', 'r4', 'r0']);
+  });
 });

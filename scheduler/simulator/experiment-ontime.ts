@@ -1,0 +1,134 @@
+import { chooseBatch, completionTimePlan, edfBatch, nextStep, tardyPlan, type ActiveRequest, type OnTimePlan, type StagedLatency } from '../../analyzers/index.js';
+import { arrivalStream } from './arrivals.js';
+import { seededRandom } from './random.js';
+
+/**
+ * On-time batching (edge scheduling §6.3, Fig. 8): one GPU, one DNN in G = 5 stages, Poisson
+ * arrivals, each request sent over an LTE-like link and due 150 ms after it was made. The figure
+ * is each policy's capacity, the highest rate (in 10 req/s steps, as the paper sweeps) at which
+ * 90% of 5000 requests finish on time. Every policy drops what is past its deadline.
+ *
+ * - `no-batch`: first come, first served, one request through the whole model.
+ * - `batch`: whenever the GPU frees, every waiting request up to B through the whole model (the
+ *   digest's reading of the paper's Batch).
+ * - `nexus`: Nexus's sliding window (early drop) at the batch a dedicated GPU plans for the
+ *   deadline (2ℓ(b) ≤ 150 ms), the whole model at once, as the backend runs today.
+ * - `edf`, `our-time`, `our-tardy`: stage by stage, re-planned after every stage
+ *   (analyzers/backend/ontime.ts), units of one stage each (§2.4, G = 5).
+ *
+ * Profiles (research/edge-scheduling.md §5, option 1): H(b) = t1·((1 − s) + s·b) split evenly
+ * over the stages, s from the paper's batch-10 savings. *Our choice:* t1 is set so that No-Batch's
+ * capacity here is the one the paper's percentages imply (VGG16 ≈ 50, ResNet50 ≈ 53 req/s), so
+ * the other capacities are predictions to check against the paper's, not fits. The link: each
+ * request 0.12–0.33 Mbit over 4–20 Mbps (uniform draws; the paper replays LTE traces).
+ */
+const STAGES = 5;
+const MAX_BATCH = 90;
+const DEADLINE_MS = 150;
+const REQUESTS = 5000;
+const ON_TIME_TARGET = 0.9;
+const RATE_STEP = 10;
+
+export const ONTIME_MODELS = {
+  vgg16: { perItemShare: 0.3, batchOneMs: 17, paper: { edf: 90, ourTime: 100, ourTardy: 110 } },
+  resnet50: { perItemShare: 0.1, batchOneMs: 17, paper: { edf: 80, ourTime: 80, ourTardy: 100 } },
+} as const;
+export type OnTimeModel = keyof typeof ONTIME_MODELS;
+
+export const ONTIME_POLICIES = ['no-batch', 'batch', 'nexus', 'edf', 'our-time', 'our-tardy'] as const;
+export type OnTimePolicy = (typeof ONTIME_POLICIES)[number];
+
+export interface OnTimeFigures {
+  models: { model: OnTimeModel; capacity: Record<OnTimePolicy, number>; tardyOverEdf: number; tardyOverNexus: number; paper: (typeof ONTIME_MODELS)[OnTimeModel]['paper'] }[];
+}
+
+export function onTimeCapacities(seed = 1): OnTimeFigures {
+  const models = (Object.keys(ONTIME_MODELS) as OnTimeModel[]).map((model) => {
+    const capacity = Object.fromEntries(ONTIME_POLICIES.map((policy) => [policy, capacityOf(model, policy, seed)])) as Record<OnTimePolicy, number>;
+    return { model, capacity, tardyOverEdf: capacity['our-tardy'] / capacity.edf, tardyOverNexus: capacity['our-tardy'] / capacity.nexus, paper: ONTIME_MODELS[model].paper };
+  });
+  return { models };
+}
+
+/** The highest rate, in steps, before the first at which fewer than 90% finish on time. */
+export function capacityOf(model: OnTimeModel, policy: OnTimePolicy, seed = 1): number {
+  let rate = RATE_STEP;
+  while (rate < 10_000 && onTimeRatio(model, policy, rate, seed) >= ON_TIME_TARGET) rate += RATE_STEP;
+  return rate - RATE_STEP;
+}
+
+export function stagedProfile(model: OnTimeModel): StagedLatency {
+  const { perItemShare, batchOneMs } = ONTIME_MODELS[model];
+  return { stages: STAGES, maxBatch: MAX_BATCH, latencyMs: (_k, b) => (batchOneMs * (1 - perItemShare + perItemShare * b)) / STAGES };
+}
+
+interface Request extends ActiveRequest {
+  arrivedMs: number;
+}
+
+/** The share of `REQUESTS` requests at `rate` that finish by their deadline. */
+export function onTimeRatio(model: OnTimeModel, policy: OnTimePolicy, rate: number, seed = 1): number {
+  const latency = stagedProfile(model);
+  const wholeMs = (b: number): number => latency.latencyMs(0, b) * STAGES;
+  const nexusBatch = Math.max(1, ...Array.from({ length: MAX_BATCH }, (_, i) => i + 1).filter((b) => 2 * wholeMs(b) <= DEADLINE_MS));
+  const arrivals = requestsAt(rate, seed);
+  let active: Request[] = [];
+  let [now, next, onTime] = [0, 0, 0];
+  while (next < arrivals.length || active.length > 0) {
+    if (active.length === 0) now = Math.max(now, arrivals[next]!.arrivedMs);
+    while (next < arrivals.length && arrivals[next]!.arrivedMs <= now) active.push({ ...arrivals[next++]! });
+    const { plan, stages } = decide(policy, active, now, latency, nexusBatch);
+    const step = nextStep(plan, active);
+    const dropped = new Set(plan.dropped);
+    if (step) {
+      for (let k = step.stage; k < step.stage + stages; k++) now += latency.latencyMs(k, step.members.length);
+      for (const m of step.members) active[m]!.stage += stages;
+    } else if (next < arrivals.length) {
+      now = Math.max(now, arrivals[next]!.arrivedMs);
+    } else if (dropped.size === 0) {
+      break; // nothing to run, drop or wait for: cannot happen with these policies, but never spin
+    }
+    onTime += active.filter((r, i) => !dropped.has(i) && r.stage === STAGES && now <= r.deadlineMs).length;
+    active = active.filter((r, i) => !dropped.has(i) && r.stage < STAGES);
+  }
+  return onTime / arrivals.length;
+}
+
+/** A policy's plan now, and how many stages its next step runs (the whole model, or one). */
+function decide(policy: OnTimePolicy, active: readonly Request[], now: number, latency: StagedLatency, nexusBatch: number): { plan: OnTimePlan; stages: number } {
+  const whole = (members: number[], dropped: number[]): { plan: OnTimePlan; stages: number } => ({
+    plan: { segments: members.length > 0 ? [{ members, endMs: NaN }] : [], dropped },
+    stages: STAGES,
+  });
+  switch (policy) {
+    case 'no-batch':
+    case 'batch': {
+      const expired = active.flatMap((r, i) => (r.deadlineMs < now ? [i] : []));
+      const waiting = active.flatMap((r, i) => (r.deadlineMs < now ? [] : [i])).sort((a, b) => active[a]!.arrivedMs - active[b]!.arrivedMs);
+      return whole(waiting.slice(0, policy === 'batch' ? MAX_BATCH : 1), expired);
+    }
+    case 'nexus': {
+      const byDeadline = active.map((_, i) => i).sort((a, b) => active[a]!.deadlineMs - active[b]!.deadlineMs);
+      const { start, size } = chooseBatch('early', (i) => active[byDeadline[i]!]!.deadlineMs, 0, byDeadline.length, now, nexusBatch, (b) => latency.latencyMs(0, b) * STAGES);
+      return whole(byDeadline.slice(start, start + size), byDeadline.slice(0, start));
+    }
+    case 'edf':
+      return { plan: edfBatch(active, now, latency), stages: 1 };
+    case 'our-time':
+      return { plan: completionTimePlan(active, now, latency), stages: 1 };
+    case 'our-tardy':
+      return { plan: tardyPlan(active, now, latency), stages: 1 };
+  }
+}
+
+/** Requests made by a Poisson process at `rate`, each arriving after its transmission, in arrival order. */
+function requestsAt(rate: number, seed: number): Request[] {
+  const made = arrivalStream({ kind: 'poisson', rate }, seed);
+  const link = seededRandom(seed + 1);
+  return Array.from({ length: REQUESTS }, () => {
+    const madeMs = made();
+    const megabits = 0.12 + 0.21 * link();
+    const megabitsPerS = 4 + 16 * link();
+    return { stage: 0, deadlineMs: madeMs + DEADLINE_MS, arrivedMs: madeMs + (megabits / megabitsPerS) * 1000 };
+  }).sort((a, b) => a.arrivedMs - b.arrivedMs);
+}
