@@ -30,11 +30,13 @@ export interface IngestOptions {
 
 /**
  * Collaborative processing (research/edge-scheduling.md §2.8): a frame analyzed by the ingest
- * worker itself, with a model of its own, when the backends are congested.
+ * worker itself, with a model of its own, when the backends are predicted to miss its deadline.
  */
 export interface LocalAnalysis {
   /** The frame to send: with its `local` outputs when it was analyzed here, else as it came. */
   analyze(frame: Frame, source: SourceConfig): Promise<Frame>;
+  /** Told of each frame sent: its JPEG's bytes, and how long the bus took to acknowledge it (the network's share of offloading). */
+  sent(bytes: number, ms: number): void;
 }
 
 export interface SourceResult {
@@ -154,7 +156,9 @@ export function createIngest(options: IngestOptions): Ingest {
       for await (const read of source.frames()) {
         const frame = options.local ? await options.local.analyze(read, config) : read;
         // The apps travel with each frame, so a backend elsewhere knows a source added while running.
+        const sending = performance.now();
         await producer.send(Channels.frames.topic, [Channels.frames.record({ ...frame, apps: config.apps })]);
+        options.local?.sent(frame.jpeg.byteLength, performance.now() - sending);
         entry.published += 1;
         if (frame.local) entry.analyzedHere += 1;
         entry.latencies.push(Date.now() - frame.captureTimeMs);

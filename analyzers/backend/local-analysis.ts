@@ -1,17 +1,22 @@
 /**
- * Collaborative processing (research/edge-scheduling.md §2.8, binary offloading): while the
- * backends report congestion, an ingest worker runs an app's first model itself, with a model
- * of its own (usually a cheaper one), and sends the frame with that model's detections; the
- * backend then skips the node and goes on from its output.
+ * Collaborative processing (research/edge-scheduling.md §2.8, binary offloading): an ingest
+ * worker runs an app's first model itself, with a model of its own (usually a cheaper one), when
+ * the backends are predicted to miss the frame's deadline, and sends the frame with that model's
+ * detections; the backend then skips the node and goes on from its output.
  *
- * The policy, kept simple:
- * - Congested: some backend's last stats (within `holdMs`) show a session of the model this
- *   one replaces with a bad rate (dropped or late) over `maxBadRate`.
- * - Then a frame is analyzed here only when the local time estimate fits what is left of its
- *   deadline, as the paper's client runs locally only when `T_loc ≤ deadline`. The estimate is
- *   an EWMA of measured local runs with weight 0.3 on the new sample (the paper's weight for
- *   its throughput estimate); with no run yet, the first one measures it.
- * - A local run that fails leaves the frame to the backends, as if it had not been tried.
+ * Per frame, the paper's estimates, each an EWMA with weight 0.3 on the new sample:
+ * - T_net: the frame's bytes over the send throughput, measured on this worker's own sends as
+ *   the bus acknowledged them (`sent`);
+ * - T_srv: the time the backends report a request of the replaced model takes (their P99 of an
+ *   interval, over the reports of the last `holdMs`). A report whose share of dropped or late
+ *   requests is over `maxBadRate` says the backends miss deadlines now: T_srv counts as
+ *   unbounded while it holds (`congested`);
+ * - T_loc: local runs, times the runs already waiting here plus one (the local queue); with no
+ *   run yet, the first one measures it.
+ * The frame goes to the backends while T_net + T_srv fits what is left of its deadline, and is
+ * analyzed here otherwise, if that is faster. (The paper's client runs locally whenever T_loc
+ * fits; here the backends come first, because the local model is usually the cheaper one.)
+ * A local run that fails leaves the frame to the backends, as if it had not been tried.
  */
 import { randomUUID } from 'node:crypto';
 import {
@@ -41,21 +46,28 @@ export interface LocalAnalysisOptions {
   replaces: string;
   /** Backends are congested while a session of `replaces` reports a larger share of dropped or late requests. */
   maxBadRate: number;
-  /** How long a report of congestion counts. */
+  /** How long a backend's report counts: its congestion, and its time in T_srv. */
   holdMs: number;
   logger: Logger;
 }
 
 export interface LocalAnalysisStatus {
+  /** A backend reported a bad rate over `maxBadRate` within `holdMs`. */
   congested: boolean;
   /** Frames analyzed here so far. */
   analyzed: number;
-  /** EWMA of a local run, ms; undefined before the first. */
-  estimateMs: number | undefined;
+  /** T_loc for one run, ms; undefined before the first. */
+  localMs: number | undefined;
+  /** T_srv, ms; undefined without a report within `holdMs`. */
+  serverMs: number | undefined;
+  /** The send throughput behind T_net, bytes per ms; undefined before the first send. */
+  sendBytesPerMs: number | undefined;
 }
 
-/** The weight of the newest sample in the local time estimate. */
+/** The weight of the newest sample in every estimate: the paper's, for its throughput estimate. */
 export const EWMA_WEIGHT = 0.3;
+
+const ewma = (previous: number | undefined, sample: number): number => (previous === undefined ? sample : EWMA_WEIGHT * sample + (1 - EWMA_WEIGHT) * previous);
 
 export function createLocalAnalysis(options: LocalAnalysisOptions) {
   const { bus, logger: parent, replaces } = options;
@@ -64,8 +76,12 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
   if (!spec) throw new Error(`local analysis: model "${options.model}" is not in the zoo`);
   let runner: Promise<ModelRunner> | undefined;
   let congestedUntilMs = 0;
-  let wasCongested = false;
-  let estimateMs: number | undefined;
+  let localMs: number | undefined;
+  let serverMs: number | undefined;
+  let serverHeardMs = 0;
+  let sendBytesPerMs: number | undefined;
+  let waitingHere = 0;
+  let wasLocal = false;
   let analyzed = 0;
   let consumer: Consumer | undefined;
 
@@ -91,12 +107,15 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
     return nodes;
   };
 
-  const congested = (): boolean => {
+  /** Whether this frame is better analyzed here: the backends predicted late, and this worker faster. */
+  const betterHere = (frame: Frame, leftMs: number): boolean => {
     const now = Date.now();
-    const is = now < congestedUntilMs;
-    if (is !== wasCongested) logger.warn({ replaces }, is ? 'backends congested: analyzing frames here' : 'backends keep up again: sending frames only');
-    wasCongested = is;
-    return is;
+    const serverKnown = now < serverHeardMs + options.holdMs;
+    const remoteMs = now < congestedUntilMs ? Infinity : (sendBytesPerMs ? frame.jpeg.byteLength / sendBytesPerMs : 0) + (serverKnown ? serverMs! : 0);
+    const here = remoteMs > leftMs && (localMs === undefined || localMs * (waitingHere + 1) < remoteMs);
+    if (here !== wasLocal) logger.warn({ replaces, remoteMs, localMs, leftMs }, here ? 'backends predicted late: analyzing frames here' : 'backends predicted on time: sending frames only');
+    wasLocal = here;
+    return here;
   };
 
   return {
@@ -111,25 +130,31 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
           } catch {
             continue; // the backend that wrote it logs its own; congestion is read from the others
           }
-          const overloaded = stats.sessions.some((s) => (s.session === replaces || s.session.startsWith(`${replaces}@`)) && s.badRate > options.maxBadRate);
-          if (overloaded) congestedUntilMs = Math.max(congestedUntilMs, stats.toMs + options.holdMs);
+          for (const session of stats.sessions.filter((s) => s.session === replaces || s.session.startsWith(`${replaces}@`))) {
+            if (session.badRate > options.maxBadRate) congestedUntilMs = Math.max(congestedUntilMs, stats.toMs + options.holdMs);
+            if (session.latencyP99Ms > 0) [serverMs, serverHeardMs] = [ewma(serverMs, session.latencyP99Ms), Date.now()];
+          }
         }
       });
     },
 
     async analyze(frame: Frame, source: SourceConfig): Promise<Frame> {
-      if (!congested()) return frame;
       try {
         const nodes = await firstNodes(source.apps);
         if (nodes.length === 0) return frame;
         const leftMs = Math.min(...nodes.map(({ app }) => frame.captureTimeMs + app.sloMs)) - Date.now();
-        if (estimateMs !== undefined && estimateMs > leftMs) return frame;
+        if (!betterHere(frame, leftMs)) return frame;
         const model = await runner!;
+        waitingHere += 1;
         const started = Date.now();
-        const image = await jpegImage(frame.jpeg); // decoded by the model's pre-processing, at its size
-        const outputs = await model.run(nodes.map(() => image), nodes.map((n) => n.params));
-        const tookMs = Date.now() - started;
-        estimateMs = estimateMs === undefined ? tookMs : EWMA_WEIGHT * tookMs + (1 - EWMA_WEIGHT) * estimateMs;
+        let outputs;
+        try {
+          const image = await jpegImage(frame.jpeg); // decoded by the model's pre-processing, at its size
+          outputs = await model.run(nodes.map(() => image), nodes.map((n) => n.params));
+        } finally {
+          waitingHere -= 1;
+        }
+        localMs = ewma(localMs, Date.now() - started);
         analyzed += 1;
         return {
           ...frame,
@@ -144,7 +169,18 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
       }
     },
 
-    status: (): LocalAnalysisStatus => ({ congested: Date.now() < congestedUntilMs, analyzed, estimateMs }),
+    /** Told of each frame this worker sent, and how long the bus took to take it: the throughput behind T_net. */
+    sent(bytes: number, ms: number): void {
+      sendBytesPerMs = ewma(sendBytesPerMs, bytes / Math.max(ms, 0.01));
+    },
+
+    status: (): LocalAnalysisStatus => ({
+      congested: Date.now() < congestedUntilMs,
+      analyzed,
+      localMs,
+      serverMs: Date.now() < serverHeardMs + options.holdMs ? serverMs : undefined,
+      sendBytesPerMs,
+    }),
 
     async close(): Promise<void> {
       await consumer?.close();

@@ -226,8 +226,10 @@ export const deploymentSchema = z.strictObject({
   ingest: z
     .strictObject({
       /**
-       * Collaborative processing: while backends report congestion, the ingest worker runs the
-       * apps' first model itself with `model` and sends its detections with the frame.
+       * Collaborative processing (binary offloading, edge scheduling): when the backends are
+       * predicted to miss a frame's deadline (network plus their reported time, or a reported bad
+       * rate) and running here is faster, the ingest worker runs the apps' first model itself
+       * with `model` and sends its detections with the frame.
        */
       localAnalysis: z
         .strictObject({
@@ -237,7 +239,7 @@ export const deploymentSchema = z.strictObject({
           replaces: z.string().min(1).optional(),
           /** Congested: a backend session of `replaces` reports more than this share of dropped or late requests. */
           maxBadRate: z.number().min(0).max(1).default(0.05),
-          /** How long one report of congestion counts, s. */
+          /** How long one backend report counts (its congestion and its time), s. */
           holdS: z.number().positive().default(5),
         })
         .optional(),

@@ -43,11 +43,11 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const congestedStats = (badRate: number, session = 'centernet@2000'): Stats => ({
+const congestedStats = (badRate: number, session = 'centernet@2000', latencyP99Ms = 2500): Stats => ({
   backend: 'b1',
   fromMs: Date.now() - 1000,
   toMs: Date.now(),
-  sessions: [{ session, arrivalRate: 20, queueLength: 12, batchSizes: [4], latencyP50Ms: 900, latencyP99Ms: 2500, dropped: 5, badRate }],
+  sessions: [{ session, arrivalRate: 20, queueLength: 12, batchSizes: [4], latencyP50Ms: 900, latencyP99Ms, dropped: 5, badRate }],
   edges: [],
 });
 
@@ -81,9 +81,9 @@ describe('collaborative processing', () => {
       expect(analyzed.local![0]).toMatchObject({ app: 'traffic', node: 'detect', model: 'centernet' });
       // The person in the room (the detector's golden test finds her at 0.75).
       expect(analyzed.local![0]!.detections.map((d) => d.className)).toContain('person');
-      expect(local.status().estimateMs).toBeGreaterThan(0);
-      // A frame whose deadline has passed is not worth a local run: the estimate says it would miss.
-      expect((await local.analyze({ ...frame, captureTimeMs: Date.now() - 10_000 }, source)).local).toBeUndefined();
+      expect(local.status().localMs).toBeGreaterThan(0);
+      // A frame already late still goes where it is done soonest: here, while the backends miss deadlines.
+      expect((await local.analyze({ ...frame, captureTimeMs: Date.now() - 10_000 }, source)).local).toHaveLength(1);
 
       // Through the ingest worker: frames go out with their detections while congestion lasts.
       const ingest = createIngest({ bus, dataDir: dir, logger: silentLogger(), local });
@@ -99,8 +99,55 @@ describe('collaborative processing', () => {
       expect(published.filter((f) => f.local).length).toBe(metrics!.analyzedHere);
 
       // The report expires after holdMs with no new one: frames go as they came again.
-      await waitFor(() => !local.status().congested, 'the congestion to pass', { timeoutMs: 5000 });
+      await waitFor(() => !local.status().congested && local.status().serverMs === undefined, 'the congestion to pass', { timeoutMs: 5000 });
       expect((await local.analyze({ ...frame, captureTimeMs: Date.now() }, source)).local).toBeUndefined();
+      await producer.close();
+    } finally {
+      await local.close();
+      await runtime.close();
+      await bus.close();
+    }
+  }, 60_000);
+
+  it('decides per frame by the paper\'s estimates: network plus server time against what is left of the deadline, local time against both', async () => {
+    const bus = createMemoryBus();
+    const runtime = createOnnxRuntime({ logger: silentLogger() });
+    const local = createLocalAnalysis({ bus, runtime, models, apps: [trafficSpec], model: 'centernet', replaces: 'centernet', maxBadRate: 0.05, holdMs: 60_000, logger: silentLogger() });
+    try {
+      await bus.createTopics([Topics.stats].map((name) => ({ name, partitions: 1 })));
+      await local.start();
+      const producer = bus.producer();
+      const source = sourceSchema.parse({ id: 'road', path: clip, apps: ['traffic'], speed: 1 });
+      const slo = trafficSpec.sloMs;
+      const fresh = (): Frame => ({ source: 'road', seq: 0, captureTimeMs: Date.now(), ptsMs: 0, width: 768, height: 432, jpeg });
+      /** Backends report this P99 until T_srv (an EWMA over their reports) has come within 1% of it. */
+      const report = async (latencyP99Ms: number): Promise<void> => {
+        while (Math.abs((local.status().serverMs ?? 0) - latencyP99Ms) > latencyP99Ms / 100) {
+          await producer.send(Topics.stats, [{ key: 'b1', value: statsContract.encode(congestedStats(0, 'centernet@2000', latencyP99Ms)) }]);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      };
+
+      // The backends take a tenth of the SLO, on time: the frame goes to them.
+      await report(slo / 10);
+      expect((await local.analyze(fresh(), source)).local).toBeUndefined();
+
+      // The same backends behind a link that takes the whole SLO for this frame's bytes (T_net): analyzed here.
+      local.sent(jpeg.byteLength, 2 * slo);
+      const viaSlowLink = await local.analyze(fresh(), source);
+      expect(viaSlowLink.local).toHaveLength(1);
+      expect(local.status().sendBytesPerMs).toBeCloseTo(jpeg.byteLength / (2 * slo), 6);
+      // A fast link again (EWMA 0.3: a few sends bring it back).
+      for (let i = 0; i < 30; i++) local.sent(jpeg.byteLength, 0.1);
+      expect((await local.analyze(fresh(), source)).local).toBeUndefined();
+
+      // No bad rate, but the backends' P99 is past the SLO (T_srv): analyzed here, as T_loc is shorter.
+      await report(3 * slo);
+      expect((await local.analyze(fresh(), source)).local).toHaveLength(1);
+      expect(local.status().congested).toBe(false);
+      // Local runs slower than the backends' estimate: the frame goes to them after all, late or not.
+      await report(Math.max(1, local.status().localMs! / 4));
+      expect((await local.analyze({ ...fresh(), captureTimeMs: Date.now() - slo }, source)).local).toBeUndefined();
       await producer.close();
     } finally {
       await local.close();
