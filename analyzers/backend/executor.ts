@@ -1,3 +1,4 @@
+import { RealtimeForecast } from './plan-ahead.js';
 import { SessionQueue, type BatchLatency, type BatchingPolicy, type Queued } from './session-queue.js';
 
 /**
@@ -19,6 +20,13 @@ export interface ExecutableSession<T, P, R> {
 
 export interface ExecutorOptions<T> {
   policy: BatchingPolicy;
+  /**
+   * Size or hold delay-tolerant batches (deadline Infinity) so that they leave the device before
+   * the next real-time batch must start (DeepQuery's plan-ahead, plan-ahead.ts). Off: they run
+   * whenever no real-time request waits, at the target batch (naive co-location).
+   * @defaultValue true
+   */
+  planAhead?: boolean;
   /**
    * Batches that execute at once: the runtime's worker threads, each with its share of the
    * cores. On a GPU one (Nexus: exclusive use of the device); on a CPU, batches on a core each
@@ -63,6 +71,10 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   const unfinished = new Map<string, number>();
   const lanes = Math.max(1, options.lanes ?? 1);
   let turn = 0;
+  const forecast = new RealtimeForecast();
+  const planAhead = options.planAhead ?? true;
+  let draining = false;
+  let wakeTimer: NodeJS.Timeout | undefined;
   /** Lanes running now. */
   let active = 0;
   /** `drain` calls waiting for the lanes to stop. */
@@ -74,13 +86,43 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     return queue;
   };
 
+  const realtimeQueued = (): boolean => sessions.some((s) => queueOf(s.id).headDeadlineMs() < Infinity);
+
+  /**
+   * How many of a session's delay-tolerant requests may run at `atMs`: none while a real-time
+   * request waits anywhere (real-time first), else the most that end before the next real-time
+   * batch must start, up to the target batch.
+   */
+  const delayTolerantSize = (session: ExecutableSession<T, P, R>, atMs: number): number => {
+    const most = Math.min(session.targetBatch, queueOf(session.id).length);
+    if (!planAhead || draining) return most;
+    if (realtimeQueued()) return 0;
+    const reserve = (id: string): number => {
+      const s = sessions.find((x) => x.id === id);
+      return s ? s.latency(s.targetBatch) : 0;
+    };
+    // The forecast is of arrivals on the clock now; `atMs` may be later (a batch prepared while another runs).
+    const budgetMs = forecast.latestEndMs(options.now(), reserve) - atMs;
+    let size = most;
+    while (size > 0 && session.latency(size) > budgetMs) size--;
+    return size;
+  };
+
+  /** Whether a session's queue can yield a batch at `atMs`: real-time requests, or delay-tolerant ones plan-ahead lets run. */
+  const runnable = (session: ExecutableSession<T, P, R>, atMs: number): boolean => {
+    const queue = queueOf(session.id);
+    return queue.length > 0 && (queue.headDeadlineMs() < Infinity || delayTolerantSize(session, atMs) > 0);
+  };
+
   /** The next session in turn with a batch to run at `atMs`, and that batch prepared. */
   const nextBatch = (atMs: number): { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; prepared: Promise<P> } | undefined => {
     for (let tried = 0, n = sessions.length; tried < n && sessions.length > 0; tried++) {
       const index = turn % sessions.length;
       const session = sessions[index]!;
       const queue = queueOf(session.id);
-      const { batch, dropped } = queue.take(options.policy, atMs, session.targetBatch, session.latency);
+      // Only delay-tolerant requests left (they sort last): plan-ahead sizes the batch.
+      const { batch, dropped } =
+        queue.headDeadlineMs() === Infinity ? { batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] } : queue.take(options.policy, atMs, session.targetBatch, session.latency);
       if (dropped.length > 0) options.onDrop(session.id, dropped);
       if (queue.length === 0 && !planned.has(session.id)) {
         // A leaving session with nothing left: out of the rotation; the next one moves into its place.
@@ -134,7 +176,23 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   }
 
   // Only a session in the rotation can take its queue's turn; kicking for any other would spin.
-  const hasWork = (): boolean => sessions.some((s) => queueOf(s.id).length > 0);
+  // Delay-tolerant work plan-ahead holds is not work yet: a timer wakes the lanes when the
+  // forecast changes (a real-time arrival wakes them too).
+  const hasWork = (): boolean => {
+    const now = options.now();
+    if (sessions.some((s) => runnable(s, now))) return true;
+    if (!wakeTimer && sessions.some((s) => queueOf(s.id).length > 0)) {
+      const atMs = forecast.nextChangeMs(now);
+      if (atMs < Infinity) {
+        wakeTimer = setTimeout(() => {
+          wakeTimer = undefined;
+          kick();
+        }, Math.max(1, atMs - now));
+        wakeTimer.unref();
+      }
+    }
+    return false;
+  };
 
   const kick = (): void => {
     while (active < lanes) {
@@ -164,12 +222,18 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       kick();
     },
     submit(session, request) {
+      if (request.deadlineMs < Infinity) forecast.arrived(session, options.now(), request.deadlineMs);
       queueOf(session).push(request);
       if (sessions.some((s) => s.id === session)) kick();
     },
     queued: () => Object.fromEntries([...queues].map(([id, q]) => [id, q.length])),
     inUse: () => new Set([...sessions.map((s) => s.id), ...unfinished.keys()]),
     async drain() {
+      // Nothing real-time is coming any more: what plan-ahead holds runs now.
+      draining = true;
+      clearTimeout(wakeTimer);
+      wakeTimer = undefined;
+      kick();
       while (active > 0 || finishing.size > 0) {
         if (active > 0) await new Promise<void>((resolve) => wakers.push(resolve));
         await Promise.all([...finishing]);

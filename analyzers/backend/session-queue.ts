@@ -117,6 +117,16 @@ export class SessionQueue<T> {
     return { batch: window.filter((_, i) => batch.has(i)), dropped: window.filter((_, i) => dropped.has(i)) };
   }
 
+  /** The earliest deadline queued; Infinity when empty or only delay-tolerant requests are. */
+  headDeadlineMs(): number {
+    return this.queue[0]?.deadlineMs ?? Infinity;
+  }
+
+  /** The first `count` requests, as they are. */
+  takeFirst(count: number): Queued<T>[] {
+    return this.queue.splice(0, count);
+  }
+
   /** Everything still queued, for a session that leaves this backend. */
   takeAll(): Queued<T>[] {
     return this.queue.splice(0);
