@@ -173,6 +173,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     realtime: (source) => !backfill.has(source),
     batch: batchOf,
     batching: backendConfig.batching === 'on-time' ? 'tardy' : 'early',
+    planAhead: backendConfig.planAhead,
     groupId: Groups.backend,
     ...(options.onStats ? { onStats: options.onStats } : {}),
     ...(snapshots ? { snapshots } : {}),

@@ -22,7 +22,7 @@ import { FRAMES } from './query-analysis.js';
 export interface EpochServiceOptions extends EpochOptions {
   bus: Bus;
   /** The apps to plan for, without their load (`framesRate` and `gammas` come from stats). */
-  apps: readonly Omit<AppDemand, 'framesRate' | 'gammas'>[];
+  apps: readonly Omit<AppDemand, 'framesRate' | 'delayTolerantRate' | 'gammas'>[];
   profileOf: ProfileLookup;
   families?: readonly PrefixFamily[];
   logger: Logger;
@@ -146,19 +146,26 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
 }
 
 /**
- * The apps' load from the backends' latest stats: frames per app summed, γ per edge averaged. A
+ * The apps' load from the backends' latest stats: frames per app summed (real-time and
+ * delay-tolerant apart), γ per edge averaged. A
  * specialized node (thesis ch. 5) serves only the inputs its oracle ran on (exploring, spot
  * checks, fall-throughs), and each template's node those its model ran on (cascade calls, pool
  * rows), as measured over every stream in the last interval: the edges into them carry those
  * shares of the inputs. Before anything is measured each serves every input.
  */
-export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'gammas'>[], live: readonly Stats[]): AppDemand[] {
+export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'delayTolerantRate' | 'gammas'>[], live: readonly Stats[]): AppDemand[] {
   const framesRate = new Map<string, number>();
+  const tolerantRate = new Map<string, number>();
   const gammas = new Map<string, number[]>();
   /** Per app/node: inputs in the interval, and runs by the oracle ('') and by each template's model. */
   const runs = new Map<string, { inputs: number; by: Map<string, number> }>();
   for (const stats of live) {
-    for (const a of stats.apps ?? []) framesRate.set(a.app, (framesRate.get(a.app) ?? 0) + a.framesRate);
+    for (const a of stats.apps ?? []) {
+      // Real-time frames are the load; delay-tolerant ones go into the idle time the plan leaves.
+      const tolerant = a.delayTolerantFramesRate ?? 0;
+      framesRate.set(a.app, (framesRate.get(a.app) ?? 0) + Math.max(0, a.framesRate - tolerant));
+      tolerantRate.set(a.app, (tolerantRate.get(a.app) ?? 0) + tolerant);
+    }
     for (const e of stats.edges) {
       const key = `${e.app}/${edgeKey(e.from, e.to)}`;
       gammas.set(key, [...(gammas.get(key) ?? []), e.gamma]);
@@ -184,6 +191,6 @@ export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'gammas
         return [[edgeKey(e.from, e.to), (share * measured.reduce((a, b) => a + b, 0)) / measured.length]];
       }),
     );
-    return { ...app, framesRate: framesRate.get(app.app) ?? 0, gammas: gammasOf };
+    return { ...app, framesRate: framesRate.get(app.app) ?? 0, delayTolerantRate: tolerantRate.get(app.app) ?? 0, gammas: gammasOf };
   });
 }

@@ -1,4 +1,5 @@
 import { describeError, Topics, type Plan } from '../core/index.js';
+import { planIdleTime } from './delay-tolerant.js';
 import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
 import type { ModelProfile, ProfileLookup } from './profile.js';
 import { FRAMES, analyzeQuery } from './query-analysis.js';
@@ -13,8 +14,10 @@ export interface AppDemand {
   sloMs: number;
   nodes: readonly { id: string; model: string }[];
   edges: readonly { from: string; to: string }[];
-  /** Frames per second entering the app. */
+  /** Frames per second entering the app from real-time sources: the load the plan packs. */
   framesRate: number;
+  /** Frames per second from delay-tolerant sources (replays faster than real time): planned into idle time, not packed. */
+  delayTolerantRate?: number;
   /** Measured γ by `from>to` (an edge from `frames` is 1, less into a specialized node); an edge not measured yet counts 1. */
   gammas: Readonly<Record<string, number>>;
 }
@@ -144,6 +147,8 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
       return [...(topics.get(session.id) ?? [])].map((topic) => ({ session: session.id, topic, weights: shares }));
     }),
   };
+  const tolerant = delayTolerantDemands(input.apps);
+  if (tolerant.length > 0) plan.delayTolerant = planIdleTime(placed, input.backends.length, tolerant, profileOf, options.deviceMemoryMB);
   if (warnings.length > 0) plan.warnings = [...warnings];
   return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
 }
@@ -176,17 +181,32 @@ function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOption
   } catch (err) {
     warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
   }
-  // A node's rate: the frames, or γ times each parent's rate, summed over its inputs; each worked out once.
+  return { sloMs: evenSloSplit(app), rates: nodeRates(app, app.framesRate) };
+}
+
+/** Each node's requests/s at `framesRate`: the frames, or γ times each parent's rate, summed over its inputs. */
+function nodeRates(app: AppDemand, framesRate: number): Record<string, number> {
   const rates = new Map<string, number>();
   const rateOf = (node: string): number => {
     let rate = rates.get(node);
     if (rate === undefined) {
-      rate = edges.filter((e) => e.to === node).reduce((sum, e) => sum + e.gamma * (e.from === FRAMES ? app.framesRate : rateOf(e.from)), 0);
+      rate = app.edges.filter((e) => e.to === node).reduce((sum, e) => sum + (app.gammas[edgeKey(e.from, e.to)] ?? 1) * (e.from === FRAMES ? framesRate : rateOf(e.from)), 0);
       rates.set(node, rate);
     }
     return rate;
   };
-  return { sloMs: evenSloSplit(app), rates: Object.fromEntries(app.nodes.map((n) => [n.id, rateOf(n.id)])) };
+  return Object.fromEntries(app.nodes.map((n) => [n.id, rateOf(n.id)]));
+}
+
+/** Delay-tolerant requests/s per model, over every app. */
+function delayTolerantDemands(apps: readonly AppDemand[]): { model: string; rate: number }[] {
+  const byModel = new Map<string, number>();
+  for (const app of apps) {
+    if (!app.delayTolerantRate) continue;
+    const rates = nodeRates(app, app.delayTolerantRate);
+    for (const node of app.nodes) byModel.set(node.model, (byModel.get(node.model) ?? 0) + (rates[node.id] ?? 0));
+  }
+  return [...byModel].map(([model, rate]) => ({ model, rate }));
 }
 
 /** Nodes keep the backend they had; the rest take free backends in order. */

@@ -1,3 +1,4 @@
+export { occupancy, planIdleTime, type DelayTolerantDemand, type IdleTimePlan } from './delay-tolerant.js';
 export {
   batchProfileSchema,
   compileProfile,

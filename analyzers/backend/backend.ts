@@ -45,6 +45,8 @@ export interface BackendOptions {
   realtime?: (source: string) => boolean;
   /** How a session's batch is formed: @defaultValue 'early' (Nexus's sliding window); 'tardy' is Our-Tardy (edge scheduling); 'lazy' is Clipper's, the baseline. */
   batching?: BatchingPolicy;
+  /** Size delay-tolerant batches to leave the device before the next real-time batch (plan-ahead.ts). @defaultValue true */
+  planAhead?: boolean;
   /** Stats go to `panoptes.stats` this often, ms. @defaultValue 1000 */
   statsIntervalMs?: number;
   /** Called with each interval's stats too (for metrics). */
@@ -109,6 +111,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const producer = options.bus.producer();
   const executor = createExecutor<Request, Prepared, Executed>({
     policy: options.batching ?? 'early',
+    planAhead: options.planAhead ?? true,
     lanes: options.runtime.lanes,
     now: Date.now,
     onDrop: (_, dropped) => {
@@ -155,12 +158,13 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
 
   /** A full disk fails every picture: said once, then counted. */
   const snapshotFailures = createLogThrottle(30_000);
+  const realtime = options.realtime ?? (() => true);
   const runner = createDagRunner({
     apps: options.apps,
     parseParams,
     infer: (node, image, params, deadlineMs, frame) => (specialized.specializes(node) ? specialized.classify(node, image, params, deadlineMs, frame) : infer(node, image, params, deadlineMs, frame)),
     budgets: (app) => budgets.get(app),
-    realtime: options.realtime ?? (() => true),
+    realtime,
     crops: options.bus.kind === 'memory' ? 'pixels' : 'jpeg',
     onFanOut: (app, from, to, children) => stats.fannedOut(app, from, to, children),
     ...(options.snapshots ? { snapshots: options.snapshots, onSnapshotError: (err: unknown) => snapshotFailures.log('snapshot', (repeats) => logger.warn({ err }, `an event's picture could not be kept; its row has none${repeatedSuffix(repeats, 30_000)}`)) } : {}),
@@ -174,8 +178,9 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     batchOf,
     producer,
     tally,
-    onFrame: (apps) => {
-      for (const app of apps) stats.frame(app);
+    onFrame: (apps, source) => {
+      const delayTolerant = !realtime(source);
+      for (const app of apps) stats.frame(app, delayTolerant);
     },
     logger,
   });

@@ -28,7 +28,7 @@ export interface IntakeOptions {
   producer: Producer;
   tally: OutboxTally;
   /** A frame came in for these apps. */
-  onFrame: (apps: readonly string[]) => void;
+  onFrame: (apps: readonly string[], source: string) => void;
   logger: Logger;
 }
 
@@ -86,7 +86,7 @@ export function createIntake(options: IntakeOptions): Intake {
     }
     counts.frames += 1;
     const apps = (frame.apps ?? options.appsForSource(frame.source)).filter((app) => knownApps.has(app));
-    options.onFrame(apps);
+    options.onFrame(apps, frame.source);
     await options.runner.runFrame(frame, apps, out, after);
   };
 

@@ -19,6 +19,7 @@ export function createStatsWindow(backend: string, startMs: number) {
   let sessions = new Map<string, SessionCounts>();
   let edges = new Map<string, { app: string; from: string; to: string; parents: number; children: number }>();
   let frames = new Map<string, number>();
+  let tolerantFrames = new Map<string, number>();
   let apps = new Map<string, { requests: number; late: number; dropped: number }>();
 
   const session = (id: string): SessionCounts => {
@@ -39,7 +40,11 @@ export function createStatsWindow(backend: string, startMs: number) {
   };
 
   return {
-    frame: (app: string): void => void frames.set(app, (frames.get(app) ?? 0) + 1),
+    /** A frame for `app`, from a real-time source or a delay-tolerant one. */
+    frame: (app: string, delayTolerant = false): void => {
+      frames.set(app, (frames.get(app) ?? 0) + 1);
+      if (delayTolerant) tolerantFrames.set(app, (tolerantFrames.get(app) ?? 0) + 1);
+    },
     arrival: (id: string): void => void (session(id).arrivals += 1),
     batch: (id: string, size: number): void => void session(id).batchSizes.push(size),
     /** A request of `appName` to session `id` finished. */
@@ -87,12 +92,18 @@ export function createStatsWindow(backend: string, startMs: number) {
           };
         }),
         edges: [...edges.values()].map(({ app, from, to, parents, children }) => ({ app, from, to, gamma: parents === 0 ? 0 : children / parents })),
-        apps: [...new Set([...frames.keys(), ...apps.keys()])].map((name) => ({ app: name, framesRate: (frames.get(name) ?? 0) / seconds, ...(apps.get(name) ?? { requests: 0, late: 0, dropped: 0 }) })),
+        apps: [...new Set([...frames.keys(), ...apps.keys()])].map((name) => ({
+          app: name,
+          framesRate: (frames.get(name) ?? 0) / seconds,
+          ...(tolerantFrames.has(name) ? { delayTolerantFramesRate: tolerantFrames.get(name)! / seconds } : {}),
+          ...(apps.get(name) ?? { requests: 0, late: 0, dropped: 0 }),
+        })),
       };
       fromMs = nowMs;
       sessions = new Map();
       edges = new Map();
       frames = new Map();
+      tolerantFrames = new Map();
       apps = new Map();
       return stats;
     },

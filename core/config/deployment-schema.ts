@@ -221,8 +221,14 @@ export const deploymentSchema = z.strictObject({
        * requests, the hopeless dropped at once). docs/scheduler.md compares them.
        */
       batching: z.enum(['sliding-window', 'on-time']).default('sliding-window'),
+      /**
+       * Delay-tolerant batches (replays faster than real time) sized or held so that they leave
+       * the device before the next real-time batch must start (DeepQuery's plan-ahead). Off: they
+       * run at the target batch whenever no real-time request waits.
+       */
+      planAhead: z.boolean().default(true),
     })
-    .default({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window' }),
+    .default({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', planAhead: true }),
   ingest: z
     .strictObject({
       /**

@@ -168,6 +168,8 @@ const stats = z.object({
       z.object({
         app: z.string().min(1),
         framesRate: z.number().nonnegative(),
+        /** Of those, frames from delay-tolerant sources (replays faster than real time): the scheduler plans them into idle time. */
+        delayTolerantFramesRate: z.number().nonnegative().optional(),
         /** The app's model requests that finished or were dropped in this interval, and of them those late or dropped: its SLO attainment. */
         requests: count.optional(),
         late: count.optional(),
@@ -263,6 +265,16 @@ const plan = z.object({
       sessions: z.array(z.object({ session: z.string().min(1), batch: z.number().int().positive() })),
     }),
   ),
+  /**
+   * Delay-tolerant work (DeepQuery): not packed, but run in the time the plan leaves idle; per
+   * model the requests/s offered and the requests/s that idle time allows.
+   */
+  delayTolerant: z
+    .object({
+      idleDevices: z.number().nonnegative(),
+      models: z.array(z.object({ model: z.string().min(1), rate: z.number().nonnegative(), capacity: z.number().nonnegative() })),
+    })
+    .optional(),
   /** What an operator should know of this plan: an SLO split evenly because query analysis found none, sessions without a backend. */
   warnings: z.array(z.string()).optional(),
   /** Per session and topic, the share of partitions each backend consumes. */

@@ -89,7 +89,7 @@ describe('parseConfig', () => {
     expect(config.bus).toEqual({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 });
     expect(config.dataDir).toBe('./data');
     // No batch: each model's comes from this machine's profile (cli/batch-sizes.ts).
-    expect(config.backend).toEqual({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window' });
+    expect(config.backend).toEqual({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', planAhead: true });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.sources)).toBe(true);
     expect(Object.isFrozen(config.sources[0])).toBe(true);

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import type { Stats } from '../../core/index.js';
+import { appDemands, linearProfile, occupancy, planEpoch, planIdleTime, profileLookup, type AppDemand } from '../../scheduler/index.js';
+
+// ℓ(b) = 5b + 20 ms: best throughput at the largest batch, 32 in 180 ms (177.8/s).
+const profileOf = profileLookup([linearProfile({ model: 'detector', alphaMs: 5, betaMs: 20, maxBatch: 32 })]);
+const best = 32_000 / 180;
+
+describe('delay-tolerant work in the idle time the plan leaves (DeepQuery)', () => {
+  it("a node's idle time is its duty cycle less its batches; a backend without a node is idle", () => {
+    const node = { id: 'gpu-0', dedicated: false, dutyCycleMs: 120, sessions: [{ id: 'detector@1000', model: 'detector', sloMs: 1000, rate: 50, batch: 8 }] };
+    expect(occupancy(node, profileOf)).toBeCloseTo(60 / 120, 10);
+    // Half of gpu-0 and all of a second backend: 1.5 devices. 100 req/s asks for 100/177.8 = 0.56 of a device: it all fits.
+    const fits = planIdleTime([node], 2, [{ model: 'detector', rate: 100 }], profileOf);
+    expect(fits.idleDevices).toBeCloseTo(1.5, 10);
+    expect(fits.models[0]!.capacity).toBeCloseTo(1.5 * best, 6);
+    // On gpu-0 alone, 0.5 devices: the idle time allows half a device's best throughput.
+    expect(planIdleTime([node], 1, [{ model: 'detector', rate: 1000 }], profileOf).models[0]!.capacity).toBeCloseTo(0.5 * best, 6);
+  });
+
+  it('plans real-time frames only, and states what the idle time allows the replay', () => {
+    const app = (framesRate: number, delayTolerantRate: number): AppDemand => ({
+      app: 'road',
+      sloMs: 1000,
+      nodes: [{ id: 'detect', model: 'detector' }],
+      edges: [{ from: 'frames', to: 'detect' }],
+      framesRate,
+      delayTolerantRate,
+      gammas: {},
+    });
+    const input = (a: AppDemand) => ({ epoch: 1, nowMs: 0, apps: [a], backends: ['b1', 'b2'] });
+    const alone = planEpoch(input(app(40, 0)), profileOf, { epsilonMs: 10 }).plan;
+    const withReplay = planEpoch(input(app(40, 300)), profileOf, { epsilonMs: 10 }).plan;
+    // The replay's 300 frames/s are not packed: the same nodes and batches as the live stream alone.
+    expect(withReplay.backends).toEqual(alone.backends);
+    expect(alone.delayTolerant).toBeUndefined();
+    const [replay] = withReplay.delayTolerant!.models;
+    expect(replay).toMatchObject({ model: 'detector', rate: 300 });
+    expect(replay!.capacity).toBeGreaterThan(best);
+    expect(replay!.capacity).toBeLessThan(2 * best);
+  });
+
+  it("reads the delay-tolerant share of each app's frames from the backends' stats", () => {
+    const stats = (framesRate: number, delayTolerantFramesRate?: number): Stats => ({
+      backend: 'b1', fromMs: 0, toMs: 1000, sessions: [], edges: [], apps: [{ app: 'road', framesRate, ...(delayTolerantFramesRate === undefined ? {} : { delayTolerantFramesRate }) }],
+    });
+    const road = { app: 'road', sloMs: 1000, nodes: [{ id: 'detect', model: 'detector' }], edges: [{ from: 'frames', to: 'detect' }] };
+    expect(appDemands([road], [stats(50, 30), stats(10)])[0]).toMatchObject({ framesRate: 30, delayTolerantRate: 30 });
+  });
+});
