@@ -45,6 +45,7 @@ export function schedulerOptions(config: CompiledConfig, families: readonly Reso
     profileOf,
     families: families.map((f) => ({ name: f.name, models: (f.family ?? []).map((m) => m.name) })),
     epsilonMs: settings.epsilonMs,
+    variants: Object.values(config.models).flatMap((m) => (m.variantOf ? [{ model: m.name, variantOf: m.variantOf.model, accuracy: m.variantOf.accuracy }] : [])),
     // Unset, the scheduler's own defaults apply: they are defined there only.
     ...(settings.epochS !== undefined ? { epochMs: settings.epochS * 1000 } : {}),
     ...(settings.minEpochS !== undefined ? { minEpochMs: settings.minEpochS * 1000 } : {}),

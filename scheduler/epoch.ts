@@ -7,6 +7,7 @@ import { repack } from './repack.js';
 import { planViolations } from './plan-check.js';
 import { evenSloSplit } from '../analyzers/index.js';
 import { squishyBinPacking, type GpuNode, type PackOptions, type Session } from './squishy.js';
+import { downgradeToFit, type Variant } from './variants.js';
 
 /** One app's load this epoch: its model tree, the frames entering it, the fan-out measured on each edge. */
 export interface AppDemand {
@@ -42,6 +43,8 @@ export interface EpochState {
 export interface EpochOptions extends PackOptions {
   /** Discretization ε of the query analysis, ms. */
   epsilonMs: number;
+  /** Cheaper variants of zoo models, served instead when the plan needs more backends than reported (MCDNN, variants.ts). */
+  variants?: readonly Variant[];
 }
 
 export interface EpochPlan {
@@ -114,10 +117,30 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
     nodesOf.set(id, members.flatMap((m) => nodesOf.get(m.id) ?? []));
   }
 
-  const packing = input.previous ? repack(input.previous.nodes, merge.sessions, profileOf, options) : squishyBinPacking(merge.sessions, profileOf, options);
+  let packing = input.previous ? repack(input.previous.nodes, merge.sessions, profileOf, options) : squishyBinPacking(merge.sessions, profileOf, options);
+  /** Sessions a variant serves, by the id the session was asked under. */
+  const byVariant = new Map<string, Session & { variantOf: string; accuracy: number }>();
+  if (options.variants?.length && packing.nodes.length > input.backends.length) {
+    const fitted = downgradeToFit(merge.sessions, options.variants, input.backends.length, profileOf, options);
+    if (fitted.downgrades.length > 0) {
+      packing = fitted.packing;
+      // A downgraded session is named by the model that serves it, unless a session of that name exists.
+      const ids = new Set(merge.sessions.map((x) => x.id));
+      for (const served of fitted.sessions) {
+        if (!served.variantOf) continue;
+        const renamed = sessionId(served.model, served.sloMs);
+        const id = ids.has(renamed) ? served.id : renamed;
+        byVariant.set(served.id, { ...served, id, variantOf: served.variantOf });
+        for (const node of packing.nodes) for (const ns of node.sessions) if (ns.id === served.id) ns.id = id;
+        topics.set(id, topics.get(served.id) ?? new Set());
+      }
+      for (const d of fitted.downgrades) warnings.push(`session ${d.session}: served by ${d.to} instead of ${d.from} (accuracy −${(100 * d.accuracyLost).toFixed(1)} points, frees ${d.devicesFreed.toFixed(2)} devices): the plan needs more backends than reported`);
+    }
+  }
   for (const u of packing.unschedulable) warnings.push(`session ${u.id} cannot be served: ${u.reason}`);
   // The packer's constraints hold by construction; a breach would be a bug, said rather than published silently.
-  for (const violation of planViolations(packing, merge.sessions, profileOf, options)) warnings.push(`plan check: ${violation}`);
+  const served = merge.sessions.map((asked) => byVariant.get(asked.id) ?? asked);
+  for (const violation of planViolations(packing, served, profileOf, options)) warnings.push(`plan check: ${violation}`);
   const backendOf = assignBackends(packing.nodes, input.backends, input.previous?.backendOf ?? {});
   const unplaced = packing.nodes.filter((n) => !backendOf[n.id]);
   if (unplaced.length > 0) {
@@ -125,7 +148,12 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   }
 
   const placed = packing.nodes.filter((n) => backendOf[n.id]);
-  const sessions = merge.sessions.map((s) => ({ id: s.id, model: s.model, sloMs: s.sloMs, nodes: nodesOf.get(s.id) ?? [], ...profiled(s.model, profileOf) }));
+  const sessions = merge.sessions.map((asked) => {
+    const variant = byVariant.get(asked.id);
+    const s = variant ?? asked;
+    const session = { id: s.id, model: s.model, sloMs: s.sloMs, nodes: nodesOf.get(asked.id) ?? [], ...profiled(s.model, profileOf) };
+    return variant ? { ...session, variantOf: variant.variantOf, accuracy: variant.accuracy } : session;
+  });
   const plan: Plan = {
     epoch: input.epoch,
     createdAtMs: input.nowMs,

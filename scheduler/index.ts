@@ -1,3 +1,4 @@
+export { downgradeToFit, type Downgrade, type Variant, type VariantPlan } from './variants.js';
 export { occupancy, planIdleTime, type DelayTolerantDemand, type IdleTimePlan } from './delay-tolerant.js';
 export {
   batchProfileSchema,

@@ -46,6 +46,13 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
     }
     models[model.name] = resolved;
   });
+  zoo.models.forEach((model, i) => {
+    const of = model.variantOf && zoo.models.find((m) => m.name === model.variantOf!.model);
+    if (model.variantOf && !of) issues.push({ file, path: `models[${i}].variantOf.model`, message: `got "${model.variantOf.model}"; expected another model of this zoo` });
+    else if (of && (of.name === model.name || of.task !== model.task)) {
+      issues.push({ file, path: `models[${i}].variantOf.model`, message: `got "${of.name}" (${of.task}); expected another model with this one's task (${model.task})` });
+    }
+  });
   if (issues.length > 0) throw configError(file, issues);
   return deepFreeze(models);
 }

@@ -31,6 +31,12 @@ export const modelSpecSchema = z.strictObject({
   labelsFile: z.string().optional(),
   /** Largest batch to run at once. */
   maxBatch: z.number().int().positive().default(8),
+  /**
+   * A cheaper stand-in for another model of the zoo (MCDNN's variants): when the plan needs more
+   * backends than there are, the scheduler serves that model's sessions with this one. `accuracy`
+   * is its answers' agreement with the other's, 0..1, as `npm run bench -- variants` measures it.
+   */
+  variantOf: z.strictObject({ model: id, accuracy: z.number().min(0).max(1) }).optional(),
   license: z.string().min(1),
   description: z.string().default(''),
 });

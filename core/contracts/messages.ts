@@ -256,6 +256,9 @@ const plan = z.object({
       latencyMs: z.array(z.number().positive()).min(1).optional(),
       /** CPU time per request around the batch (the profile's pre- and post-processing), ms. */
       overheadMs: z.number().nonnegative().optional(),
+      /** Served by a cheaper variant (MCDNN): the model the nodes asked for, and the variant's accuracy against it. */
+      variantOf: z.string().min(1).optional(),
+      accuracy: z.number().min(0).max(1).optional(),
     }),
   ),
   backends: z.array(
