@@ -41,6 +41,7 @@ export {
   seededRandom,
   squishyVsOblivious,
   onTimeRatio,
+  variantsVsDropping,
   type OnTimePolicy,
   type ArrivalKind,
   type ArrivalSpec,

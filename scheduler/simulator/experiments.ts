@@ -3,6 +3,7 @@ import { earlyDropVsLazy } from './experiment-early-drop.js';
 import { efficiencyVsLowerBound } from './experiment-efficiency.js';
 import { onTimeCapacities } from './experiment-ontime.js';
 import { planningTime } from './experiment-planning.js';
+import { variantsVsDropping } from './experiment-variants.js';
 import { queryAnalysisVsEven } from './experiment-query-analysis.js';
 import { reaction } from './experiment-reaction.js';
 import { squishyVsOblivious } from './experiment-squishy.js';
@@ -35,6 +36,16 @@ export const EXPERIMENTS = {
   /** Edge scheduling Fig. 8: capacity at 90% on time (150 ms) on one GPU, per policy, VGG16- and ResNet50-like profiles in 5 stages. */
   ontime: () =>
     onTimeCapacities().models.map((m) => ({ model: m.model, ...m.capacity, tardyOverEdf: round(m.tardyOverEdf, 3), tardyOverNexus: round(m.tardyOverNexus, 3), paper: m.paper })),
+  /** MCDNN on 4 GPUs: per load (× what fits at full accuracy), goodput and accuracy over all requests, variants vs dropping. */
+  variants: () =>
+    variantsVsDropping().loads.map((l) => ({
+      load: l.load,
+      dropGoodput: round(l.dropGoodput, 0),
+      dropAccuracy: round(l.dropAccuracy, 3),
+      variantsGoodput: round(l.variantsGoodput, 0),
+      variantsAccuracy: round(l.variantsAccuracy, 3),
+      downgrades: l.downgrades,
+    })),
 } as const;
 
 export type ExperimentName = keyof typeof EXPERIMENTS;

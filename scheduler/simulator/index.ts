@@ -10,5 +10,6 @@ export { queryAnalysisVsEven, type QueryAnalysisFigures } from './experiment-que
 export { efficiencyVsLowerBound, type EfficiencyFigures } from './experiment-efficiency.js';
 export { reaction, type ReactionFigures } from './experiment-reaction.js';
 export { capacityOf, onTimeCapacities, onTimeRatio, ONTIME_MODELS, ONTIME_POLICIES, type OnTimeFigures, type OnTimeModel, type OnTimePolicy } from './experiment-ontime.js';
+export { variantsVsDropping, type VariantFigures } from './experiment-variants.js';
 export { planningTime, type PlanningFigures } from './experiment-planning.js';
 export { EXPERIMENT_NAMES, runExperiments, type ExperimentName } from './experiments.js';

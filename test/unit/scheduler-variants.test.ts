@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { downgradeToFit, linearProfile, peakThroughput, planEpoch, planViolations, profileLookup, type Variant } from '../../scheduler/index.js';
+import { downgradeToFit, linearProfile, peakThroughput, planEpoch, planViolations, profileLookup, variantsVsDropping, type Variant } from '../../scheduler/index.js';
 
 // Two models with the same cost, each with a variant at half its cost: ℓ(b) = 4b + 10 ms and 2b + 5 ms.
 const profileOf = profileLookup([
@@ -57,5 +57,19 @@ describe('model variants under a budget (MCDNN)', () => {
     expect(warnings.some((w) => w.includes('served by cars-lite instead of cars'))).toBe(true);
     // Without variants the plan needs a third backend.
     expect(planEpoch({ epoch: 1, nowMs: 0, apps: [app('a', 'faces'), app('b', 'cars')], backends: ['b1', 'b2'] }, profileOf, { epsilonMs: 10 }).warnings.some((w) => w.includes('needs 3 backends'))).toBe(true);
+  });
+});
+
+describe('variants against dropping in the simulator (panoptes simulate variants)', () => {
+  it('past the cluster\'s capacity, serves more requests at a smaller accuracy loss than dropping loses', () => {
+    const { loads } = variantsVsDropping();
+    const under = loads.find((l) => l.load === 0.8)!;
+    expect(under.downgrades).toBe(0);
+    expect(under.variantsGoodput).toBe(under.dropGoodput);
+    for (const l of loads.filter((x) => x.load >= 1.25)) {
+      expect(l.variantsGoodput).toBeGreaterThan(1.2 * l.dropGoodput);
+      expect(1 - l.variantsAccuracy).toBeLessThan(1 - l.dropAccuracy);
+      expect(l.variantsAccuracy).toBeGreaterThan(0.95);
+    }
   });
 });
