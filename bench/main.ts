@@ -10,6 +10,7 @@
 //   npm run bench -- weg [--minutes M] [--workload faces|objects]
 //   npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]
 //   npm run bench -- colocate [--live-share S]
+//   npm run bench -- variants
 //   npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256] [--max-age N] [--threads N]
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,6 +28,7 @@ import { ingestBench } from './ingest.js';
 import { DETECT_APP, peerBench } from './peer.js';
 import { sinkBench } from './sink.js';
 import { soakBench } from './soak.js';
+import { variantsBench } from './variants.js';
 import { wegBench } from './weg.js';
 
 const logger = createLogger({ level: 'warn' });
@@ -84,7 +86,7 @@ async function pipeline(): Promise<void> {
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
 /** Each gets the arguments after its name. */
-const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench, cache: cacheBench, colocate: colocateBench, 'frame-cache': frameCacheBench };
+const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench, cache: cacheBench, colocate: colocateBench, 'frame-cache': frameCacheBench, variants: variantsBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {

@@ -270,6 +270,17 @@ describe('loadModelZoo and loadApp', () => {
     expect(err.message).toContain('duplicate');
   });
 
+  it('takes a cheaper variant of a zoo model, and refuses one of a model it lacks or of another task', () => {
+    const variant = (of: string, task = 'detect-objects') => `${MODELS}  - name: centernet-small\n    task: ${task}\n    architecture: centernet\n    file: ${CENTERNET}\n    inputSize: 256\n    labels: coco\n    variantOf: { model: ${of}, accuracy: 0.9 }\n    license: MIT\n`;
+    const ok = loadModelZoo(join(project({ 'models.yaml': variant('centernet') }), 'models.yaml'));
+    expect(ok['centernet-small']!.variantOf).toEqual({ model: 'centernet', accuracy: 0.9 });
+    const unknown = invalid(() => loadModelZoo(join(project({ 'models.yaml': variant('yolo') }), 'models.yaml')));
+    expect(unknown.issues).toMatchObject([{ path: 'models[1].variantOf.model' }]);
+    expect(unknown.err.message).toContain('"yolo"');
+    const otherTask = invalid(() => loadModelZoo(join(project({ 'models.yaml': variant('centernet', 'recognize-attributes') }), 'models.yaml')));
+    expect(otherTask.err.message).toContain('expected another model with this one\'s task (recognize-attributes)');
+  });
+
   it('says a missing manifest is not found', () => {
     expect(thrown(() => loadModelZoo(join(scratch, 'nowhere.yaml'))).code).toBe(ErrorCode.ConfigNotFound);
   });
@@ -545,7 +556,7 @@ describe('loadDeployment', () => {
     const ids = [...demo.sources.map((s) => s.id), ...demo.skipped.map((s) => s.id)].sort();
     expect(ids).toEqual(['car-detection', 'game-hud', 'lobby', 'person-bicycle-car', 'synthetic-testcard', 'walkway']);
     const models = loadModelZoo();
-    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'efficientnet-lite0', 'efficientnet-lite2', 'facemesh', 'faceres', 'ppocr-det', 'ppocr-rec']);
+    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'efficientnet-lite0', 'efficientnet-lite0-128', 'efficientnet-lite2', 'facemesh', 'faceres', 'ppocr-det', 'ppocr-rec']);
     expect(models['ppocr-rec']?.charset).toMatch(/ppocr_keys_v1\.txt$/);
   });
 });
