@@ -85,7 +85,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     spec,
     tables: APP_TABLES,
     rowsFor({ node, frame, output, inputId, root }: NodeResult): ResultRow[] {
-      const common = { frame_seq: frame.seq, frame_time: frameTime(frame), node: node.id };
+      const common = { frame_seq: frame.seq, frame_time: frameTime(frame), node: node.id, model: output.servedBy ?? node.model };
       const row = (table: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
         app: spec.name,
         table,

@@ -8,6 +8,9 @@ const frameColumns = [
   { name: 'node', type: 'String' },
 ] as const;
 
+/** The model whose output the row holds: the node's, or what served it instead (a cheaper variant, an ingest worker's local model). */
+const modelColumn = { name: 'model', type: 'String' } as const;
+
 const boxColumns = [
   { name: 'x1', type: 'Float32' },
   { name: 'y1', type: 'Float32' },
@@ -28,6 +31,7 @@ export const DETECTIONS: TableSpec = {
   name: 'detections',
   columns: [
     ...frameColumns,
+    modelColumn,
     { name: 'class', type: 'String' },
     { name: 'score', type: 'Float32' },
     ...boxColumns,
@@ -43,6 +47,7 @@ export const FRAMES: TableSpec = {
   name: 'frames',
   columns: [
     ...frameColumns,
+    modelColumn,
     { name: 'width', type: 'UInt32' },
     { name: 'height', type: 'UInt32' },
     { name: 'objects', type: 'UInt32' },
@@ -61,6 +66,7 @@ export const RECOGNITIONS: TableSpec = {
   name: 'recognitions',
   columns: [
     ...frameColumns,
+    modelColumn,
     /** `text` (a line read), `field` (a value parsed out of it) or `attribute` (a face's age, gender). */
     { name: 'kind', type: 'String' },
     /** The attribute's name (`age`, `gender`) or the HUD field's; empty for plain text. */

@@ -36,7 +36,7 @@ export interface Attribute {
   score: number;
 }
 
-export type NodeOutput =
+export type NodeOutput = (
   /** `exit`: where a node with a learned cache answered (docs/learned-caches.md); absent for other nodes. */
   | { kind: 'detections'; detections: Detection[]; exit?: CacheExit }
   | { kind: 'texts'; texts: TextLine[] }
@@ -45,7 +45,11 @@ export type NodeOutput =
    * nodes. `features`: a classifier's feature layer for the input, which a specialized model's
    * retrained top layer reads; no row holds it.
    */
-  | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy; features?: Float32Array };
+  | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy; features?: Float32Array }
+) & {
+  /** The model that made it, where not the node's own: a cheaper variant the plan chose, or an ingest worker's local model. Rows record it (`model`). */
+  servedBy?: string;
+};
 
 /** Where a node with a learned cache answered: `full` (the whole model ran) or the candidate layer whose cache did. */
 export interface CacheExit {

@@ -146,7 +146,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       const done = Date.now();
       stats.done(session, done - submitted, done > deadlineMs, app);
       if (done > deadlineMs) counts.late += 1;
-      return output;
+      const variant = hosting.variantOf(session);
+      return variant ? { ...output, servedBy: variant } : output;
     } catch (err) {
       if (err instanceof DeadlineMissed) stats.dropped(session, 1, app);
       throw err;

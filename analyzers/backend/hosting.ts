@@ -60,6 +60,8 @@ export interface Hosting {
    */
   follow(plan: Plan, beforeSwitch: () => Promise<void>): Promise<void>;
   runner(model: string): Promise<ModelRunner>;
+  /** The variant a session runs in place of its nodes' model, when the plan chose one (MCDNN). */
+  variantOf(session: string): string | undefined;
   /** Models loaded or loading now. */
   models(): string[];
   /** The learned caches' figures of the models loaded, per stream. */
@@ -98,6 +100,8 @@ export function createHosting(options: HostingOptions): Hosting {
   /** The plan's sessions here, and `app/node` → the one serving it; undefined before the first plan. */
   let plan: { sessions: Set<Session>; hosted: Map<string, string> } | undefined;
   const lastUsed = new Map<Session, number>();
+  /** Sessions the plan gives a cheaper variant (MCDNN): the model whose requests each serves. */
+  const standsIn = new Map<string, string>();
   /** While a plan is being followed its sessions are built but not yet in the rotation: nothing unloads. */
   let switching = false;
 
@@ -126,11 +130,11 @@ export function createHosting(options: HostingOptions): Hosting {
       targetBatch: Math.min(batch, runner.spec.maxBatch),
       latency: estimate.latency,
       overheadMs: 0,
-      // A family's session tells it which member each request is for.
+      // A family's session tells it which member each request is for; a variant serves its model's requests as its own.
       prepare: (requests) =>
         runner.prepare(
           requests.map((r) => r.item.image),
-          requests.map((r) => (r.item.model === model ? r.item.params : { member: r.item.model, params: r.item.params })),
+          requests.map((r) => (r.item.model === model || r.item.model === standsIn.get(id) ? r.item.params : { member: r.item.model, params: r.item.params })),
           requests.map((r) => r.item.stream),
         ),
       async execute(prepared) {
@@ -197,6 +201,7 @@ export function createHosting(options: HostingOptions): Hosting {
     const mine = next.backends.find((b) => b.backend === options.backend)?.sessions ?? [];
     const planned: Session[] = [];
     const hosted = new Map<string, string>();
+    standsIn.clear();
     for (const { session: id, batch } of mine) {
       const spec = next.sessions.find((s) => s.id === id);
       try {
@@ -206,6 +211,7 @@ export function createHosting(options: HostingOptions): Hosting {
         // The profile the plan was made with, as the simulator uses it; the learned ℓ(b) until a profile exists.
         s.latency = spec.latencyMs ? profiledLatency(spec.latencyMs) : estimates.get(spec.model)!.latency;
         s.overheadMs = spec.overheadMs ?? 0;
+        if (spec.variantOf) standsIn.set(id, spec.variantOf);
         planned.push(s);
       } catch (err) {
         logger.warn({ epoch: next.epoch, session: id, err }, 'planned session not hosted; its requests go to the model session');
@@ -213,7 +219,7 @@ export function createHosting(options: HostingOptions): Hosting {
       }
       for (const n of spec.nodes ?? []) {
         const model = options.modelOf(n.app, n.node);
-        const runs = model === undefined || model === spec.model || (options.models[spec.model]?.family ?? []).some((m) => m.name === model);
+        const runs = model === undefined || model === spec.model || model === spec.variantOf || (options.models[spec.model]?.family ?? []).some((m) => m.name === model);
         if (runs) hosted.set(`${n.app}/${n.node}`, id);
         else logger.warn({ epoch: next.epoch, session: id, node: `${n.app}/${n.node}` }, `the plan gives ${n.app}/${n.node} (model ${model}) to a session of ${spec.model}; its requests go to the model's own session`);
       }
@@ -251,6 +257,7 @@ export function createHosting(options: HostingOptions): Hosting {
       }
     },
     runner: runnerOf,
+    variantOf: (id) => (standsIn.has(id) ? built.get(id)?.model : undefined),
     models: () => [...runners.keys()].sort(),
     cacheStats: () => [...ready.values()].flatMap((r) => r.cacheStats?.() ?? []),
     async unloadIdle() {

@@ -168,7 +168,7 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
             lineage: [],
             deadlineMs: stageDeadline(p, frame.captureTimeMs).deadlineMs,
             after,
-            ...(local ? { localOutput: { kind: 'detections', detections: local.detections } } : {}),
+            ...(local ? { localOutput: { kind: 'detections', detections: local.detections, ...(local.model !== p.node.model ? { servedBy: local.model } : {}) } } : {}),
           }, out);
         }),
       );

@@ -151,6 +151,45 @@ describe('a plan that gives a node to another model\'s session', () => {
   }, 60_000);
 });
 
+describe('a plan that serves a node with a cheaper variant (MCDNN)', () => {
+  it('runs the variant for the node, and its rows name the model that made them', async () => {
+    const bus = createMemoryBus();
+    const runtime = createOnnxRuntime({ logger: silentLogger() });
+    const kinds = createAppLogic(parseConfig(appSpecSchema, 'name: kinds\nsloMs: 2000\nnodes: [{ id: kind, model: efficientnet-lite2 }]\nedges: [{ from: frames, to: kind }]\n', 'kinds.yaml'));
+    const backend = createBackend({ id: 'x', bus, runtime, models, apps: [kinds], appsForSource: () => ['kinds'], realtime: () => false, batch: 1, logger: silentLogger() });
+    const rows: { table: string; model: unknown }[] = [];
+    try {
+      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
+      await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
+        for (const m of batch.messages) {
+          const row = resultRowContract.decode(m.value);
+          rows.push({ table: row.table, model: row.fields.model });
+        }
+      });
+      await backend.start();
+      const session = 'efficientnet-lite0@1000';
+      const downgraded: Plan = {
+        epoch: 1,
+        createdAtMs: Date.now(),
+        sessions: [{ id: session, model: 'efficientnet-lite0', sloMs: 1000, nodes: [{ app: 'kinds', node: 'kind' }], variantOf: 'efficientnet-lite2', accuracy: 0.48 }],
+        backends: [{ backend: 'x', dutyCycleMs: 500, sessions: [{ session, batch: 1 }] }],
+        routing: [{ session, topic: Topics.frames, weights: { x: 1 } }],
+      };
+      const producer = bus.producer();
+      await producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(downgraded) }]);
+      await waitFor(() => backend.status().planEpoch === 1, 'the plan followed');
+      await producer.send(Topics.frames, [{ key: 'cam', value: frameContract.encode({ source: 'cam', seq: 0, captureTimeMs: Date.now(), ptsMs: 0, width: 768, height: 432, jpeg }) }]);
+      await waitFor(() => rows.some((r) => r.table === 'recognitions'), 'the class of the frame stored');
+      expect(rows.filter((r) => r.table === 'recognitions').map((r) => r.model)).toEqual(['efficientnet-lite0']);
+      expect(backend.status().models).toContain('efficientnet-lite0');
+    } finally {
+      await backend.close();
+      await runtime.close();
+      await bus.close();
+    }
+  }, 60_000);
+});
+
 describe('backends following the plan', () => {
   describeMove('memory bus', async () => createMemoryBus(), 20_000);
   describe.skipIf(serverSkipReason('kafka') !== undefined)('kafka', () => {
