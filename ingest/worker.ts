@@ -77,6 +77,9 @@ export interface SourceMetrics {
   /** HLS and Twitch: ad segments skipped, and segments lost before they could be fetched. */
   adSegmentsSkipped?: number;
   segmentsMissed?: number;
+  /** A recording: the frames it will publish in all, and when it is expected to have (at the rate it has published so far, ISO 8601). */
+  expectedFrames?: number;
+  expectedFinishAt?: string;
   /** From capture (a live frame's arrival, a replayed frame's due time) to the bus's acknowledgement, ms. */
   latencyP50Ms: number | undefined;
   latencyP99Ms: number | undefined;
@@ -117,6 +120,8 @@ interface Running {
   origin: SourceOrigin;
   source: Source | undefined;
   published: number;
+  /** When the first frame was published, ms. */
+  firstPublishedMs?: number;
   analyzedHere: number;
   latencies: number[];
   stopped: boolean;
@@ -160,6 +165,7 @@ export function createIngest(options: IngestOptions): Ingest {
         await producer.send(Channels.frames.topic, [Channels.frames.record({ ...frame, apps: config.apps })]);
         options.local?.sent(frame.jpeg.byteLength, performance.now() - sending);
         entry.published += 1;
+        entry.firstPublishedMs ??= Date.now();
         if (frame.local) entry.analyzedHere += 1;
         entry.latencies.push(Date.now() - frame.captureTimeMs);
         if (entry.latencies.length > LATENCY_WINDOW) entry.latencies.shift();
@@ -305,10 +311,23 @@ function metricsOf(entry: Running): SourceMetrics {
     lost: (status?.framesSkipped ?? 0) + downtimeLost,
     ...(live ? { reconnects: live.reconnects, downtimeMs: Math.round(live.downtimeMs) } : {}),
     ...(live?.adSegmentsSkipped !== undefined ? { adSegmentsSkipped: live.adSegmentsSkipped, segmentsMissed: live.segmentsMissed } : {}),
+    ...expectedFinish(entry),
     latencyP50Ms: quantile(0.5),
     latencyP99Ms: quantile(0.99),
     ...(entry.outcome?.error ? { error: entry.outcome.error } : {}),
   };
+}
+
+/** A recording's total, and while it runs, when it should end at the rate it has kept since its first frame. */
+function expectedFinish(entry: Running): Pick<SourceMetrics, 'expectedFrames' | 'expectedFinishAt'> {
+  const total = expectedFrames(entry);
+  if (total === undefined) return {};
+  const now = Date.now();
+  const sinceFirstMs = entry.firstPublishedMs === undefined ? 0 : now - entry.firstPublishedMs;
+  // A rate over less than a second (or a single frame) says little.
+  if (entry.outcome || entry.published < 2 || sinceFirstMs < 1000) return { expectedFrames: total };
+  const leftMs = (Math.max(0, total - entry.published) * sinceFirstMs) / (entry.published - 1);
+  return { expectedFrames: total, expectedFinishAt: new Date(now + leftMs).toISOString() };
 }
 
 /**

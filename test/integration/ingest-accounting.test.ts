@@ -9,8 +9,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runDeployment } from '../../cli/deployment.js';
-import { compileDeployment, deploymentSchema, ErrorCode, PanoptesError, projectRoot, silentLogger, type Frame } from '../../core/index.js';
-import { createFileSource, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
+import { compileDeployment, createMemoryBus, deploymentSchema, ErrorCode, PanoptesError, projectRoot, silentLogger, sourceSchema, Topics, type Frame } from '../../core/index.js';
+import { createFileSource, createIngest, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
+import { waitFor } from '../conformance/wait-for.js';
 import { capturingLogger } from '../helpers.js';
 
 const root = projectRoot();
@@ -167,4 +168,26 @@ describe('a data directory that cannot be created', () => {
       expect(result.ms).toBeLessThan(30_000);
     });
   }, 90_000);
+});
+
+describe('a replay in progress', () => {
+  it('says how many frames it will publish in all, and when it expects to have', async () => {
+    const bus = createMemoryBus();
+    await bus.createTopics([Topics.frames, Topics.drops].map((name) => ({ name, partitions: 1 })));
+    const ingest = createIngest({ bus, dataDir: dir, logger: silentLogger() });
+    try {
+      // 10 s at 25 fps, sampled at 5 fps and played in real time: 50 frames over 10 s.
+      ingest.add(sourceSchema.parse({ id: 'replay', path: clips.whole, apps: ['traffic'], fps: 5, speed: 1 }));
+      await waitFor(() => (ingest.metrics()[0]?.published ?? 0) >= 10, 'two seconds of frames', { timeoutMs: 10_000 });
+      const [metrics] = ingest.metrics();
+      expect(metrics!.expectedFrames).toBe(50);
+      const finishAt = Date.parse(metrics!.expectedFinishAt!);
+      // About 8 s of the 10 are left.
+      expect(finishAt - Date.now()).toBeGreaterThan(5000);
+      expect(finishAt - Date.now()).toBeLessThan(11_000);
+    } finally {
+      await ingest.close();
+      await bus.close();
+    }
+  }, 30_000);
 });
