@@ -57,7 +57,7 @@ export interface CacheAdaptation {
   /** After each request, in order: samples it, and retrains when due (resolving once the new caches serve). */
   observe(feeds: () => NamedTensors, answered: CachedAnswer): Promise<void>;
   status(): { retrains: number; meanRetrainMs: number; samples: number };
-  /** Disposes the lookup models it loaded and retired. */
+  /** Disposes the lookup models it loaded (those of lookups still running, once they end). */
   close(): Promise<void>;
 }
 
@@ -77,9 +77,8 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
   let current = [...options.variants];
   let sampledInGroup = new Set<number>();
   let [requests, hitsInGroup, lastRetrain, retrains, trainMs, trainedVariants] = [0, 0, 0, 0, 0, 0];
+  /** Lookup models this adaptation loaded and still owns (the caches it started with belong to its caller). */
   const loaded: LoadedModel[] = [];
-  /** Models swapped out: disposed one retraining later, when no request can still be using them. */
-  let retired: readonly EnabledCache[] = [];
 
   const rowOf = async (feeds: NamedTensors): Promise<Row> => {
     const run = await base.runAll(feeds);
@@ -131,20 +130,19 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
         return { layer: v.layer, variant: v.name, model: lookup, baseClassOf: exploration.baseClassOf, threshold: v.threshold };
       }),
     );
-    await dispose(retired);
-    retired = model.caches;
+    const swappedOut = model.caches;
     model.swap(caches);
+    // Disposed once no lookup still runs on them.
+    for (const c of swappedOut) if (release(c.model)) await model.retire(c.model);
     current = next;
     retrains += 1;
   }
 
-  async function dispose(caches: readonly EnabledCache[]): Promise<void> {
-    for (const c of caches) {
-      const at = loaded.indexOf(c.model);
-      if (at < 0) continue;
-      loaded.splice(at, 1);
-      await c.model.dispose();
-    }
+  /** Whether this adaptation loaded `lookup`; it no longer counts it as its own. */
+  function release(lookup: LoadedModel): boolean {
+    const at = loaded.indexOf(lookup);
+    if (at >= 0) loaded.splice(at, 1);
+    return at >= 0;
   }
 
   return {
@@ -169,8 +167,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     },
     status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length }),
     async close() {
-      await dispose(retired);
-      await dispose(model.caches);
+      for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
     },
   };
 }

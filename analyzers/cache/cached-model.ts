@@ -1,4 +1,5 @@
 import type { LoadedModel, NamedTensors, TensorData } from '../runtime/index.js';
+import { Leases } from './leases.js';
 import { LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES } from './lookup-model.js';
 import type { SegmentedModel } from './segmented-model.js';
 import { argMax, copyTensor } from './tensors.js';
@@ -43,6 +44,8 @@ export interface CachedModel {
   runBatch(feeds: NamedTensors, options?: { compact?: boolean }): Promise<{ answers: CachedAnswer[]; doneMs: number[] }>;
   /** Replaces the caches at once: a request uses the set it started with (retrained caches swap in whole). */
   swap(caches: readonly EnabledCache[]): void;
+  /** Disposes the lookup model of a cache swapped out, once no lookup (a request's may outlive its answer) runs on it. */
+  retire(model: LoadedModel): Promise<void>;
   readonly caches: readonly EnabledCache[];
 }
 
@@ -64,6 +67,7 @@ const never = new Promise<never>(() => undefined);
 export function createCachedModel(options: CachedModelOptions): CachedModel {
   const { base, answerOf, onLookupError, mode = 'async' } = options;
   let caches = options.caches;
+  const leases = new Leases<LoadedModel>();
 
   /** A lookup on a batch of hidden outputs: each row's hit, or undefined for a miss. */
   async function lookUp(cache: EnabledCache, hidden: TensorData): Promise<(CachedAnswer | undefined)[]> {
@@ -77,6 +81,113 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     });
   }
 
+  /**
+   * The caches a request starts with, each held (not disposed if swapped out meanwhile) until the
+   * request ends, or for a lookup still running then, until that lookup does.
+   */
+  function holdCaches() {
+    const held = caches.map((cache) => ({ cache, release: leases.acquire(cache.model) }));
+    const running = new Set<EnabledCache>();
+    return {
+      byLayer: new Map(caches.map((c) => [c.layer, c])),
+      lookingUp<T>(cache: EnabledCache, lookup: Promise<T>): Promise<T> {
+        running.add(cache);
+        return lookup.finally(() => held.find((h) => h.cache === cache)?.release());
+      },
+      end: () => Promise.all(held.filter((h) => !running.has(h.cache)).map((h) => h.release())),
+    };
+  }
+
+  /** One request through the segments, its lookups on the caches `held`. */
+  async function runOne(feeds: NamedTensors, held: ReturnType<typeof holdCaches>): Promise<CachedAnswer> {
+    const { byLayer } = held;
+    /** Settles with the lookup in flight's hit; never on a miss (the base goes on). */
+    let hit: Promise<{ answered: CachedAnswer }> = never;
+    let lookupInFlight = false;
+    let input: NamedTensors | TensorData = feeds;
+    for (let k = 0; k < base.segments; k++) {
+      const segment = base.runSegment(k, input);
+      const next = await Promise.race([segment.then((outputs) => ({ outputs })), hit]);
+      if ('answered' in next) {
+        // Answered: the segment still running is left to finish; its outcome is not needed.
+        segment.catch(() => undefined);
+        return next.answered;
+      }
+      const { outputs } = next;
+      if (k === base.segments - 1) return { answer: answerOf(outputs), exit: 'full', outputs };
+      input = outputs[base.layers[k]!]!;
+      const cache = byLayer.get(k);
+      // One lookup at a time (Eq. 9): a cache whose layer comes while one runs is skipped.
+      if (!cache || lookupInFlight) continue;
+      // A failed lookup is a miss: the base's answer is right anyway.
+      const lookup = held.lookingUp(cache, lookUp(cache, copyTensor(input as TensorData))).then(([answered]) => answered, (err: unknown) => {
+        onLookupError?.(err, cache);
+        return undefined;
+      });
+      if (mode === 'sync') {
+        const answered = await lookup;
+        if (answered) return answered;
+        continue;
+      }
+      lookupInFlight = true;
+      hit = lookup.then((answered) => {
+        lookupInFlight = false;
+        return answered ? { answered } : never;
+      });
+    }
+    throw new RangeError(`${base.name} has no segments`);
+  }
+
+  /** A batch through the segments: requests a cache answers leave it (`compact`) or stay to the end. */
+  async function runBatchOf(feeds: NamedTensors, byLayer: ReadonlyMap<number, EnabledCache>, compact: boolean): Promise<{ answers: CachedAnswer[]; doneMs: number[] }> {
+    const started = performance.now();
+    const size = Object.values(feeds)[0]?.dims[0] ?? 0;
+    const answers: (CachedAnswer | undefined)[] = Array.from({ length: size }, () => undefined);
+    const doneMs = new Array<number>(size).fill(0);
+    /** The requests whose rows the batch still holds, in row order. */
+    let rows = Array.from({ length: size }, (_, i) => i);
+    let input: NamedTensors | TensorData = feeds;
+    for (let k = 0; k < base.segments; k++) {
+      const outputs = await base.runSegment(k, input);
+      if (k === base.segments - 1) {
+        const now = performance.now() - started;
+        rows.forEach((request, row) => {
+          if (answers[request]) return;
+          answers[request] = { answer: answerOf(Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, sliceRows(t, [row])]))), exit: 'full' };
+        });
+        // Waiting for all, every request ends with the batch.
+        for (let i = 0; i < size; i++) if (!compact || answers[i]!.exit === 'full') doneMs[i] = now;
+        return { answers: answers as CachedAnswer[], doneMs };
+      }
+      input = outputs[base.layers[k]!]!;
+      const cache = byLayer.get(k);
+      if (!cache) continue;
+      const open = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
+      if (open.length === 0) continue;
+      const found = await lookUp(cache, sliceRows(input, open.map((o) => o.row))).catch((err: unknown) => {
+        onLookupError?.(err, cache);
+        return [];
+      });
+      const now = performance.now() - started;
+      found.forEach((answered, i) => {
+        if (!answered) return;
+        answers[open[i]!.request] = answered;
+        doneMs[open[i]!.request] = now;
+      });
+      if (answers.every((a) => a !== undefined)) {
+        // Every request answered: the batch ends here either way.
+        for (let i = 0; i < size; i++) if (!compact) doneMs[i] = now;
+        return { answers: answers as CachedAnswer[], doneMs };
+      }
+      if (compact) {
+        const keep = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
+        input = sliceRows(input, keep.map((x) => x.row));
+        rows = keep.map((x) => x.request);
+      }
+    }
+    throw new RangeError(`${base.name} has no segments`);
+  }
+
   return {
     get caches() {
       return caches;
@@ -84,92 +195,22 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     swap(next) {
       caches = next;
     },
+    retire: (model) => leases.retire(model),
     async run(feeds) {
-      const byLayer = new Map(caches.map((c) => [c.layer, c]));
-      /** Settles with the lookup in flight's hit; never on a miss (the base goes on). */
-      let hit: Promise<{ answered: CachedAnswer }> = never;
-      let lookupInFlight = false;
-      let input: NamedTensors | TensorData = feeds;
-      for (let k = 0; k < base.segments; k++) {
-        const segment = base.runSegment(k, input);
-        const next = await Promise.race([segment.then((outputs) => ({ outputs })), hit]);
-        if ('answered' in next) {
-          // Answered: the segment still running is left to finish; its outcome is not needed.
-          segment.catch(() => undefined);
-          return next.answered;
-        }
-        const { outputs } = next;
-        if (k === base.segments - 1) return { answer: answerOf(outputs), exit: 'full', outputs };
-        input = outputs[base.layers[k]!]!;
-        const cache = byLayer.get(k);
-        // One lookup at a time (Eq. 9): a cache whose layer comes while one runs is skipped.
-        if (!cache || lookupInFlight) continue;
-        // A failed lookup is a miss: the base's answer is right anyway.
-        const lookup = lookUp(cache, copyTensor(input as TensorData)).then(([answered]) => answered, (err: unknown) => {
-          onLookupError?.(err, cache);
-          return undefined;
-        });
-        if (mode === 'sync') {
-          const answered = await lookup;
-          if (answered) return answered;
-          continue;
-        }
-        lookupInFlight = true;
-        hit = lookup.then((answered) => {
-          lookupInFlight = false;
-          return answered ? { answered } : never;
-        });
+      const held = holdCaches();
+      try {
+        return await runOne(feeds, held);
+      } finally {
+        await held.end();
       }
-      throw new RangeError(`${base.name} has no segments`);
     },
-    async runBatch(feeds, { compact = true } = {}) {
-      const byLayer = new Map(caches.map((c) => [c.layer, c]));
-      const started = performance.now();
-      const size = Object.values(feeds)[0]?.dims[0] ?? 0;
-      const answers: (CachedAnswer | undefined)[] = Array.from({ length: size }, () => undefined);
-      const doneMs = new Array<number>(size).fill(0);
-      /** The requests whose rows the batch still holds, in row order. */
-      let rows = Array.from({ length: size }, (_, i) => i);
-      let input: NamedTensors | TensorData = feeds;
-      for (let k = 0; k < base.segments; k++) {
-        const outputs = await base.runSegment(k, input);
-        if (k === base.segments - 1) {
-          const now = performance.now() - started;
-          rows.forEach((request, row) => {
-            if (answers[request]) return;
-            answers[request] = { answer: answerOf(Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, sliceRows(t, [row])]))), exit: 'full' };
-          });
-          // Waiting for all, every request ends with the batch.
-          for (let i = 0; i < size; i++) if (!compact || answers[i]!.exit === 'full') doneMs[i] = now;
-          return { answers: answers as CachedAnswer[], doneMs };
-        }
-        input = outputs[base.layers[k]!]!;
-        const cache = byLayer.get(k);
-        if (!cache) continue;
-        const open = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
-        if (open.length === 0) continue;
-        const found = await lookUp(cache, sliceRows(input, open.map((o) => o.row))).catch((err: unknown) => {
-          onLookupError?.(err, cache);
-          return [];
-        });
-        const now = performance.now() - started;
-        found.forEach((answered, i) => {
-          if (!answered) return;
-          answers[open[i]!.request] = answered;
-          doneMs[open[i]!.request] = now;
-        });
-        if (answers.every((a) => a !== undefined)) {
-          // Every request answered: the batch ends here either way.
-          for (let i = 0; i < size; i++) if (!compact) doneMs[i] = now;
-          return { answers: answers as CachedAnswer[], doneMs };
-        }
-        if (compact) {
-          const keep = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
-          input = sliceRows(input, keep.map((x) => x.row));
-          rows = keep.map((x) => x.request);
-        }
+    async runBatch(feeds, options) {
+      const held = holdCaches();
+      try {
+        return await runBatchOf(feeds, held.byLayer, options?.compact ?? true);
+      } finally {
+        await held.end();
       }
-      throw new RangeError(`${base.name} has no segments`);
     },
   };
 }

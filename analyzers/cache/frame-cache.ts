@@ -16,6 +16,7 @@ import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../run
 import type { HeadJob, TrainedHead } from '../training/index.js';
 import { calibrate } from './explore.js';
 import { encodeFrameSelector, frameChange, frameGrid, frameGridWindow, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE } from './frame-selector.js';
+import { Leases } from './leases.js';
 import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 import { concat, pick } from './tensors.js';
 import type { HiddenShape } from './variant.js';
@@ -123,7 +124,6 @@ interface Learning {
   samples: { features: Float32Array; same: boolean }[];
   newSamples: number;
   selector?: Selector;
-  retired?: LoadedModel;
   /** Whether each of the latest checked hits was right. */
   checks: boolean[];
   training?: Promise<void>;
@@ -158,6 +158,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
   let versions = 0;
   /** Pools the hidden output of rows whose stream has no selector to look up with. */
   let untrained: LoadedModel | undefined;
+  /** Selectors swapped out are disposed once no lookup runs on them. */
+  const leases = new Leases<LoadedModel>();
   let nextFrame = 0;
   const variant = `Pool(${config.grid}×C) change`;
 
@@ -210,8 +212,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
     const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity });
     const model = await loadSelector(trained.weights, trained.bias);
-    if (l.retired) await l.retired.dispose();
-    l.retired = l.selector?.model;
+    await leases.retire(l.selector?.model);
     // A selector that cannot reach the target on enough hits never answers (threshold ∞).
     const vouched = calibrated.accuracy >= config.accuracyTarget;
     l.selector = { model, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
@@ -274,16 +275,22 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         group.members.push(i);
         byModel.set(model, group);
       });
-      for (const [model, { selector, members }] of byModel) {
-        const references = concat(members.map((i) => streams.get(keys[i]!)?.recent.at(-1)?.pooled ?? new Float32Array(pooledSize)));
-        const looked = await lookup(model, pick(all, members, size), references);
-        members.forEach((i, m) => {
-          pooled[i] = looked.pooled.slice(m * pooledSize, (m + 1) * pooledSize);
-          if (!selector || looked.probabilities[2 * m + 1]! < selector.threshold) return;
-          // A share of the hits runs whole anyway: their answers check the cache's.
-          if (random() < config.verifyRate) streams.get(keys[i]!)!.checking.add(frames[i]!);
-          else hit[i] = true;
-        });
+      // Held from now: a retraining that finishes during one group's lookup must not dispose another group's selector.
+      const releases = [...byModel.keys()].map((model) => leases.acquire(model));
+      try {
+        for (const [model, { selector, members }] of byModel) {
+          const references = concat(members.map((i) => streams.get(keys[i]!)?.recent.at(-1)?.pooled ?? new Float32Array(pooledSize)));
+          const looked = await lookup(model, pick(all, members, size), references);
+          members.forEach((i, m) => {
+            pooled[i] = looked.pooled.slice(m * pooledSize, (m + 1) * pooledSize);
+            if (!selector || looked.probabilities[2 * m + 1]! < selector.threshold) return;
+            // A share of the hits runs whole anyway: their answers check the cache's.
+            if (random() < config.verifyRate) streams.get(keys[i]!)!.checking.add(frames[i]!);
+            else hit[i] = true;
+          });
+        }
+      } finally {
+        await Promise.all(releases.map((release) => release()));
       }
 
       const misses = keys.map((_, i) => i).filter((i) => !hit[i]);
@@ -371,7 +378,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
 
     async close() {
       await learning.training;
-      await Promise.all([learning.selector?.model, learning.retired].map(async (m) => m?.dispose()));
+      await learning.selector?.model.dispose();
       await untrained?.dispose();
       await base.dispose();
       await rm(dir, { recursive: true, force: true });
