@@ -212,10 +212,12 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
     const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity });
     const model = await loadSelector(trained.weights, trained.bias);
-    await leases.retire(l.selector?.model);
     // A selector that cannot reach the target on enough hits never answers (threshold ∞).
     const vouched = calibrated.accuracy >= config.accuracyTarget;
+    const swappedOut = l.selector?.model;
     l.selector = { model, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
+    // Swapped first: no lookup picks the old one while it is disposed.
+    await leases.retire(swappedOut);
     l.checks = [];
     l.stats.retrains += 1;
     l.stats.retrainMs += performance.now() - started;
