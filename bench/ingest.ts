@@ -40,9 +40,10 @@ async function ffmpegAlone(ffmpeg: string, clip: string, count: number): Promise
 async function throughIngest(clip: string, dataDir: string, count: number): Promise<{ fps: number; sampledFps: number; publishedFps: number }> {
   const bus = createMemoryBus();
   try {
-    await bus.createTopics([{ name: Topics.frames, partitions: 4 }]);
+    // Replays at full speed publish on the backfill topic.
+    await bus.createTopics([{ name: Topics.backfillFrames, partitions: 4 }]);
     // Read and dropped, so the bus never holds the sources back.
-    await bus.consumer({ groupId: 'bench', topics: [Topics.frames] }).run(async () => {});
+    await bus.consumer({ groupId: 'bench', topics: [Topics.backfillFrames] }).run(async () => {});
     const ingest = createIngest({ bus, dataDir, logger: silentLogger() });
     const started = performance.now();
     for (let i = 0; i < count; i++) ingest.add(sourceSchema.parse({ id: `cam-${i}`, path: clip, apps: ['bench'], fps: SAMPLED_FPS }));

@@ -3,7 +3,7 @@
  * consumer group to have handled everything sent on some topics.
  */
 import { join } from 'node:path';
-import { consumerGroupOf, createKafkaBus, createMemoryBus, dropsOnLoss, Topics, type Bus, type CompiledConfig, type Logger } from '../core/index.js';
+import { consumerGroupOf, createKafkaBus, createMemoryBus, dropsOnLoss, isFramesTopic, taskTopicModel, type Bus, type CompiledConfig, type Logger } from '../core/index.js';
 import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
 
 /** The bus the deployment names. */
@@ -38,7 +38,7 @@ export function openSink(config: CompiledConfig, options: { logger: Logger; read
 }
 
 /** JPEG does not shrink under gzip; compressing it again only costs CPU on both ends. */
-const carriesJpeg = (topic: string): boolean => topic === Topics.frames || topic.startsWith('panoptes.tasks.');
+const carriesJpeg = (topic: string): boolean => isFramesTopic(topic) || taskTopicModel(topic) !== undefined;
 
 /**
  * Waits until a group has committed everything produced on the topics. Commits are read

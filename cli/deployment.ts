@@ -17,7 +17,7 @@ import {
   type Stats,
   type TableSpec,
 } from '../core/index.js';
-import { createIngest, isLive, type Ingest, type SourceResult } from '../ingest/index.js';
+import { createIngest, isDelayTolerant, type Ingest, type SourceResult } from '../ingest/index.js';
 import { createEpochService } from '../scheduler/index.js';
 import { createSinkWorker, type ResultSink } from '../sinks/index.js';
 import { openBus, openSink, waitUntilConsumed } from './adapters.js';
@@ -142,7 +142,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   };
   const retentionMs = busConfig.kind === 'kafka' ? busConfig.retentionMs : undefined;
   await bus
-    .createTopics([Topics.frames, ...tasks, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })))
+    .createTopics([Topics.frames, Topics.backfillFrames, ...tasks, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: busConfig.partitions, ...(retentionMs ? { retentionMs } : {}) })))
     .catch(async (err: unknown) => {
       await bus.close();
       throw err;
@@ -154,7 +154,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   // Replays faster than real time are backfill: analyzed in full, after the real-time work.
   // A source this process has not heard of (added to an ingest worker elsewhere) is real-time.
   const backfill = new Set<string>();
-  const noteSource = (source: SourceConfig): void => void (isLive(source) || source.speed === 1 ? backfill.delete(source.id) : backfill.add(source.id));
+  const noteSource = (source: SourceConfig): void => void (isDelayTolerant(source) ? backfill.add(source.id) : backfill.delete(source.id));
   config.sources.forEach(noteSource);
   const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
@@ -254,7 +254,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
             const gone = (): boolean => stopping.signal.aborted;
             void ingest
               .idle()
-              .then(() => waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks], gone))
+              .then(() => waitUntilConsumed(bus, Groups.backend, [Topics.frames, Topics.backfillFrames, ...tasks], gone))
               .then(() => sinkWorker && waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], gone))
               .then(() => {
                 if (gone()) return;
@@ -274,7 +274,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       }
       // The rows of every frame published here: the backends' (here or elsewhere), then the sink's.
       const stopNow = (): boolean => failed() || forced;
-      if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, ...tasks], stopNow).catch(unlessForced);
+      if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, Topics.backfillFrames, ...tasks], stopNow).catch(unlessForced);
       await backend?.drain().catch(unlessForced);
       flushing = true;
       if (roles.has('ingest') && sinkWorker) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], stopNow).catch(unlessForced);

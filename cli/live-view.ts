@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { LabelledBox } from '../analyzers/index.js';
-import { Channels, Topics, type Bus, type Consumer, type Drop, type Logger, type Plan, type ResultRow, type Stats } from '../core/index.js';
+import { Channels, isFramesTopic, Topics, type Bus, type Consumer, type Drop, type Logger, type Plan, type ResultRow, type Stats } from '../core/index.js';
 
 /** One thing a frame was found to hold, in the frame's pixels. */
 export type LiveObject = LabelledBox;
@@ -111,11 +111,11 @@ export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView 
 
   return {
     async start() {
-      consumer = bus.consumer({ groupId: `panoptes.live.${process.pid}.${randomBytes(4).toString('hex')}`, topics: [Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan] });
+      consumer = bus.consumer({ groupId: `panoptes.live.${process.pid}.${randomBytes(4).toString('hex')}`, topics: [Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan] });
       await consumer.run(async ({ topic, messages }) => {
         for (const message of messages) {
           try {
-            if (topic === Topics.frames) {
+            if (isFramesTopic(topic)) {
               const frame = Channels.frames.decode(message.value);
               keepFrame(frame.source, frame.seq, { width: frame.width, height: frame.height, jpeg: frame.jpeg });
             } else if (topic === Topics.results) noteRow(Channels.results.decode(message.value));

@@ -15,7 +15,7 @@ export { gifDurationMs } from './gif-duration.js';
 export { backoffMs, createLiveSource, DEFAULT_BACKOFF, type Backoff, type LiveSource, type LiveSourceOptions, type LiveSourceStatus } from './live-source.js';
 export { JpegSplitter, readJpegSize, type JpegSize, type JpegSplitterOptions } from './jpeg-splitter.js';
 export type { FrameCounts, FrameSource } from './frame-source.js';
-export { isLive, openFrameSource } from './sources.js';
+export { isDelayTolerant, isLive, openFrameSource } from './sources.js';
 export { createIngest, LATENCY_WINDOW, runIngest, type Ingest, type IngestOptions, type LocalAnalysis, type SourceMetrics, type SourceOrigin, type SourceResult } from './worker.js';
 export { ensureSyntheticClip, type SyntheticClip } from './synthetic.js';
 export { createHlsStats, followHls, type FollowHlsOptions, type HlsStats, type HlsStream } from './hls.js';

@@ -11,6 +11,11 @@ export function isLive(config: SourceConfig): boolean {
   return config.live ?? (config.twitch !== undefined || config.listen === true || /^(rtsps?|rtmps?|udp|srt|tcp):\/\/|^\/dev\/video/i.test(config.path ?? ''));
 }
 
+/** Replays faster than real time: analyzed in full, in the time live work leaves (their frames carry no deadline). */
+export function isDelayTolerant(config: SourceConfig): boolean {
+  return !isLive(config) && config.speed !== 1;
+}
+
 /** The source a config describes: Twitch, an HLS stream, another live input, or a file to replay. */
 export async function openFrameSource(config: SourceConfig, dataDir: string, logger: Logger): Promise<FileSource | LiveSource> {
   const sampling = {

@@ -13,7 +13,7 @@ import {
 import { describeShortfall, expectedFrames as framesIn, type Shortfall } from './accounting.js';
 import type { FileSource } from './file-source.js';
 import type { LiveSource } from './live-source.js';
-import { isLive, openFrameSource } from './sources.js';
+import { isDelayTolerant, isLive, openFrameSource } from './sources.js';
 
 export interface IngestOptions {
   bus: Bus;
@@ -158,11 +158,13 @@ export function createIngest(options: IngestOptions): Ingest {
       const source = await openFrameSource(config, options.dataDir, sourceLogger);
       entry.source = source;
       if (entry.stopped) await source.stop();
+      // A replay faster than real time goes apart from live frames (Topics.backfillFrames).
+      const channel = isDelayTolerant(config) ? Channels.backfillFrames : Channels.frames;
       for await (const read of source.frames()) {
         const frame = options.local ? await options.local.analyze(read, config) : read;
         // The apps travel with each frame, so a backend elsewhere knows a source added while running.
         const sending = performance.now();
-        await producer.send(Channels.frames.topic, [Channels.frames.record({ ...frame, apps: config.apps })]);
+        await producer.send(channel.topic, [channel.record({ ...frame, apps: config.apps })]);
         options.local?.sent(frame.jpeg.byteLength, performance.now() - sending);
         entry.published += 1;
         entry.firstPublishedMs ??= Date.now();

@@ -4,9 +4,9 @@ import type { GpuNode } from './squishy.js';
 /**
  * DeepQuery's co-location at plan time (research/deepquery.md §2.8): delay-tolerant work
  * (replays faster than real time, backfills) is not packed as load. It runs in the time the
- * plan leaves idle: 1 − occupancy on each node (occupancy = Σ ℓ(b)/d over its sessions), and all
- * of a backend the plan gives no node. Backends size it there with plan-ahead
- * (analyzers/backend/plan-ahead.ts).
+ * plan leaves idle on each node, 1 − occupancy (occupancy = Σ ℓ(b)/d over its sessions): its
+ * frames and crops are routed as their live counterparts are, and backends size it there with
+ * plan-ahead (analyzers/backend/plan-ahead.ts).
  *
  * For each model with delay-tolerant requests the plan states the rate offered and the rate the
  * idle time allows. The idle time is shared among the models in proportion to the device time
@@ -25,16 +25,9 @@ export interface IdleTimePlan {
   models: { model: string; rate: number; capacity: number }[];
 }
 
-/** `nodes`: the plan's nodes that have a backend; `backends`: every backend that reported. */
-export function planIdleTime(
-  nodes: readonly GpuNode[],
-  backends: number,
-  demands: readonly DelayTolerantDemand[],
-  profileOf: ProfileLookup,
-  deviceMemoryMB = Infinity,
-): IdleTimePlan {
-  const busy = nodes.reduce((sum, node) => sum + occupancy(node, profileOf), 0);
-  const idleDevices = Math.max(0, backends - busy);
+/** `nodes`: the plan's nodes that have a backend. */
+export function planIdleTime(nodes: readonly GpuNode[], demands: readonly DelayTolerantDemand[], profileOf: ProfileLookup, deviceMemoryMB = Infinity): IdleTimePlan {
+  const idleDevices = nodes.reduce((sum, node) => sum + 1 - occupancy(node, profileOf), 0);
   const wanted = demands.filter((d) => d.rate > 0).map((d) => ({ ...d, best: bestThroughput(d.model, profileOf, deviceMemoryMB) }));
   // Devices each model's rate asks for; a model without a profile asks for none and gets no figure.
   const asked = wanted.reduce((sum, d) => sum + (d.best > 0 ? d.rate / d.best : 0), 0);

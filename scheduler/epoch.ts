@@ -176,7 +176,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
     }),
   };
   const tolerant = delayTolerantDemands(input.apps);
-  if (tolerant.length > 0) plan.delayTolerant = planIdleTime(placed, input.backends.length, tolerant, profileOf, options.deviceMemoryMB);
+  if (tolerant.length > 0) plan.delayTolerant = planIdleTime(placed, tolerant, profileOf, options.deviceMemoryMB);
   if (warnings.length > 0) plan.warnings = [...warnings];
   return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
 }

@@ -1,4 +1,5 @@
 import {
+  isFramesTopic,
   taskTopicModel,
   Channels,
   describeError,
@@ -59,7 +60,7 @@ const MIN_MESSAGES_PER_FETCH = 16;
  * are dealt by the plan's routing weights.
  */
 export function createIntake(options: IntakeOptions): Intake {
-  const topics = [Topics.frames, ...taskTopics(options.runner.apps)];
+  const topics = [Topics.frames, Topics.backfillFrames, ...taskTopics(options.runner.apps)];
   const knownApps = new Set(options.runner.apps.map((a) => a.spec.name));
   const where = `backend:${options.id}`;
   const counts = { frames: 0, tasks: 0 };
@@ -103,7 +104,7 @@ export function createIntake(options: IntakeOptions): Intake {
 
   const handle = async (batch: Batch): Promise<void> => {
     const out = new Outbox(where, options.tally, options.logger);
-    const handler = batch.topic === Topics.frames ? handleFrame : handleTask;
+    const handler = isFramesTopic(batch.topic) ? handleFrame : handleTask;
     // Frames decode and run together, but each makes its rows after the one before it in the
     // batch: trackers see a source's frames in order. A message that fails in a way nobody
     // foresaw becomes a drop: retrying it would fail again and hold up its partition forever.

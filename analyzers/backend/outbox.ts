@@ -43,8 +43,8 @@ export class Outbox implements DagOutbox {
     this.post(Channels.results.topic, Channels.results.record(row));
   }
 
-  task(model: string, task: Task): void {
-    const tasks = Channels.tasks(model);
+  task(model: string, task: Task, delayTolerant: boolean): void {
+    const tasks = Channels.tasks(model, delayTolerant);
     this.post(tasks.topic, tasks.record(task));
   }
 

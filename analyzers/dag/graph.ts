@@ -8,12 +8,10 @@ export interface PlannedNode {
   children: { edge: AppEdge; node: AppNode }[];
 }
 
-/** Topics of the crops a set of apps sends to nodes below their roots. */
+/** Topics of the crops a set of apps sends to nodes below their roots: live sources' and delay-tolerant ones'. */
 export function taskTopics(apps: readonly AppLogic[]): string[] {
-  const topics = apps.flatMap((app) =>
-    app.spec.edges.filter((e) => e.from !== 'frames').map((e) => Topics.tasks(app.spec.nodes.find((n) => n.id === e.to)!.model)),
-  );
-  return [...new Set(topics)];
+  const models = apps.flatMap((app) => app.spec.edges.filter((e) => e.from !== 'frames').map((e) => app.spec.nodes.find((n) => n.id === e.to)!.model));
+  return [...new Set(models)].flatMap((model) => [Topics.tasks(model), Topics.backfillTasks(model)]);
 }
 
 /**

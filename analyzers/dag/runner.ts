@@ -128,7 +128,7 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
           frameHeight: frame.height,
           lineage: [...work.lineage, outputId(work.inputId, node.id, i)],
           ...(options.crops === 'pixels' ? { pixels: { width: crop.width, height: crop.height }, jpeg: crop.data } : { jpeg: await encodeJpeg(crop) }),
-        });
+        }, !options.realtime(frame.source));
       }
       options.onFanOut(app.spec.name, node.id, child.node.id, children);
     }

@@ -5,7 +5,8 @@ import type { StageBudgets } from './stage-deadlines.js';
 /** What running a DAG makes: rows, tasks for child stages on other sessions, and drops with their reasons. */
 export interface DagOutbox {
   row(row: ResultRow): void;
-  task(model: string, task: Task): void;
+  /** A crop for a child node that runs `model`; a delay-tolerant source's travel apart (Topics.backfillTasks). */
+  task(model: string, task: Task, delayTolerant: boolean): void;
   drop(what: Drop['what'], why: string, detail: string, at: { source?: string; seq?: number }): void;
 }
 

@@ -8,7 +8,7 @@
  * last second's consumption may not have been seen, so a frame can have its rows and a drop
  * that says they may have been lost; never a frame with neither.
  */
-import { taskTopicModel, Channels, Topics, type Drop } from '../contracts/index.js';
+import { isFramesTopic, taskTopicModel, Channels, Topics, type Drop } from '../contracts/index.js';
 import type { Logger } from '../logger.js';
 import type { BusLoss, LossWatchOptions } from './kafka/index.js';
 import type { Bus, ProducerRecord } from './types.js';
@@ -27,7 +27,7 @@ export interface LossNote {
 /** Notes for the topics whose loss loses a frame's results: frames, tasks, rows and drops. */
 export function lossNote(topic: string, record: ProducerRecord): LossNote | undefined {
   try {
-    if (topic === Topics.frames) {
+    if (isFramesTopic(topic)) {
       const { source, seq } = Channels.frames.decode(record.value);
       return { what: 'frame', source, frameSeq: seq };
     }

@@ -33,10 +33,13 @@ const taskChannels = new Map<string, Channel<Task>>();
 
 export const Channels = {
   frames: channel<Frame>(Topics.frames, frameContract, (f) => f.source, Groups.backend),
-  /** Crops for the DAG nodes that run `model`, from the backends that ran their parents. */
-  tasks(model: string): Channel<Task> {
-    let tasks = taskChannels.get(model);
-    if (!tasks) taskChannels.set(model, (tasks = channel<Task>(Topics.tasks(model), taskContract, (t) => t.source, Groups.backend)));
+  /** Frames of delay-tolerant sources, apart from live ones (Topics.backfillFrames). */
+  backfillFrames: channel<Frame>(Topics.backfillFrames, frameContract, (f) => f.source, Groups.backend),
+  /** Crops for the DAG nodes that run `model`, from the backends that ran their parents; a delay-tolerant source's apart. */
+  tasks(model: string, backfill = false): Channel<Task> {
+    const topic = backfill ? Topics.backfillTasks(model) : Topics.tasks(model);
+    let tasks = taskChannels.get(topic);
+    if (!tasks) taskChannels.set(topic, (tasks = channel<Task>(topic, taskContract, (t) => t.source, Groups.backend)));
     return tasks;
   },
   results: channel<ResultRow>(Topics.results, resultRowContract, (r) => r.source, Groups.sink),
@@ -50,5 +53,5 @@ export const Channels = {
 export function consumerGroupOf(topic: string): string | undefined {
   const model = taskTopicModel(topic);
   if (model !== undefined) return Channels.tasks(model).group;
-  return [Channels.frames, Channels.results, Channels.drops].find((c) => c.topic === topic)?.group;
+  return [Channels.frames, Channels.backfillFrames, Channels.results, Channels.drops].find((c) => c.topic === topic)?.group;
 }

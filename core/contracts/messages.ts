@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { taskTopicModel, Topics } from './topics.js';
 import { defineContract, defineJsonContract } from './codec.js';
 
 /**
@@ -305,5 +306,13 @@ export function planWeights(plan: Plan | undefined): (topic: string) => Record<s
     for (const [backend, weight] of Object.entries(weights)) sum[backend] = (sum[backend] ?? 0) + weight;
     byTopic.set(topic, sum);
   }
-  return (topic) => byTopic.get(topic);
+  // Delay-tolerant frames and crops go where their live counterparts go: into the slack of the backends that host those sessions.
+  return (topic) => byTopic.get(liveTopicOf(topic));
+}
+
+/** The live topic a backfill topic stands beside (itself for any other). */
+function liveTopicOf(topic: string): string {
+  if (topic === Topics.backfillFrames) return Topics.frames;
+  const model = taskTopicModel(topic);
+  return model === undefined ? topic : Topics.tasks(model);
 }

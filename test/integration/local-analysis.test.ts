@@ -163,7 +163,7 @@ describe('collaborative processing', () => {
     const backend = createBackend({ id: 'b1', bus, runtime, models, apps: [traffic], appsForSource: () => [], batch: 2, logger: silentLogger() });
     const rows: ResultRow[] = [];
     try {
-      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead, ...taskTopics([traffic])].map((name) => ({ name, partitions: 1 })));
+      await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead, ...taskTopics([traffic])].map((name) => ({ name, partitions: 1 })));
       await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
         rows.push(...batch.messages.map((m) => resultRowContract.decode(m.value)));
       });

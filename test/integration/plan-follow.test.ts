@@ -58,7 +58,7 @@ function describeMove(name: string, openBus: () => Promise<Bus>, timeoutMs: numb
     const framesStored = new Set<string>();
     const drops: Drop[] = [];
     try {
-      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((topic) => ({ name: topic, partitions: 4 })));
+      await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((topic) => ({ name: topic, partitions: 4 })));
       await bus.consumer({ groupId: `observer-${run}`, topics: [Topics.results, Topics.drops] }).run(async (batch) => {
         for (const m of batch.messages) {
           if (batch.topic === Topics.drops) drops.push(dropContract.decode(m.value));
@@ -78,7 +78,8 @@ function describeMove(name: string, openBus: () => Promise<Bus>, timeoutMs: numb
       const publish = (plan: Plan) => producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(plan) }]);
 
       await publish(planOn(`a-${run}`, 1));
-      await waitFor(() => a.status().planEpoch === 1 && b.status().planEpoch === 1 && a.status().partitions === 4, 'both backends to follow plan 1', { timeoutMs });
+      // The frames topic and the backfill frames beside it (routed as the frames are): 4 partitions each.
+      await waitFor(() => a.status().planEpoch === 1 && b.status().planEpoch === 1 && a.status().partitions === 8, 'both backends to follow plan 1', { timeoutMs });
       expect(b.status().partitions).toBe(0);
       for (let i = 0; i < 8; i++) await send();
       await waitFor(() => framesStored.size === 8, 'the first 8 frames stored', { timeoutMs });
@@ -94,7 +95,7 @@ function describeMove(name: string, openBus: () => Promise<Bus>, timeoutMs: numb
         }
       })();
       await publish(planOn(`b-${run}`, 2));
-      await waitFor(() => a.status().planEpoch === 2 && b.status().planEpoch === 2 && b.status().partitions === 4, 'both backends to follow plan 2', { timeoutMs });
+      await waitFor(() => a.status().planEpoch === 2 && b.status().planEpoch === 2 && b.status().partitions === 8, 'both backends to follow plan 2', { timeoutMs });
       const aFrames = a.status().frames;
       await new Promise((r) => setTimeout(r, 1500));
       sending = false;
@@ -124,7 +125,7 @@ describe('a plan that gives a node to another model\'s session', () => {
     const backend = createBackend({ id: 'x', bus, runtime, models, apps: [traffic], appsForSource: () => ['traffic'], realtime: () => false, batch: 1, logger });
     const rows: string[] = [];
     try {
-      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
+      await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
       await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
         for (const m of batch.messages) rows.push(resultRowContract.decode(m.value).table);
       });
@@ -159,7 +160,7 @@ describe('a plan that serves a node with a cheaper variant (MCDNN)', () => {
     const backend = createBackend({ id: 'x', bus, runtime, models, apps: [kinds], appsForSource: () => ['kinds'], realtime: () => false, batch: 1, logger: silentLogger() });
     const rows: { table: string; model: unknown }[] = [];
     try {
-      await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
+      await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
       await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
         for (const m of batch.messages) {
           const row = resultRowContract.decode(m.value);

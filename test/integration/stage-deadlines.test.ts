@@ -116,7 +116,7 @@ describe('stage deadlines from the plan', () => {
   };
 
   beforeAll(async () => {
-    await bus.createTopics([Topics.frames, Topics.tasks('ppocr-rec'), Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
+    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.tasks('ppocr-rec'), Topics.backfillTasks('ppocr-rec'), Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
     await bus.consumer({ groupId: 'observer', topics: [Topics.results, Topics.drops, Topics.tasks('ppocr-rec')] }).run(async (batch) => {
       for (const m of batch.messages) {
         if (batch.topic === Topics.results) rows.push(resultRowContract.decode(m.value));

@@ -51,7 +51,7 @@ describe('backend', () => {
   const deadLetters: BusMessage[] = [];
 
   beforeAll(async () => {
-    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead, ...taskTopics([traffic])].map((name) => ({ name, partitions: 2 })));
+    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead, ...taskTopics([traffic])].map((name) => ({ name, partitions: 2 })));
     await backend.start();
     await bus.consumer({ groupId: 'dead-reader', topics: [Topics.dead] }).run(async (batch) => {
       deadLetters.push(...batch.messages);

@@ -20,7 +20,7 @@ describe('the live view of a running pipeline', () => {
 
   it("keeps each source's newest analyzed frame with its objects, and passes events, drops and plans on", async () => {
     bus = createMemoryBus();
-    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 2 })));
+    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 2 })));
     const view = createLiveView({ bus, logger: silentLogger() });
     const seen: string[] = [];
     view.subscribe((event) => seen.push(event.type));
@@ -52,7 +52,7 @@ describe('the live view of a running pipeline', () => {
 
   it('still shows frames when ingest runs far ahead of the models (a replay at full speed), keeping a bounded number', async () => {
     bus = createMemoryBus();
-    await bus.createTopics([Topics.frames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
+    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
     const view = createLiveView({ bus, logger: silentLogger() });
     const shown: number[] = [];
     view.subscribe((event) => event.type === 'frame' && shown.push(event.seq));
