@@ -1,7 +1,8 @@
 // `npm run bench -- colocate [--live-share S]`: a live stream of the traffic app at its rated
 // load, alone and then with a replay of recorded footage at `--speed max` beside it on the same
 // backend (DeepQuery's co-location with plan-ahead, analyzers/backend/plan-ahead.ts).
-//   1. The replay alone: the app's full throughput on this machine, C frames/s.
+//   1. The replay alone: the app's full throughput on this machine, C frames/s (steady: its first
+//      and last seconds, start-up and the last frames, left out).
 //   2. The live stream alone at S·C frames/s (default S = 0.4), in real time: its on-time share.
 //   3. Both: the live stream's on-time share, and the replay's frames/s while the live stream runs.
 //   4. Both with plan-ahead off (naive co-location), for comparison.
@@ -28,6 +29,8 @@ interface Run {
   /** Frames/s the live app took in while it ran, and the replay's app meanwhile. */
   liveFps: number;
   replayFpsWhileLive: number;
+  /** Frames/s the replay's app took in, steady (its first and last stats intervals left out). */
+  replayFps: number;
   replayFrames: number;
   processingS: number;
 }
@@ -58,6 +61,9 @@ export async function colocateBench(args: readonly string[]): Promise<void> {
         return [n + (a?.requests ?? 0), late + (a?.late ?? 0), dropped + (a?.dropped ?? 0)];
       }, [0, 0, 0]);
       const framesWhileLive = (name: string): number => liveIntervals.reduce((sum, s) => sum + (app(s, name)?.framesRate ?? 0) * ((s.toMs - s.fromMs) / 1000), 0);
+      // The replay's steady rate: its intervals but the first and last (start-up, the last frames).
+      const replaying = stats.filter((s) => (app(s, REPLAY_APP)?.framesRate ?? 0) > 0).slice(1, -1);
+      const replaySeconds = replaying.reduce((sum, s) => sum + (s.toMs - s.fromMs) / 1000, 0);
       const liveSeconds = liveIntervals.reduce((sum, s) => sum + (s.toMs - s.fromMs) / 1000, 0);
       return {
         liveRequests,
@@ -66,15 +72,16 @@ export async function colocateBench(args: readonly string[]): Promise<void> {
         liveOnTime: liveRequests === 0 ? 0 : (liveRequests - liveLate - liveDropped) / liveRequests,
         liveFps: liveSeconds === 0 ? 0 : framesWhileLive(LIVE_APP) / liveSeconds,
         replayFpsWhileLive: liveSeconds === 0 ? 0 : framesWhileLive(REPLAY_APP) / liveSeconds,
+        replayFps: replaySeconds === 0 ? 0 : replaying.reduce((sum, s) => sum + (app(s, REPLAY_APP)?.framesRate ?? 0) * ((s.toMs - s.fromMs) / 1000), 0) / replaySeconds,
         replayFrames: summary.sources.find((s) => s.id === replay.id)?.frames ?? 0,
         processingS: summary.processingMs / 1000,
       };
     };
 
     const alone = await run([replay]);
-    const capacityFps = alone.replayFrames / alone.processingS;
+    const capacityFps = alone.replayFps;
     const offeredFps = round(liveShare * capacityFps, 2);
-    console.log(`replay alone: ${alone.replayFrames} frames in ${alone.processingS.toFixed(1)} s, ${capacityFps.toFixed(2)} frames/s (the app's throughput here)`);
+    console.log(`replay alone: ${alone.replayFrames} frames in ${alone.processingS.toFixed(1)} s, ${capacityFps.toFixed(2)} frames/s steady (the app's throughput here)`);
     const onTime = (r: Run): string => `${(100 * r.liveOnTime).toFixed(2)}% of ${r.liveRequests} requests on time (${r.liveLate} late, ${r.liveDropped} dropped)`;
     const liveAlone = await run([live(offeredFps)]);
     // What the live stream took in: the clip's own frame rate caps what was asked.
