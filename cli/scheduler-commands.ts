@@ -4,7 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
 import { createOnnxRuntime, cpuDeviceName, decodeJpeg, findPrefixFamilies, profileModel } from '../analyzers/index.js';
 import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger, type ResolvedModel } from '../core/index.js';
-import { batchProfileSchema, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, runExperiments, squishyBinPacking, type BatchProfile, type Packing } from '../scheduler/index.js';
+import { batchProfileSchema, downgradeToFit, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, runExperiments, squishyBinPacking, type BatchProfile, type Packing, type Variant } from '../scheduler/index.js';
 import { formatTable } from './output.js';
 
 /** `panoptes plan --sessions`: what the scheduler is asked to place. */
@@ -51,6 +51,11 @@ async function zooModel(name: string, zoo: Readonly<Record<string, ResolvedModel
   const family = (await findPrefixFamilies(members.map((m) => zoo[m]!))).find((f) => f.name === name);
   if (!family) throw new PanoptesError(ErrorCode.ConfigInvalid, `${members.join(', ')} do not form a prefix family: not one architecture and input, or they share too little of their weights`);
   return family;
+}
+
+/** The zoo's cheaper variants (`variantOf`), for `plan --devices`. */
+function zooVariants(file: string | undefined): Variant[] {
+  return Object.values(loadModelZoo(file === undefined ? undefined : resolve(file))).flatMap((m) => (m.variantOf ? [{ model: m.name, variantOf: m.variantOf.model, accuracy: m.variantOf.accuracy }] : []));
 }
 
 /** The plan as the issue's output format: nodes with their duty cycle and sessions. */
@@ -103,14 +108,19 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
     .option('--profiles <dir>', 'batch profiles, one JSON file per (device, model)', 'profiles')
     .option('--device <name>', 'the device to plan for, when the profiles cover several')
     .option('--memory-mb <n>', "one device's memory; sessions on a node must fit in it", parseInteger)
+    .option('--devices <n>', "the devices there are: when the plan needs more, sessions step down to their model's cheaper variants in the zoo (variantOf), least accuracy lost per device freed first", parseInteger)
+    .option('--models <file>', 'the model zoo whose variants --devices may use (default: configs/models.yaml)')
     .option('--json', 'print the plan as JSON')
-    .action((opts: { sessions: string; profiles: string; device?: string; memoryMb?: number; json?: boolean }) => {
+    .action((opts: { sessions: string; profiles: string; device?: string; memoryMb?: number; devices?: number; models?: string; json?: boolean }) => {
       const sessions = loadConfigFile(sessionsFileSchema, opts.sessions);
       const { profiles, warnings } = loadProfiles(opts.profiles);
       for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
-      const packing = squishyBinPacking(sessions, profileLookup(profiles, opts.device), opts.memoryMb ? { deviceMemoryMB: opts.memoryMb } : {});
+      const profileOf = profileLookup(profiles, opts.device);
+      const packOptions = opts.memoryMb ? { deviceMemoryMB: opts.memoryMb } : {};
+      const { packing, downgrades } =
+        opts.devices === undefined ? { packing: squishyBinPacking(sessions, profileOf, packOptions), downgrades: [] } : downgradeToFit(sessions, zooVariants(opts.models), opts.devices, profileOf, packOptions);
       if (opts.json) {
-        process.stdout.write(`${JSON.stringify(planJson(packing))}\n`);
+        process.stdout.write(`${JSON.stringify({ ...(planJson(packing) as object), ...(opts.devices === undefined ? {} : { downgrades }) })}\n`);
         return;
       }
       const rows = packing.nodes.flatMap((node, i) =>
@@ -118,6 +128,8 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
       );
       const columns = ['node', 'dutyCycleMs', 'session', 'model', 'sloMs', 'rate', 'batch'].map((name) => ({ name }));
       process.stdout.write(`${packing.nodes.length} GPU${packing.nodes.length === 1 ? '' : 's'}\n${formatTable({ columns, rows }, 'table')}\n`);
+      for (const d of downgrades) process.stdout.write(`downgraded: ${d.session} served by ${d.to} instead of ${d.from} (accuracy −${(100 * d.accuracyLost).toFixed(1)} points, frees ${d.devicesFreed.toFixed(2)} devices)\n`);
+      if (opts.devices !== undefined && packing.nodes.length > opts.devices) process.stdout.write(`needs ${packing.nodes.length} devices of ${opts.devices} even with every variant: the rest is dropped\n`);
       for (const u of packing.unschedulable) process.stdout.write(`unschedulable: ${u.id}: ${u.reason}\n`);
     });
 

@@ -38,6 +38,19 @@ describe('panoptes plan', () => {
   };
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+  it('with --devices, steps a session down to a cheaper variant from the zoo when the plan needs more devices', async () => {
+    // EfficientNet-Lite2 at 100 crops/s needs two of this machine's cores' worth (the committed profiles); Lite0 stands in on one.
+    const sessions = sessionsFile([{ id: 'kinds', model: 'efficientnet-lite2', sloMs: 500, rate: 100 }]);
+    const committed = join(root, 'profiles');
+    expect(JSON.parse((await panoptes('plan', '--sessions', sessions, '--profiles', committed, '--json')).stdout).nodes).toHaveLength(2);
+    const { code, stdout } = await panoptes('plan', '--sessions', sessions, '--profiles', committed, '--devices', '1', '--json');
+    expect(code).toBe(0);
+    const plan = JSON.parse(stdout) as { nodes: { sessions: { model: string }[] }[]; downgrades: { from: string; to: string }[] };
+    expect(plan.nodes).toHaveLength(1);
+    expect(plan.nodes[0]!.sessions[0]!.model).toBe('efficientnet-lite0');
+    expect(plan.downgrades).toMatchObject([{ session: 'kinds', from: 'efficientnet-lite2', to: 'efficientnet-lite0' }]);
+  });
+
   it("prints the paper's low-load plan (Table 2) as JSON", async () => {
     const sessions = (['A', 'B', 'C'] as const).map((model) => ({ id: `s-${model}`, model, sloMs: TABLE_2_SLO_MS[model], rate: model === 'A' ? 64 : 32 }));
     const { code, stdout, stderr } = await panoptes('plan', '--sessions', sessionsFile(sessions), '--profiles', profiles, '--json');
