@@ -161,7 +161,8 @@ export function createIngest(options: IngestOptions): Ingest {
       // A replay faster than real time goes apart from live frames (Topics.backfillFrames).
       const channel = isDelayTolerant(config) ? Channels.backfillFrames : Channels.frames;
       for await (const read of source.frames()) {
-        const frame = options.local ? await options.local.analyze(read, config) : read;
+        // A replay faster than real time has no deadline to offload for.
+        const frame = options.local && channel === Channels.frames ? await options.local.analyze(read, config) : read;
         // The apps travel with each frame, so a backend elsewhere knows a source added while running.
         const sending = performance.now();
         await producer.send(channel.topic, [channel.record({ ...frame, apps: config.apps })]);

@@ -124,12 +124,13 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
     const fitted = downgradeToFit(merge.sessions, options.variants, input.backends.length, profileOf, options);
     if (fitted.downgrades.length > 0) {
       packing = fitted.packing;
-      // A downgraded session is named by the model that serves it, unless a session of that name exists.
+      // A downgraded session is named by the model that serves it (an id always names one model:
+      // backends keep sessions by id), and by the model asked for too where a session of that name exists.
       const ids = new Set(merge.sessions.map((x) => x.id));
       for (const served of fitted.sessions) {
         if (!served.variantOf) continue;
         const renamed = sessionId(served.model, served.sloMs);
-        const id = ids.has(renamed) ? served.id : renamed;
+        const id = ids.has(renamed) ? `${renamed}~${served.variantOf}` : renamed;
         byVariant.set(served.id, { ...served, id, variantOf: served.variantOf });
         for (const node of packing.nodes) for (const ns of node.sessions) if (ns.id === served.id) ns.id = id;
         topics.set(id, topics.get(served.id) ?? new Set());

@@ -146,8 +146,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       const done = Date.now();
       stats.done(session, done - submitted, done > deadlineMs, app);
       if (done > deadlineMs) counts.late += 1;
-      const variant = hosting.variantOf(session);
-      return variant ? { ...output, servedBy: variant } : output;
+      return output;
     } catch (err) {
       if (err instanceof DeadlineMissed) stats.dropped(session, 1, app);
       throw err;
@@ -179,8 +178,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     batchOf,
     producer,
     tally,
-    onFrame: (apps, source) => {
-      const delayTolerant = !realtime(source);
+    onFrame: (apps, source, backfill) => {
+      const delayTolerant = backfill || !realtime(source);
       for (const app of apps) stats.frame(app, delayTolerant);
     },
     logger,

@@ -222,7 +222,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       kick();
     },
     submit(session, request) {
-      if (request.deadlineMs < Infinity) forecast.arrived(session, options.now(), request.deadlineMs);
+      if (request.deadlineMs < Infinity && !request.warmUp) forecast.arrived(session, options.now(), request.deadlineMs);
       queueOf(session).push(request);
       if (sessions.some((s) => s.id === session)) kick();
     },

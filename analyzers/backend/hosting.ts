@@ -4,7 +4,7 @@ import { loadModelRunner, type Executed, type ModelRunner, type Prepared } from 
 import type { FrameCacheStats } from '../cache/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import type { ExecutableSession, Executor } from './executor.js';
-import { batchDueMs } from '../dag/index.js';
+import { batchDueMs, DeadlineMissed } from '../dag/index.js';
 import type { Queued } from './session-queue.js';
 import { createLatencyEstimate, profiledLatency, type LatencyEstimate } from './latency-estimate.js';
 
@@ -25,6 +25,8 @@ export interface Request {
 type Session = ExecutableSession<Request, Prepared, Executed> & {
   model: string;
   maxBatch: number;
+  /** The model whose requests this session serves as a cheaper variant (MCDNN), when the plan says so; kept while it drains. */
+  standsIn?: string;
   /** CPU time per request around its batch, from the plan's profile (0 without one): a batch must end this much before the stage deadline. */
   overheadMs: number;
 };
@@ -60,8 +62,6 @@ export interface Hosting {
    */
   follow(plan: Plan, beforeSwitch: () => Promise<void>): Promise<void>;
   runner(model: string): Promise<ModelRunner>;
-  /** The variant a session runs in place of its nodes' model, when the plan chose one (MCDNN). */
-  variantOf(session: string): string | undefined;
   /** Models loaded or loading now. */
   models(): string[];
   /** The learned caches' figures of the models loaded, per stream. */
@@ -70,6 +70,9 @@ export interface Hosting {
   unloadIdle(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** A warm-up batch is due this long after it is queued. */
+const WARM_UP_DUE_MS = 60_000;
 
 /** Under a plan, a session it does not list that took no request for this long leaves the rotation. */
 const IDLE_SESSION_MS = 5000;
@@ -100,8 +103,6 @@ export function createHosting(options: HostingOptions): Hosting {
   /** The plan's sessions here, and `app/node` → the one serving it; undefined before the first plan. */
   let plan: { sessions: Set<Session>; hosted: Map<string, string> } | undefined;
   const lastUsed = new Map<Session, number>();
-  /** Sessions the plan gives a cheaper variant (MCDNN): the model whose requests each serves. */
-  const standsIn = new Map<string, string>();
   /** While a plan is being followed its sessions are built but not yet in the rotation: nothing unloads. */
   let switching = false;
 
@@ -123,7 +124,7 @@ export function createHosting(options: HostingOptions): Hosting {
     const runner = await runnerOf(model);
     const estimate = estimates.get(model) ?? createLatencyEstimate();
     estimates.set(model, estimate);
-    return {
+    const session: Session = {
       id,
       model,
       maxBatch: runner.spec.maxBatch,
@@ -134,7 +135,7 @@ export function createHosting(options: HostingOptions): Hosting {
       prepare: (requests) =>
         runner.prepare(
           requests.map((r) => r.item.image),
-          requests.map((r) => (r.item.model === model || r.item.model === standsIn.get(id) ? r.item.params : { member: r.item.model, params: r.item.params })),
+          requests.map((r) => (r.item.model === model || r.item.model === session.standsIn ? r.item.params : { member: r.item.model, params: r.item.params })),
           requests.map((r) => r.item.stream),
         ),
       async execute(prepared) {
@@ -156,9 +157,11 @@ export function createHosting(options: HostingOptions): Hosting {
           for (const r of requests) r.item.reject(err);
           return;
         }
-        requests.forEach((r, i) => r.item.resolve(outputs[i]!));
+        // A variant's answers say which model made them (rows record it).
+        requests.forEach((r, i) => r.item.resolve(r.item.model === session.standsIn ? { ...outputs[i]!, servedBy: model } : outputs[i]!));
       },
     };
+    return session;
   };
 
   /** The session `id`, built once. */
@@ -189,7 +192,13 @@ export function createHosting(options: HostingOptions): Hosting {
         const image = { width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) };
         return Array.from({ length: (lanes + 1) * s.targetBatch }, () =>
           new Promise<void>((resolve, reject) =>
-            options.executor.submit(s.id, { deadlineMs: Infinity, item: { image, model: s.model, params, resolve: () => resolve(), reject, warmUp: true } }),
+            // Due in a minute: real-time work, so plan-ahead never holds it (following a plan waits for it).
+            // Dropped that late, it measured nothing and harms nothing.
+            options.executor.submit(s.id, {
+              deadlineMs: Date.now() + WARM_UP_DUE_MS,
+              warmUp: true,
+              item: { image, model: s.model, params, resolve: () => resolve(), reject: (err) => (err instanceof DeadlineMissed ? resolve() : reject(err)), warmUp: true },
+            }),
           ),
         );
       }),
@@ -201,7 +210,6 @@ export function createHosting(options: HostingOptions): Hosting {
     const mine = next.backends.find((b) => b.backend === options.backend)?.sessions ?? [];
     const planned: Session[] = [];
     const hosted = new Map<string, string>();
-    standsIn.clear();
     for (const { session: id, batch } of mine) {
       const spec = next.sessions.find((s) => s.id === id);
       try {
@@ -211,7 +219,7 @@ export function createHosting(options: HostingOptions): Hosting {
         // The profile the plan was made with, as the simulator uses it; the learned ℓ(b) until a profile exists.
         s.latency = spec.latencyMs ? profiledLatency(spec.latencyMs) : estimates.get(spec.model)!.latency;
         s.overheadMs = spec.overheadMs ?? 0;
-        if (spec.variantOf) standsIn.set(id, spec.variantOf);
+        s.standsIn = spec.variantOf;
         planned.push(s);
       } catch (err) {
         logger.warn({ epoch: next.epoch, session: id, err }, 'planned session not hosted; its requests go to the model session');
@@ -257,7 +265,6 @@ export function createHosting(options: HostingOptions): Hosting {
       }
     },
     runner: runnerOf,
-    variantOf: (id) => (standsIn.has(id) ? built.get(id)?.model : undefined),
     models: () => [...runners.keys()].sort(),
     cacheStats: () => [...ready.values()].flatMap((r) => r.cacheStats?.() ?? []),
     async unloadIdle() {

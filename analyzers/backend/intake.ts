@@ -1,4 +1,5 @@
 import {
+  isBackfillTopic,
   isFramesTopic,
   taskTopicModel,
   Channels,
@@ -29,7 +30,8 @@ export interface IntakeOptions {
   producer: Producer;
   tally: OutboxTally;
   /** A frame came in for these apps. */
-  onFrame: (apps: readonly string[], source: string) => void;
+  /** A frame taken in for `apps`; `backfill`: it came on the backfill topic. */
+  onFrame: (apps: readonly string[], source: string, backfill: boolean) => void;
   logger: Logger;
 }
 
@@ -78,7 +80,7 @@ export function createIntake(options: IntakeOptions): Intake {
    */
   const messagesPerFetch = (): number => Math.max(MIN_MESSAGES_PER_FETCH, 4 * Math.max(1, ...options.runner.models().map(options.batchOf)));
 
-  const handleFrame = async (message: BusMessage, out: Outbox, after: Promise<unknown>): Promise<void> => {
+  const handleFrame = async (message: BusMessage, out: Outbox, after: Promise<unknown>, backfill: boolean): Promise<void> => {
     let frame;
     try {
       frame = Channels.frames.decode(message.value);
@@ -87,11 +89,11 @@ export function createIntake(options: IntakeOptions): Intake {
     }
     counts.frames += 1;
     const apps = (frame.apps ?? options.appsForSource(frame.source)).filter((app) => knownApps.has(app));
-    options.onFrame(apps, frame.source);
-    await options.runner.runFrame(frame, apps, out, after);
+    options.onFrame(apps, frame.source, backfill);
+    await options.runner.runFrame(frame, apps, out, after, backfill);
   };
 
-  const handleTask = async (message: BusMessage, out: Outbox): Promise<void> => {
+  const handleTask = async (message: BusMessage, out: Outbox, _after: Promise<unknown>, backfill: boolean): Promise<void> => {
     let task;
     try {
       task = Channels.tasks(taskTopicModel(message.topic) ?? '').decode(message.value);
@@ -99,19 +101,20 @@ export function createIntake(options: IntakeOptions): Intake {
       return out.undecodable(message, err);
     }
     counts.tasks += 1;
-    await options.runner.runTask(task, out);
+    await options.runner.runTask(task, out, backfill);
   };
 
   const handle = async (batch: Batch): Promise<void> => {
     const out = new Outbox(where, options.tally, options.logger);
     const handler = isFramesTopic(batch.topic) ? handleFrame : handleTask;
+    const backfill = isBackfillTopic(batch.topic);
     // Frames decode and run together, but each makes its rows after the one before it in the
     // batch: trackers see a source's frames in order. A message that fails in a way nobody
     // foresaw becomes a drop: retrying it would fail again and hold up its partition forever.
     let previous: Promise<unknown> = Promise.resolve();
     await Promise.all(
       batch.messages.map((m) => {
-        const handled = handler(m, out, previous).catch((err: unknown) => out.drop('message', 'internal-error', describeError(err), { source: m.key }));
+        const handled = handler(m, out, previous, backfill).catch((err: unknown) => out.drop('message', 'internal-error', describeError(err), { source: m.key }));
         previous = handled;
         return handled;
       }),

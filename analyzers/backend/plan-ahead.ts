@@ -8,7 +8,8 @@
  * measures, per session of real-time requests:
  * - the next arrival: the last one plus the mean gap between arrivals (an EWMA, 0.8 on the old
  *   value, the digest's choice for the paper's unstated α and β); a camera's frames come at a
- *   steady rate, so this is close;
+ *   steady rate, so this is close. Requests within 5 ms are one arrival (a frame's crops come
+ *   to a child session together);
  * - the latest start of the batch that serves it: that arrival plus its slack (its deadline less
  *   its arrival, also an EWMA) less ℓ(b) at the plan's target batch, the worst case the plan
  *   reserves for it.
@@ -24,6 +25,8 @@
 const KEEP = 0.8;
 /** A session silent this many mean gaps is no longer expected. */
 const EXPECTED_GAPS = 4;
+/** Requests this close together are one arrival: a frame's crops reach a child session at once. */
+const BURST_MS = 5;
 
 interface Arrivals {
   lastMs: number;
@@ -42,9 +45,10 @@ export class RealtimeForecast {
       this.#sessions.set(session, { lastMs: nowMs, gapMs: undefined, slackMs });
       return;
     }
-    const gap = nowMs - known.lastMs;
-    known.gapMs = known.gapMs === undefined ? gap : KEEP * known.gapMs + (1 - KEEP) * gap;
     known.slackMs = KEEP * known.slackMs + (1 - KEEP) * slackMs;
+    const gap = nowMs - known.lastMs;
+    if (gap < BURST_MS) return;
+    known.gapMs = known.gapMs === undefined ? gap : KEEP * known.gapMs + (1 - KEEP) * gap;
     known.lastMs = nowMs;
   }
 

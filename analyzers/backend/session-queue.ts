@@ -4,6 +4,8 @@ import { tardyPlan } from './ontime.js';
 export interface Queued<T> {
   deadlineMs: number;
   item: T;
+  /** A blank run that measures a model before its first request: real-time work (plan-ahead never holds it), no stream's arrival. */
+  warmUp?: boolean;
 }
 
 export interface TakenBatch<T> {
@@ -84,27 +86,36 @@ export class SessionQueue<T> {
   }
 
   push(request: Queued<T>): void {
-    // Binary search for the first later deadline: requests with equal deadlines keep arrival order.
+    this.queue.splice(this.after(request.deadlineMs), 0, request);
+  }
+
+  /** The index of the first request due later than `deadlineMs` (binary search: equal deadlines keep arrival order). */
+  private after(deadlineMs: number): number {
     let lo = 0;
     let hi = this.queue.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (this.queue[mid]!.deadlineMs <= request.deadlineMs) lo = mid + 1;
+      if (this.queue[mid]!.deadlineMs <= deadlineMs) lo = mid + 1;
       else hi = mid;
     }
-    this.queue.splice(lo, 0, request);
+    return lo;
   }
 
-  /** The next batch by `policy`, and what it drops with it. */
+  /**
+   * The next batch of real-time requests by `policy`, and what it drops with it. Delay-tolerant
+   * requests (due at Infinity, queued last) never join a real-time batch nor size its window:
+   * they run only when none is left (`takeFirst`, sized by plan-ahead).
+   */
   take(policy: BatchingPolicy, nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
-    if (policy === 'tardy') return this.takeOnTime(nowMs, targetBatch, latency);
-    const { start, size } = chooseBatch(policy, (i) => this.queue[i]!.deadlineMs, 0, this.queue.length, nowMs, targetBatch, latency);
+    const realtime = this.after(Number.MAX_VALUE);
+    if (policy === 'tardy') return this.takeOnTime(nowMs, targetBatch, latency, realtime);
+    const { start, size } = chooseBatch(policy, (i) => this.queue[i]!.deadlineMs, 0, realtime, nowMs, targetBatch, latency);
     const dropped = this.queue.splice(0, start);
     return { dropped, batch: this.queue.splice(0, size) };
   }
 
-  private takeOnTime(nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
-    const window = this.queue.slice(0, TARDY_WINDOW);
+  private takeOnTime(nowMs: number, targetBatch: number, latency: BatchLatency, realtime: number): TakenBatch<T> {
+    const window = this.queue.slice(0, Math.min(TARDY_WINDOW, realtime));
     const plan = tardyPlan(
       window.map((r) => ({ stage: 0, deadlineMs: r.deadlineMs })),
       nowMs,

@@ -29,16 +29,6 @@ export class Leases<M extends Disposable> {
     };
   }
 
-  /** Runs `work` on `model`, which is not disposed before `work` settles. */
-  async use<T>(model: M, work: () => Promise<T>): Promise<T> {
-    const release = this.acquire(model);
-    try {
-      return await work();
-    } finally {
-      await release();
-    }
-  }
-
   /** A model no new lookup will pick: disposed once no lease holds it. */
   async retire(model: M | undefined): Promise<void> {
     if (!model) return;

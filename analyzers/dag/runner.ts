@@ -23,6 +23,8 @@ interface Work {
   localOutput?: NodeOutput;
   /** Rows wait for this: the previous frame of the batch, so operators see a source's frames in order. */
   after?: Promise<unknown>;
+  /** A replay faster than real time: no deadline, and its crops travel on the backfill topics. */
+  delayTolerant: boolean;
 }
 
 /**
@@ -79,7 +81,7 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
     let output: NodeOutput;
     try {
       if (work.localOutput) localOutputs += 1;
-      const deadline = options.realtime(frame.source) ? work.deadlineMs : Infinity;
+      const deadline = work.delayTolerant ? Infinity : work.deadlineMs;
       output = work.localOutput ?? (await options.infer({ app: app.spec.name, node: node.id, model: node.model }, image, planned.params, deadline, frame));
     } catch (err) {
       if (err instanceof DeadlineMissed) {
@@ -128,7 +130,7 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
           frameHeight: frame.height,
           lineage: [...work.lineage, outputId(work.inputId, node.id, i)],
           ...(options.crops === 'pixels' ? { pixels: { width: crop.width, height: crop.height }, jpeg: crop.data } : { jpeg: await encodeJpeg(crop) }),
-        }, !options.realtime(frame.source));
+        }, work.delayTolerant);
       }
       options.onFanOut(app.spec.name, node.id, child.node.id, children);
     }
@@ -142,7 +144,8 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
 
     models: () => [...new Set(options.apps.flatMap((app) => app.spec.nodes.map((n) => n.model)))],
 
-    async runFrame(frame, apps, out, after) {
+    async runFrame(frame, apps, out, after, backfill = false) {
+      const delayTolerant = backfill || !options.realtime(frame.source);
       const at = { source: frame.source, seq: frame.seq };
       const planned = apps.flatMap((app) => roots.get(app) ?? []);
       if (planned.length === 0) return out.drop('frame', 'no-app', `no app analyzes source ${frame.source}`, at);
@@ -168,13 +171,14 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
             lineage: [],
             deadlineMs: stageDeadline(p, frame.captureTimeMs).deadlineMs,
             after,
+            delayTolerant,
             ...(local ? { localOutput: { kind: 'detections', detections: local.detections, ...(local.model !== p.node.model ? { servedBy: local.model } : {}) } } : {}),
           }, out);
         }),
       );
     },
 
-    async runTask(task, out) {
+    async runTask(task, out, backfill = false) {
       const at = { source: task.source, seq: task.frameSeq };
       const planned = nodes.get(`${task.app}/${task.node}`);
       if (!planned) return out.drop('task', 'unknown-node', `no node ${task.node} in app ${task.app} here`, at);
@@ -201,6 +205,7 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
         inputId: task.lineage.at(-1) ?? frameId(task.app, task.source, task.frameSeq),
         lineage: task.lineage,
         deadlineMs: task.deadlineMs,
+        delayTolerant: backfill || !options.realtime(task.source),
       }, out);
     },
 

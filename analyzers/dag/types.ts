@@ -55,10 +55,14 @@ export interface DagRunner {
   start(): Promise<void>;
   /** Models of every node, the apps' roots' included. */
   models(): string[];
-  /** Runs a frame through the roots of the apps that analyze it; `after` is the previous frame of the batch, so rows come in order. */
-  runFrame(frame: Frame, apps: readonly string[], out: DagOutbox, after: Promise<unknown>): Promise<void>;
-  /** Runs a crop (task) through the node it names. */
-  runTask(task: Task, out: DagOutbox): Promise<void>;
+  /**
+   * Runs a frame through the roots of the apps that analyze it; `after` is the previous frame of
+   * the batch, so rows come in order. `backfill`: it came on a backfill topic, so it is
+   * delay-tolerant whatever this process knows of its source.
+   */
+  runFrame(frame: Frame, apps: readonly string[], out: DagOutbox, after: Promise<unknown>, backfill?: boolean): Promise<void>;
+  /** Runs a crop (task) through the node it names; `backfill` as for frames. */
+  runTask(task: Task, out: DagOutbox, backfill?: boolean): Promise<void>;
   /** First-node outputs an ingest worker made itself, used instead of running the node. */
   localOutputs(): number;
 }

@@ -22,6 +22,9 @@ export function taskTopicModel(topic: string): string | undefined {
   return prefix === undefined ? undefined : topic.slice(prefix.length);
 }
 
+/** Whether a topic carries delay-tolerant work (frames or crops of replays faster than real time). */
+export const isBackfillTopic = (topic: string): boolean => topic === Topics.backfillFrames || topic.startsWith(Topics.backfillTasks(''));
+
 /** Whether a topic carries frames (live or backfill). */
 export const isFramesTopic = (topic: string): boolean => topic === Topics.frames || topic === Topics.backfillFrames;
 

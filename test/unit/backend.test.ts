@@ -134,4 +134,11 @@ describe('backend', () => {
     expect(drops.find((d) => d.frameSeq === 7)).toMatchObject({ what: 'frame', why: 'deadline', source: 'live-cam', detail: expect.stringContaining('stage traffic/detect') });
     expect(rows.filter((r) => r.fields.frame_seq === 7)).toEqual([]);
   });
+
+  it('takes a frame on the backfill topic as delay-tolerant, whatever it knows of the source (a replay added to an ingest worker elsewhere)', async () => {
+    const old = frameContract.encode({ source: 'live-cam', seq: 8, captureTimeMs: Date.now() - 60_000, ptsMs: 0, width: 768, height: 432, jpeg, apps: ['traffic'] });
+    await bus.producer().send(Topics.backfillFrames, [{ key: 'live-cam', value: old }]);
+    await waitFor(() => rows.some((r) => r.table === 'frames' && r.fields.frame_seq === 8), 'the replayed frame stored');
+    expect(drops.filter((d) => d.frameSeq === 8)).toEqual([]);
+  });
 });

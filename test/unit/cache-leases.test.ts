@@ -43,15 +43,13 @@ describe('leases on lookup models swapped out', () => {
   it('disposes a retired model once its last lookup ends, and at once when none runs', async () => {
     const leases = new Leases<{ dispose(): Promise<void>; disposed: number }>();
     const model = { disposed: 0, async dispose() { this.disposed += 1; } };
-    const [first, second] = [gate(), gate()];
-    const runs = [leases.use(model, () => first.opened), leases.use(model, () => second.opened)];
+    const [first, second] = [leases.acquire(model), leases.acquire(model)];
     await leases.retire(model);
     expect(model.disposed).toBe(0);
-    first.open();
-    await runs[0];
+    await first();
+    await first(); // a second release of the same lease changes nothing
     expect(model.disposed).toBe(0);
-    second.open();
-    await runs[1];
+    await second();
     expect(model.disposed).toBe(1);
     const idle = { disposed: 0, async dispose() { this.disposed += 1; } };
     await leases.retire(idle);

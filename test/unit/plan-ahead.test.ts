@@ -17,6 +17,13 @@ describe('plan-ahead forecast (DeepQuery §2.8)', () => {
     expect(forecast.nextChangeMs(350)).toBe(600);
     expect(forecast.latestEndMs(600, () => 10)).toBe(Infinity);
   });
+
+  it("counts a frame's crops, arriving together, as one arrival", () => {
+    const forecast = new RealtimeForecast();
+    for (const at of [0, 100, 200]) for (let crop = 0; crop < 5; crop++) forecast.arrived('read', at + crop * 0.1, at + 500);
+    // The gap is a frame's (100 ms), not a crop's: still expected 300 ms after the last burst.
+    expect(forecast.nextChangeMs(210)).toBe(600);
+  });
 });
 
 /**

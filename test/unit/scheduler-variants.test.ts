@@ -55,6 +55,10 @@ describe('model variants under a budget (MCDNN)', () => {
     expect(plan.backends.length).toBe(2);
     expect(plan.routing.some((r) => r.session === 'cars-lite@100')).toBe(true);
     expect(warnings.some((w) => w.includes('served by cars-lite instead of cars'))).toBe(true);
+    // Where an app runs the variant itself at that SLO, the downgraded session keeps a name of its own: an id names one model.
+    const direct = { ...app('c', 'cars-lite'), framesRate: 1 };
+    const both = planEpoch({ epoch: 1, nowMs: 0, apps: [app('a', 'faces'), app('b', 'cars'), direct], backends: ['b1', 'b2'] }, profileOf, { epsilonMs: 10, variants }).plan;
+    expect(both.sessions.filter((x) => x.model === 'cars-lite').map((x) => x.id).sort()).toEqual(['cars-lite@100', 'cars-lite@100~cars']);
     // Without variants the plan needs a third backend.
     expect(planEpoch({ epoch: 1, nowMs: 0, apps: [app('a', 'faces'), app('b', 'cars')], backends: ['b1', 'b2'] }, profileOf, { epsilonMs: 10 }).warnings.some((w) => w.includes('needs 3 backends'))).toBe(true);
   });

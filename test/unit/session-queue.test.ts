@@ -65,4 +65,14 @@ describe('SessionQueue', () => {
     expect(items(batch)).toEqual(['r1', 'r3']);
     expect(items(queue.takeAll())).toEqual(['r5', 'r2', 'r4', 'r0']);
   });
+
+  it('delay-tolerant requests neither join a real-time batch nor size its window; they wait for their own turn', () => {
+    // Early drop at a target of 4: the live request due at 20 fits alone (ℓ(1) = 15), not beside three replay frames (ℓ(4) = 30).
+    const queue = queueOf([20, Infinity, Infinity, Infinity]);
+    const { batch, dropped } = queue.take('early', 0, 4, latency);
+    expect(dropped).toEqual([]);
+    expect(items(batch)).toEqual(['r0']);
+    expect(items(queue.take('tardy', 0, 4, latency).batch)).toEqual([]);
+    expect(items(queue.takeFirst(2))).toEqual(['r1', 'r2']);
+  });
 });
