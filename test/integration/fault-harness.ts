@@ -144,18 +144,23 @@ export class RoleProcess {
 export async function drained(brokers: string): Promise<void> {
   const bus = await createKafkaBus({ brokers: [brokers], logger: silentLogger() });
   try {
-    await waitUntilConsumed(bus, Groups.backend, [Topics.frames]);
+    // Replays at more than real time publish on the backfill topic.
+    await waitUntilConsumed(bus, Groups.backend, [Topics.frames, Topics.backfillFrames]);
     await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops]);
   } finally {
     await bus.close();
   }
 }
 
-/** Frames the backends have committed so far (0 while the group or topic is not there). */
+/** Frames the backends have committed so far, live and backfill (0 while the group or topic is not there). */
 export async function framesCommitted(brokers: string): Promise<number> {
   const bus = await createKafkaBus({ brokers: [brokers], logger: silentLogger(), connectionRetryMs: 2_000 });
   try {
-    return (await bus.committed(Groups.backend, Topics.frames)).reduce((sum, p) => sum + Math.max(0, p.offset), 0);
+    let committed = 0;
+    for (const topic of [Topics.frames, Topics.backfillFrames]) {
+      committed += (await bus.committed(Groups.backend, topic).catch(() => [])).reduce((sum, p) => sum + Math.max(0, p.offset), 0);
+    }
+    return committed;
   } catch {
     return 0;
   } finally {
