@@ -86,24 +86,26 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     return queue;
   };
 
-  const realtimeQueued = (): boolean => sessions.some((s) => queueOf(s.id).headDeadlineMs() < Infinity);
-
   /**
-   * How many of a session's delay-tolerant requests may run at `atMs`: none while a real-time
-   * request waits anywhere (real-time first), else the most that end before the next real-time
-   * batch must start, up to the target batch.
+   * When delay-tolerant work must leave the device: before the next real-time batch must start
+   * (plan-ahead), or at once while a real-time request of another session than `except` waits.
+   * Infinity without plan-ahead, or draining.
    */
-  const delayTolerantSize = (session: ExecutableSession<T, P, R>, atMs: number): number => {
-    const most = Math.min(session.targetBatch, queueOf(session.id).length);
-    if (!planAhead || draining) return most;
-    if (realtimeQueued()) return 0;
+  const delayTolerantUntilMs = (except?: string): number => {
+    if (!planAhead || draining) return Infinity;
+    if (sessions.some((s) => s.id !== except && queueOf(s.id).headDeadlineMs() < Infinity)) return -Infinity;
     const reserve = (id: string): number => {
       const s = sessions.find((x) => x.id === id);
       return s ? s.latency(s.targetBatch) : 0;
     };
-    // The forecast is of arrivals on the clock now; `atMs` may be later (a batch prepared while another runs).
-    const budgetMs = forecast.latestEndMs(options.now(), reserve) - atMs;
-    let size = most;
+    // The forecast is of arrivals on the clock now, whenever the batch it sizes will start.
+    return forecast.latestEndMs(options.now(), reserve);
+  };
+
+  /** How many of a session's delay-tolerant requests may run at `atMs` (none left of real-time work): the most that end in time, up to the target batch. */
+  const delayTolerantSize = (session: ExecutableSession<T, P, R>, atMs: number): number => {
+    const budgetMs = delayTolerantUntilMs() - atMs;
+    let size = Math.min(session.targetBatch, queueOf(session.id).length);
     while (size > 0 && session.latency(size) > budgetMs) size--;
     return size;
   };
@@ -122,7 +124,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       const queue = queueOf(session.id);
       // Only delay-tolerant requests left (they sort last): plan-ahead sizes the batch.
       const { batch, dropped } =
-        queue.headDeadlineMs() === Infinity ? { batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] } : queue.take(options.policy, atMs, session.targetBatch, session.latency);
+        queue.headDeadlineMs() === Infinity ? { batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] } : queue.take(options.policy, atMs, session.targetBatch, session.latency, delayTolerantUntilMs(session.id));
       if (dropped.length > 0) options.onDrop(session.id, dropped);
       if (queue.length === 0 && !planned.has(session.id)) {
         // A leaving session with nothing left: out of the rotation; the next one moves into its place.

@@ -103,15 +103,26 @@ export class SessionQueue<T> {
 
   /**
    * The next batch of real-time requests by `policy`, and what it drops with it. Delay-tolerant
-   * requests (due at Infinity, queued last) never join a real-time batch nor size its window:
-   * they run only when none is left (`takeFirst`, sized by plan-ahead).
+   * requests (due at Infinity, queued last) never size its window nor cost a real-time request
+   * its place: they fill the slots left up to the target batch, as many as keep the batch ending
+   * by its tightest deadline and by `fillUntilMs` (plan-ahead's latest end), else run only when
+   * no real-time request is left (`takeFirst`).
    */
-  take(policy: BatchingPolicy, nowMs: number, targetBatch: number, latency: BatchLatency): TakenBatch<T> {
+  take(policy: BatchingPolicy, nowMs: number, targetBatch: number, latency: BatchLatency, fillUntilMs = -Infinity): TakenBatch<T> {
     const realtime = this.after(Number.MAX_VALUE);
-    if (policy === 'tardy') return this.takeOnTime(nowMs, targetBatch, latency, realtime);
-    const { start, size } = chooseBatch(policy, (i) => this.queue[i]!.deadlineMs, 0, realtime, nowMs, targetBatch, latency);
-    const dropped = this.queue.splice(0, start);
-    return { dropped, batch: this.queue.splice(0, size) };
+    let taken: TakenBatch<T>;
+    if (policy === 'tardy') taken = this.takeOnTime(nowMs, targetBatch, latency, realtime);
+    else {
+      const { start, size } = chooseBatch(policy, (i) => this.queue[i]!.deadlineMs, 0, realtime, nowMs, targetBatch, latency);
+      const dropped = this.queue.splice(0, start);
+      taken = { dropped, batch: this.queue.splice(0, size) };
+    }
+    if (taken.batch.length === 0) return taken;
+    const endBy = Math.min(fillUntilMs, ...taken.batch.map((r) => r.deadlineMs));
+    const tolerant = this.after(Number.MAX_VALUE);
+    let fill = Math.min(targetBatch - taken.batch.length, this.queue.length - tolerant);
+    while (fill > 0 && nowMs + latency(taken.batch.length + fill) > endBy + SLACK_MS) fill--;
+    return { ...taken, batch: [...taken.batch, ...this.queue.splice(tolerant, Math.max(0, fill))] };
   }
 
   private takeOnTime(nowMs: number, targetBatch: number, latency: BatchLatency, realtime: number): TakenBatch<T> {

@@ -66,13 +66,20 @@ describe('SessionQueue', () => {
     expect(items(queue.takeAll())).toEqual(['r5', 'r2', 'r4', 'r0']);
   });
 
-  it('delay-tolerant requests neither join a real-time batch nor size its window; they wait for their own turn', () => {
+  it('delay-tolerant requests never size a real-time window; they fill its spare slots only as far as its deadline and plan-ahead allow', () => {
     // Early drop at a target of 4: the live request due at 20 fits alone (ℓ(1) = 15), not beside three replay frames (ℓ(4) = 30).
     const queue = queueOf([20, Infinity, Infinity, Infinity]);
     const { batch, dropped } = queue.take('early', 0, 4, latency);
     expect(dropped).toEqual([]);
     expect(items(batch)).toEqual(['r0']);
     expect(items(queue.take('tardy', 0, 4, latency).batch)).toEqual([]);
-    expect(items(queue.takeFirst(2))).toEqual(['r1', 'r2']);
+    expect(items(queue.takeFirst(1))).toEqual(['r1']);
+    // Allowed to fill: one replay frame joins the next live request (ℓ(2) = 20 ≤ its 20), not two.
+    queue.push({ deadlineMs: 20, item: 'live' });
+    expect(items(queue.take('early', 0, 4, latency, Infinity).batch)).toEqual(['live', 'r2']);
+    // Plan-ahead wants the device back by 18: no room for one.
+    queue.push({ deadlineMs: 20, item: 'live-2' });
+    expect(items(queue.take('tardy', 0, 4, latency, 18).batch)).toEqual(['live-2']);
+    expect(items(queue.takeAll())).toEqual(['r3']);
   });
 });
