@@ -123,8 +123,10 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       const session = sessions[index]!;
       const queue = queueOf(session.id);
       // Only delay-tolerant requests left (they sort last): plan-ahead sizes the batch.
-      const { batch, dropped } =
-        queue.headDeadlineMs() === Infinity ? { batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] } : queue.take(options.policy, atMs, session.targetBatch, session.latency, delayTolerantUntilMs(session.id));
+      const onlyDelayTolerant = queue.headDeadlineMs() === Infinity;
+      const { batch, dropped } = onlyDelayTolerant
+        ? { batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] }
+        : queue.take(options.policy, atMs, session.targetBatch, session.latency, delayTolerantUntilMs(session.id));
       if (dropped.length > 0) options.onDrop(session.id, dropped);
       if (queue.length === 0 && !planned.has(session.id)) {
         // A leaving session with nothing left: out of the rotation; the next one moves into its place.
