@@ -39,6 +39,7 @@ export const EXPERIMENTS = {
     return {
       capacity: figures.models.map((m) => ({ model: m.model, ...m.capacity, tardyOverEdf: round(m.tardyOverEdf, 3), tardyOverNexus: round(m.tardyOverNexus, 3), paper: m.paper })),
       vgg16At175ByDeadline: figures.deadlineSweep.map((d) => ({ deadlineMs: d.deadlineMs, ...Object.fromEntries(Object.entries(d.onTime).map(([policy, share]) => [policy, round(share, 3)])) })),
+      vgg16ParetoCapacity: figures.paretoCapacity,
     };
   },
   /** MCDNN on 4 GPUs: per load (× what fits at full accuracy), goodput and accuracy over all requests, variants vs dropping. */
