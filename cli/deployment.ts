@@ -13,11 +13,10 @@ import {
   type CompiledConfig,
   type Lifecycle,
   type Logger,
-  type SourceConfig,
   type Stats,
   type TableSpec,
 } from '../core/index.js';
-import { createIngest, isDelayTolerant, type Ingest, type SourceResult } from '../ingest/index.js';
+import { createIngest, type Ingest, type SourceResult } from '../ingest/index.js';
 import { createEpochService } from '../scheduler/index.js';
 import { createSinkWorker, type ResultSink } from '../sinks/index.js';
 import { openBus, openSink, waitUntilConsumed } from './adapters.js';
@@ -151,11 +150,6 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   const tables = [...new Map<string, TableSpec>(apps.flatMap((a) => a.tables.map((t) => [t.name, t]))).values()];
   // Frames name their apps; this is for frames from older ingest workers.
   const appsBySource = new Map(config.sources.map((s) => [s.id, s.apps]));
-  // Replays faster than real time are backfill: analyzed in full, after the real-time work.
-  // A source this process has not heard of (added to an ingest worker elsewhere) is real-time.
-  const backfill = new Set<string>();
-  const noteSource = (source: SourceConfig): void => void (isDelayTolerant(source) ? backfill.add(source.id) : backfill.delete(source.id));
-  config.sources.forEach(noteSource);
   const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
   const runtime = roles.has('backend')
@@ -170,7 +164,6 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     models,
     apps,
     appsForSource: (source) => appsBySource.get(source) ?? [],
-    realtime: (source) => !backfill.has(source),
     batch: batchOf,
     batching: backendConfig.batching === 'on-time' ? 'tardy' : 'early',
     planAhead: backendConfig.planAhead,
@@ -238,7 +231,6 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
           bus,
           dataDir: config.dataDir,
           logger,
-          onAdd: noteSource,
           ...(localAnalysis ? { local: localAnalysis } : {}),
           onProgress: (frames, total) => {
             published = frames;

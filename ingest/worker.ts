@@ -22,8 +22,6 @@ export interface IngestOptions {
   logger: Logger;
   /** Frames published so far over all sources, and the expected total when every source has a known length. */
   onProgress?: (frames: number, total: number | undefined) => void;
-  /** Told of every source as it starts (on `add`, and on `reconcile`). */
-  onAdd?: (config: SourceConfig) => void;
   /** Collaborative processing: sees every frame before it is sent, and may analyze it here. */
   local?: LocalAnalysis;
 }
@@ -212,7 +210,6 @@ export function createIngest(options: IngestOptions): Ingest {
       }
       return result;
     });
-    options.onAdd?.(config);
     logger.info({ source: config.id, apps: config.apps }, 'source added');
   };
 

@@ -38,9 +38,10 @@ export interface BackendOptions {
   /** Target batch of a model's own session (before any plan, or for a node no plan hosts here): images per run, at most; one for every model, or per model. */
   batch: number | ((model: string) => number);
   /**
-   * Whether a source's frames must meet their app's SLO (live, or replayed at speed 1): those
-   * are dropped early when they cannot. Other sources (replays faster than real time) are
-   * delay-tolerant: never dropped for time, served after the real-time ones. Default: all real-time.
+   * Whether a source's frames on the live topics must meet their app's SLO: those are dropped
+   * early when they cannot. Frames and crops on the backfill topics (replays faster than real
+   * time, which ingest workers publish there) are delay-tolerant whatever this says: never
+   * dropped for time, served in the time real-time work leaves. Default: all real-time.
    */
   realtime?: (source: string) => boolean;
   /** How a session's batch is formed: @defaultValue 'early' (Nexus's sliding window); 'tardy' is Our-Tardy (edge scheduling); 'lazy' is Clipper's, the baseline. */

@@ -18,8 +18,6 @@ export interface Request {
   stream?: string;
   resolve: (output: NodeOutput) => void;
   reject: (err: unknown) => void;
-  /** A blank image run to learn ℓ(B) before the first request: not counted as work. */
-  warmUp?: boolean;
 }
 
 type Session = ExecutableSession<Request, Prepared, Executed> & {
@@ -147,7 +145,7 @@ export function createHosting(options: HostingOptions): Hosting {
         return executed;
       },
       async finish(requests, executed, error) {
-        const work = requests.filter((r) => !r.item.warmUp).length;
+        const work = requests.filter((r) => !r.warmUp).length;
         if (executed && work > 0) options.onBatch(id, work);
         let outputs: NodeOutput[];
         try {
@@ -197,7 +195,7 @@ export function createHosting(options: HostingOptions): Hosting {
             options.executor.submit(s.id, {
               deadlineMs: Date.now() + WARM_UP_DUE_MS,
               warmUp: true,
-              item: { image, model: s.model, params, resolve: () => resolve(), reject: (err) => (err instanceof DeadlineMissed ? resolve() : reject(err)), warmUp: true },
+              item: { image, model: s.model, params, resolve: () => resolve(), reject: (err) => (err instanceof DeadlineMissed ? resolve() : reject(err)) },
             }),
           ),
         );

@@ -88,21 +88,24 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
   type FirstNode = { app: AppSpec; node: AppSpec['nodes'][number]; params: unknown };
   const firstNodesByApps = new Map<string, FirstNode[]>();
 
-  /** The first nodes of these apps that run `replaces`, with their params checked for the local model; worked out once per set of apps. */
+  /** The apps among `apps` whose first nodes run `replaces`: what a frame's deadline is judged by. */
+  const replacing = (apps: readonly string[]): { app: AppSpec; node: AppSpec['nodes'][number] }[] =>
+    options.apps
+      .filter((app) => apps.includes(app.name))
+      .flatMap((app) =>
+        app.edges
+          .filter((e) => e.from === 'frames')
+          .map((e) => ({ app, node: app.nodes.find((n) => n.id === e.to)! }))
+          .filter(({ node }) => node.model === replaces),
+      );
+
+  /** Those first nodes with their params checked for the local model, which loads on first need; worked out once per set of apps. */
   const firstNodes = async (apps: readonly string[]): Promise<FirstNode[]> => {
     const model = await (runner ??= loadModelRunner(spec, options.runtime));
     const key = apps.join(',');
     const known = firstNodesByApps.get(key);
     if (known) return known;
-    const nodes = options.apps
-      .filter((app) => apps.includes(app.name))
-      .flatMap((app) =>
-        app.edges
-          .filter((e) => e.from === 'frames')
-          .map((e) => app.nodes.find((n) => n.id === e.to)!)
-          .filter((node) => node.model === replaces)
-          .map((node) => ({ app, node, params: model.parseParams(node.params) })),
-      );
+    const nodes = replacing(apps).map(({ app, node }) => ({ app, node, params: model.parseParams(node.params) }));
     firstNodesByApps.set(key, nodes);
     return nodes;
   };
@@ -140,10 +143,12 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
 
     async analyze(frame: Frame, source: SourceConfig): Promise<Frame> {
       try {
-        const nodes = await firstNodes(source.apps);
-        if (nodes.length === 0) return frame;
-        const leftMs = Math.min(...nodes.map(({ app }) => frame.captureTimeMs + app.sloMs)) - Date.now();
+        // Judged before the local model is needed: while the backends keep up it is never loaded.
+        const apps = replacing(source.apps);
+        if (apps.length === 0) return frame;
+        const leftMs = Math.min(...apps.map(({ app }) => frame.captureTimeMs + app.sloMs)) - Date.now();
         if (!betterHere(frame, leftMs)) return frame;
+        const nodes = await firstNodes(source.apps);
         const model = await runner!;
         waitingHere += 1;
         const started = Date.now();

@@ -4,7 +4,7 @@ import { tardyPlan } from './ontime.js';
 export interface Queued<T> {
   deadlineMs: number;
   item: T;
-  /** A blank run that measures a model before its first request: real-time work (plan-ahead never holds it), no stream's arrival. */
+  /** A blank run that measures a model before its first request: real-time work (plan-ahead never holds it), no stream's arrival, not counted as work. */
   warmUp?: boolean;
 }
 
