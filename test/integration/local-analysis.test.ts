@@ -51,18 +51,29 @@ const congestedStats = (badRate: number, session = 'centernet@2000', latencyP99M
   edges: [],
 });
 
+/** Local analysis of CenterNet standing in for itself, started on a memory bus with the frames and stats topics; closed after `body`. */
+async function withLocalAnalysis(holdMs: number, body: (local: ReturnType<typeof createLocalAnalysis>, bus: ReturnType<typeof createMemoryBus>) => Promise<void>): Promise<void> {
+  const bus = createMemoryBus();
+  const runtime = createOnnxRuntime({ logger: silentLogger() });
+  const local = createLocalAnalysis({ bus, runtime, models, apps: [trafficSpec], model: 'centernet', replaces: 'centernet', maxBadRate: 0.05, holdMs, logger: silentLogger() });
+  try {
+    await bus.createTopics([Topics.frames, Topics.stats].map((name) => ({ name, partitions: 1 })));
+    await local.start();
+    await body(local, bus);
+  } finally {
+    await local.close();
+    await runtime.close();
+    await bus.close();
+  }
+}
+
 describe('collaborative processing', () => {
   it('the ingest worker analyzes its frames itself while a backend reports congestion, and only then', async () => {
-    const bus = createMemoryBus();
-    const runtime = createOnnxRuntime({ logger: silentLogger() });
-    const local = createLocalAnalysis({ bus, runtime, models, apps: [trafficSpec], model: 'centernet', replaces: 'centernet', maxBadRate: 0.05, holdMs: 1500, logger: silentLogger() });
     const published: Frame[] = [];
-    try {
-      await bus.createTopics([Topics.frames, Topics.stats].map((name) => ({ name, partitions: 1 })));
+    await withLocalAnalysis(1500, async (local, bus) => {
       await bus.consumer({ groupId: 'reader', topics: [Topics.frames] }).run(async (batch) => {
         published.push(...batch.messages.map((m) => frameContract.decode(m.value)));
       });
-      await local.start();
       const producer = bus.producer();
       const source = sourceSchema.parse({ id: 'road', path: clip, apps: ['traffic'], speed: 1 });
       const frame: Frame = { source: 'road', seq: 0, captureTimeMs: Date.now(), ptsMs: 0, width: 768, height: 432, jpeg };
@@ -102,20 +113,11 @@ describe('collaborative processing', () => {
       await waitFor(() => !local.status().congested && local.status().serverMs === undefined, 'the congestion to pass', { timeoutMs: 5000 });
       expect((await local.analyze({ ...frame, captureTimeMs: Date.now() }, source)).local).toBeUndefined();
       await producer.close();
-    } finally {
-      await local.close();
-      await runtime.close();
-      await bus.close();
-    }
+    });
   }, 60_000);
 
   it('decides per frame by the paper\'s estimates: network plus server time against what is left of the deadline, local time against both', async () => {
-    const bus = createMemoryBus();
-    const runtime = createOnnxRuntime({ logger: silentLogger() });
-    const local = createLocalAnalysis({ bus, runtime, models, apps: [trafficSpec], model: 'centernet', replaces: 'centernet', maxBadRate: 0.05, holdMs: 60_000, logger: silentLogger() });
-    try {
-      await bus.createTopics([Topics.stats].map((name) => ({ name, partitions: 1 })));
-      await local.start();
+    await withLocalAnalysis(60_000, async (local, bus) => {
       const producer = bus.producer();
       const source = sourceSchema.parse({ id: 'road', path: clip, apps: ['traffic'], speed: 1 });
       const slo = trafficSpec.sloMs;
@@ -149,11 +151,7 @@ describe('collaborative processing', () => {
       await report(Math.max(1, local.status().localMs! / 4));
       expect((await local.analyze({ ...fresh(), captureTimeMs: Date.now() - slo }, source)).local).toBeUndefined();
       await producer.close();
-    } finally {
-      await local.close();
-      await runtime.close();
-      await bus.close();
-    }
+    });
   }, 60_000);
 
   it('a backend takes the detections sent with a frame instead of running its first node', async () => {

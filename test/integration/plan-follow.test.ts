@@ -25,6 +25,7 @@ import {
   type Bus,
   type Drop,
   type Plan,
+  type ResultRow,
 } from '../../core/index.js';
 import { waitFor } from '../conformance/wait-for.js';
 import { capturingLogger } from '../helpers.js';
@@ -117,77 +118,60 @@ function describeMove(name: string, openBus: () => Promise<Bus>, timeoutMs: numb
   }, timeoutMs * 4);
 }
 
+/**
+ * One backend `x` on the memory bus, running `app`: it follows `plan`, then takes one frame of
+ * source `cam`. Returns the rows stored once `done` says so, and the backend's models then.
+ */
+async function oneFrameUnder(app: ReturnType<typeof createAppLogic>, plan: Plan, done: (rows: ResultRow[]) => boolean, logger = silentLogger()): Promise<{ rows: ResultRow[]; models: string[] }> {
+  const bus = createMemoryBus();
+  const runtime = createOnnxRuntime({ logger: silentLogger() });
+  const backend = createBackend({ id: 'x', bus, runtime, models, apps: [app], appsForSource: () => [app.spec.name], realtime: () => false, batch: 1, logger });
+  const rows: ResultRow[] = [];
+  try {
+    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
+    await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
+      for (const m of batch.messages) rows.push(resultRowContract.decode(m.value));
+    });
+    await backend.start();
+    const producer = bus.producer();
+    await producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(plan) }]);
+    await waitFor(() => backend.status().planEpoch === plan.epoch, 'the plan followed');
+    await producer.send(Topics.frames, [{ key: 'cam', value: frameContract.encode({ source: 'cam', seq: 0, captureTimeMs: Date.now(), ptsMs: 0, width: 768, height: 432, jpeg }) }]);
+    await waitFor(() => done(rows), 'the frame stored');
+    return { rows, models: backend.status().models };
+  } finally {
+    await backend.close();
+    await runtime.close();
+    await bus.close();
+  }
+}
+
+/** A plan with one session on backend `x`, serving the given nodes and fed all of the frames. */
+const onePlan = (session: Plan['sessions'][number]): Plan => ({
+  epoch: 1,
+  createdAtMs: Date.now(),
+  sessions: [session],
+  backends: [{ backend: 'x', dutyCycleMs: 500, sessions: [{ session: session.id, batch: 1 }] }],
+  routing: [{ session: session.id, topic: Topics.frames, weights: { x: 1 } }],
+});
+
 describe('a plan that gives a node to another model\'s session', () => {
   it('BAD INPUT: the backend says so, and the node\'s frames get their rows from its own model', async () => {
-    const bus = createMemoryBus();
-    const runtime = createOnnxRuntime({ logger: silentLogger() });
     const { logger, warnings } = capturingLogger();
-    const backend = createBackend({ id: 'x', bus, runtime, models, apps: [traffic], appsForSource: () => ['traffic'], realtime: () => false, batch: 1, logger });
-    const rows: string[] = [];
-    try {
-      await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
-      await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
-        for (const m of batch.messages) rows.push(resultRowContract.decode(m.value).table);
-      });
-      await backend.start();
-      const wrong: Plan = {
-        epoch: 1,
-        createdAtMs: Date.now(),
-        sessions: [{ id: 'blazeface@1000', model: 'blazeface', sloMs: 1000, nodes: [{ app: 'traffic', node: 'detect' }] }],
-        backends: [{ backend: 'x', dutyCycleMs: 500, sessions: [{ session: 'blazeface@1000', batch: 1 }] }],
-        routing: [{ session: 'blazeface@1000', topic: Topics.frames, weights: { x: 1 } }],
-      };
-      const producer = bus.producer();
-      await producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(wrong) }]);
-      await waitFor(() => backend.status().planEpoch === 1, 'the plan followed');
-      expect(warnings.join('\n')).toContain('the plan gives traffic/detect (model centernet) to a session of blazeface');
-      await producer.send(Topics.frames, [{ key: 'cam', value: frameContract.encode({ source: 'cam', seq: 0, captureTimeMs: Date.now(), ptsMs: 0, width: 768, height: 432, jpeg }) }]);
-      await waitFor(() => rows.includes('frames'), 'the frame stored');
-      expect(backend.status().models).toContain('centernet');
-    } finally {
-      await backend.close();
-      await runtime.close();
-      await bus.close();
-    }
+    const wrong = onePlan({ id: 'blazeface@1000', model: 'blazeface', sloMs: 1000, nodes: [{ app: 'traffic', node: 'detect' }] });
+    const { models: loaded } = await oneFrameUnder(traffic, wrong, (rows) => rows.some((r) => r.table === 'frames'), logger);
+    expect(warnings.join('\n')).toContain('the plan gives traffic/detect (model centernet) to a session of blazeface');
+    expect(loaded).toContain('centernet');
   }, 60_000);
 });
 
 describe('a plan that serves a node with a cheaper variant (MCDNN)', () => {
   it('runs the variant for the node, and its rows name the model that made them', async () => {
-    const bus = createMemoryBus();
-    const runtime = createOnnxRuntime({ logger: silentLogger() });
     const kinds = createAppLogic(parseConfig(appSpecSchema, 'name: kinds\nsloMs: 2000\nnodes: [{ id: kind, model: efficientnet-lite2 }]\nedges: [{ from: frames, to: kind }]\n', 'kinds.yaml'));
-    const backend = createBackend({ id: 'x', bus, runtime, models, apps: [kinds], appsForSource: () => ['kinds'], realtime: () => false, batch: 1, logger: silentLogger() });
-    const rows: { table: string; model: unknown }[] = [];
-    try {
-      await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 1 })));
-      await bus.consumer({ groupId: 'observer', topics: [Topics.results] }).run(async (batch) => {
-        for (const m of batch.messages) {
-          const row = resultRowContract.decode(m.value);
-          rows.push({ table: row.table, model: row.fields.model });
-        }
-      });
-      await backend.start();
-      const session = 'efficientnet-lite0@1000';
-      const downgraded: Plan = {
-        epoch: 1,
-        createdAtMs: Date.now(),
-        sessions: [{ id: session, model: 'efficientnet-lite0', sloMs: 1000, nodes: [{ app: 'kinds', node: 'kind' }], variantOf: 'efficientnet-lite2', accuracy: 0.48 }],
-        backends: [{ backend: 'x', dutyCycleMs: 500, sessions: [{ session, batch: 1 }] }],
-        routing: [{ session, topic: Topics.frames, weights: { x: 1 } }],
-      };
-      const producer = bus.producer();
-      await producer.send(Topics.plan, [{ key: 'plan', value: planContract.encode(downgraded) }]);
-      await waitFor(() => backend.status().planEpoch === 1, 'the plan followed');
-      await producer.send(Topics.frames, [{ key: 'cam', value: frameContract.encode({ source: 'cam', seq: 0, captureTimeMs: Date.now(), ptsMs: 0, width: 768, height: 432, jpeg }) }]);
-      await waitFor(() => rows.some((r) => r.table === 'recognitions'), 'the class of the frame stored');
-      expect(rows.filter((r) => r.table === 'recognitions').map((r) => r.model)).toEqual(['efficientnet-lite0']);
-      expect(backend.status().models).toContain('efficientnet-lite0');
-    } finally {
-      await backend.close();
-      await runtime.close();
-      await bus.close();
-    }
+    const downgraded = onePlan({ id: 'efficientnet-lite0@1000', model: 'efficientnet-lite0', sloMs: 1000, nodes: [{ app: 'kinds', node: 'kind' }], variantOf: 'efficientnet-lite2', accuracy: 0.48 });
+    const { rows, models: loaded } = await oneFrameUnder(kinds, downgraded, (r) => r.some((row) => row.table === 'recognitions'));
+    expect(rows.filter((r) => r.table === 'recognitions').map((r) => r.fields.model)).toEqual(['efficientnet-lite0']);
+    expect(loaded).toContain('efficientnet-lite0');
   }, 60_000);
 });
 
