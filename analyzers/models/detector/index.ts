@@ -7,5 +7,5 @@ export {
   type DecodeOptions,
   type Preprocessed,
 } from './centernet.js';
-export { nms, iou, boxArea, sameObjects, type NmsOptions } from './nms.js';
+export { nms, iou, boxArea, sameObjects, matchedObjects, type NmsOptions } from './nms.js';
 export { letterboxBatch, letterboxBatchNative, letterboxFor, placement, letterboxInto, sourceSize, boxToInput, boxToSource, clipBox } from './letterbox.js';

@@ -56,8 +56,16 @@ export function nms(detections: readonly Detection[], options: NmsOptions): Dete
  * the frame it answers for and the frame it reuses agree this way.
  */
 export function sameObjects(a: readonly Detection[], b: readonly Detection[], minIou = 0.5): boolean {
-  if (a.length !== b.length) return false;
+  return a.length === b.length && matchedObjects(a, b, minIou) === a.length;
+}
+
+/**
+ * How many of `a`'s detections find a counterpart of their own in `b`: same class, IoU ≥ `minIou`,
+ * each taking the best-overlapping one still unmatched, in `a`'s order (highest score first).
+ */
+export function matchedObjects(a: readonly Detection[], b: readonly Detection[], minIou = 0.5): number {
   const unmatched = [...b];
+  let matched = 0;
   for (const d of a) {
     let best = -1;
     let bestIou = minIou;
@@ -65,8 +73,9 @@ export function sameObjects(a: readonly Detection[], b: readonly Detection[], mi
       const overlap = e.className === d.className ? iou(d.box, e.box) : 0;
       if (overlap >= bestIou) [best, bestIou] = [i, overlap];
     });
-    if (best < 0) return false;
+    if (best < 0) continue;
     unmatched.splice(best, 1);
+    matched++;
   }
-  return true;
+  return matched;
 }
