@@ -51,6 +51,8 @@ export {
   type ModelRunner,
   type ModelTimings,
   type ProfileOptions,
+  type StagedItem,
+  type StagedModel,
 } from './models/index.js';
 export {
   catchUpMs,

@@ -37,6 +37,12 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
         ...(features ? { features: features.slice(i * width, (i + 1) * width) } : {}),
       }));
     },
+    stageable: {
+      runtime,
+      model: spec,
+      feeds: ({ input }) => ({ [model.inputNames[0] ?? 'images']: input }),
+      executed: ({ size }, outputs) => ({ size, outputs }),
+    },
     dispose: () => model.dispose(),
   });
 }

@@ -1,6 +1,7 @@
 export type * from './types.js';
 export { loadModelRunner, type ModelRunner } from './zoo.js';
 export type { Executed, Prepared } from './runner.js';
+export type { StagedItem, StagedModel } from './staged.js';
 export { cropImage } from './ocr/index.js';
 export { letterboxBatchNative, sameObjects, matchedObjects } from './detector/index.js';
 export { cpuDeviceName, profileModel, type BatchTiming, type ModelTimings, type ProfileOptions } from './profile.js';

@@ -135,6 +135,13 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       return outputsOf;
     },
     cacheStats: () => loadedCaches.flatMap((c) => c.stats()),
+    // In stages, a node's `cache:` does not apply: the deployment refuses the two together.
+    stageable: {
+      runtime,
+      model: spec,
+      feeds: ({ input }) => ({ [inputName]: input }),
+      executed: ({ size, letterboxes, params }, outputs) => ({ size, outputs, letterboxes, params, exits: undefined }),
+    },
     async dispose() {
       const loaded = await Promise.allSettled(caches.values());
       await Promise.all(loaded.map(async (c) => (c.status === 'fulfilled' ? c.value.close() : undefined)));

@@ -3,6 +3,9 @@ import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '.
 import type { FrameCacheStats } from '../cache/index.js';
 import type { ImageInput } from '../image/index.js';
 import type { NamedTensors } from '../runtime/index.js';
+import { loadStagedModel, type Stageable, type StagedModel } from './staged.js';
+
+const BLANK = { width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) };
 
 /**
  * A model from the zoo, ready to run on images (pixels, or JPEGs its pre-processing decodes):
@@ -26,6 +29,8 @@ export interface ModelRunner<Params = unknown> {
   run(images: readonly ImageInput[], params: readonly Params[]): Promise<NodeOutput[]>;
   /** Its learned caches' figures per stream, where it has any. */
   cacheStats?(): FrameCacheStats[];
+  /** The model cut into `stages` for group-wise execution (staged.ts), where the runner allows it. */
+  staged?(stages: number): Promise<StagedModel>;
   dispose(): Promise<void>;
 }
 
@@ -49,6 +54,8 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
   execute(prepared: P): Promise<E>;
   finish(executed: E): NodeOutput[];
   cacheStats?(): FrameCacheStats[];
+  /** Where `execute` is one plain run of the model file: its feeds and what it returns, so the model can run in stages. */
+  stageable?: Pick<Stageable<P, E>, 'runtime' | 'model' | 'feeds' | 'executed'>;
   dispose(): Promise<void>;
 }): ModelRunner<Params> {
   const execute = (prepared: Prepared): Promise<Executed> => runner.execute(prepared as P);
@@ -61,6 +68,7 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
     finish,
     run: async (images, params) => finish(await execute(await runner.prepare(images, params))),
     ...(runner.cacheStats ? { cacheStats: runner.cacheStats } : {}),
+    ...(runner.stageable ? { staged: (stages: number) => loadStagedModel(stages, { ...runner.stageable!, finish: runner.finish, blank: async () => runner.prepare([BLANK], [runner.parseParams({})]) }) } : {}),
     dispose: () => runner.dispose(),
   };
 }
