@@ -166,6 +166,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     appsForSource: (source) => appsBySource.get(source) ?? [],
     batch: batchOf,
     batching: backendConfig.batching === 'on-time' ? 'tardy' : 'early',
+    stages: backendConfig.stages,
     planAhead: backendConfig.planAhead,
     groupId: Groups.backend,
     ...(options.onStats ? { onStats: options.onStats } : {}),

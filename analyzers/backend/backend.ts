@@ -46,6 +46,8 @@ export interface BackendOptions {
   realtime?: (source: string) => boolean;
   /** How a session's batch is formed: @defaultValue 'early' (Nexus's sliding window); 'tardy' is Our-Tardy (edge scheduling); 'lazy' is Clipper's, the baseline. */
   batching?: BatchingPolicy;
+  /** With 'tardy': models run in this many stages, Our-Tardy choosing each step (group-wise execution, staged-queue.ts). @defaultValue 1 (whole) */
+  stages?: number;
   /** Size delay-tolerant batches to leave the device before the next real-time batch (plan-ahead.ts). @defaultValue true */
   planAhead?: boolean;
   /** Stats go to `panoptes.stats` this often, ms. @defaultValue 1000 */
@@ -128,6 +130,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
     runtime: options.runtime,
     executor,
     batch: batchOf,
+    stages: options.batching === 'tardy' ? (options.stages ?? 1) : 1,
     modelOf: (app, node) => options.apps.find((a) => a.spec.name === app)?.spec.nodes.find((n) => n.id === node)?.model,
     onBatch: (session, size) => {
       stats.batch(session, size);

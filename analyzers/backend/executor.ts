@@ -1,5 +1,7 @@
+import type { StagedLatency } from './ontime.js';
 import { RealtimeForecast } from './plan-ahead.js';
-import { SessionQueue, type BatchLatency, type BatchingPolicy, type Queued } from './session-queue.js';
+import { SessionQueue, type BatchLatency, type BatchingPolicy, type Queued, type TakenBatch } from './session-queue.js';
+import { StagedQueue } from './staged-queue.js';
 
 /**
  * How one session's batch is run, in three steps so that only the middle one holds the
@@ -13,9 +15,15 @@ export interface ExecutableSession<T, P, R> {
   targetBatch: number;
   /** ℓ(b), ms: the profile's worst case, used to judge whether a batch can meet its deadlines. */
   latency: BatchLatency;
-  prepare(batch: readonly Queued<T>[]): P | Promise<P>;
+  /**
+   * The model run in stages (group-wise execution, staged-queue.ts): each step runs one stage
+   * on the requests Our-Tardy picks, h_k(b) per stage. Plan-ahead does not size these steps.
+   */
+  stages?: StagedLatency;
+  /** `stage`: the stage a staged session's step runs (0 otherwise). */
+  prepare(batch: readonly Queued<T>[], stage: number): P | Promise<P>;
   execute(prepared: P): Promise<R>;
-  finish(batch: readonly Queued<T>[], result: R | undefined, error: unknown): Promise<void>;
+  finish(batch: readonly Queued<T>[], result: R | undefined, error: unknown, stage: number): Promise<void>;
 }
 
 export interface ExecutorOptions<T> {
@@ -65,7 +73,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   let sessions: ExecutableSession<T, P, R>[] = [];
   /** The sessions of the plan in force; the others in `sessions` are leaving. */
   let planned = new Set<string>();
-  const queues = new Map<string, SessionQueue<T>>();
+  const queues = new Map<string, SessionQueue<T> | StagedQueue<T>>();
   const finishing = new Set<Promise<void>>();
   /** Batches taken and not yet finished, per session. */
   const unfinished = new Map<string, number>();
@@ -80,9 +88,9 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   /** `drain` calls waiting for the lanes to stop. */
   let wakers: (() => void)[] = [];
 
-  const queueOf = (id: string): SessionQueue<T> => {
+  const queueOf = (id: string): SessionQueue<T> | StagedQueue<T> => {
     let queue = queues.get(id);
-    if (!queue) queues.set(id, (queue = new SessionQueue<T>()));
+    if (!queue) queues.set(id, (queue = sessions.find((s) => s.id === id)?.stages ? new StagedQueue<T>() : new SessionQueue<T>()));
     return queue;
   };
 
@@ -113,20 +121,26 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   /** Whether a session's queue can yield a batch at `atMs`: real-time requests, or delay-tolerant ones plan-ahead lets run. */
   const runnable = (session: ExecutableSession<T, P, R>, atMs: number): boolean => {
     const queue = queueOf(session.id);
+    if (queue instanceof StagedQueue) return queue.ready();
     return queue.length > 0 && (queue.headDeadlineMs() < Infinity || delayTolerantSize(session, atMs) > 0);
   };
 
+  /** A session's next batch at `atMs` by its queue: a staged step, plan-ahead's delay-tolerant batch, or the batching policy's. */
+  const take = (session: ExecutableSession<T, P, R>, atMs: number): TakenBatch<T> & { stage: number } => {
+    const queue = queueOf(session.id);
+    if (queue instanceof StagedQueue) return queue.take(atMs, session.stages!);
+    // Only delay-tolerant requests left (they sort last): plan-ahead sizes the batch.
+    if (queue.headDeadlineMs() === Infinity) return { stage: 0, batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] };
+    return { stage: 0, ...queue.take(options.policy, atMs, session.targetBatch, session.latency, delayTolerantUntilMs(session.id)) };
+  };
+
   /** The next session in turn with a batch to run at `atMs`, and that batch prepared. */
-  const nextBatch = (atMs: number): { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; prepared: Promise<P> } | undefined => {
+  const nextBatch = (atMs: number): { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; stage: number; prepared: Promise<P> } | undefined => {
     for (let tried = 0, n = sessions.length; tried < n && sessions.length > 0; tried++) {
       const index = turn % sessions.length;
       const session = sessions[index]!;
       const queue = queueOf(session.id);
-      // Only delay-tolerant requests left (they sort last): plan-ahead sizes the batch.
-      const onlyDelayTolerant = queue.headDeadlineMs() === Infinity;
-      const { batch, dropped } = onlyDelayTolerant
-        ? { batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] }
-        : queue.take(options.policy, atMs, session.targetBatch, session.latency, delayTolerantUntilMs(session.id));
+      const { batch, dropped, stage } = take(session, atMs);
       if (dropped.length > 0) options.onDrop(session.id, dropped);
       if (queue.length === 0 && !planned.has(session.id)) {
         // A leaving session with nothing left: out of the rotation; the next one moves into its place.
@@ -139,17 +153,20 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       if (batch.length === 0) continue;
       unfinished.set(session.id, (unfinished.get(session.id) ?? 0) + 1);
       // Native pre-processing runs on libuv's threads while the batch before executes.
-      const prepared = (async () => session.prepare(batch))();
+      const prepared = (async () => session.prepare(batch, stage))();
       prepared.catch(() => undefined); // its failure is the batch's, handled where it is awaited
-      return { session, batch, prepared };
+      return { session, batch, stage, prepared };
     }
     return undefined;
   };
 
   /** Finishes a batch off the loop; the session stays in use until it has. */
-  const track = (session: ExecutableSession<T, P, R>, batch: Queued<T>[], result: R | undefined, error: unknown): void => {
+  const track = (session: ExecutableSession<T, P, R>, batch: Queued<T>[], stage: number, result: R | undefined, error: unknown): void => {
+    const queue = queues.get(session.id);
+    // A staged step's requests are free for the next step at once; a failed step's are done.
+    if (queue instanceof StagedQueue) queue.stepped(batch, session.stages!.stages, result === undefined);
     const settled = session
-      .finish(batch, result, error)
+      .finish(batch, result, error, stage)
       .catch(() => undefined)
       .finally(() => {
         finishing.delete(settled);
@@ -163,17 +180,18 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   async function loop(): Promise<void> {
     let next = nextBatch(options.now());
     while (next) {
-      const { session, batch, prepared } = next;
+      const { session, batch, stage, prepared } = next;
       const startedMs = options.now();
       options.onExecute?.(session.id, batch.length, startedMs);
       const executing = prepared.then((p) => session.execute(p));
       // Prepared now, run when this batch ends: judged against that end, not against now. Only
       // when every lane is busy: an idle lane would run it at once instead.
-      next = active >= lanes ? nextBatch(startedMs + session.latency(batch.length)) : undefined;
+      const durationMs = session.stages ? session.stages.latencyMs(stage, batch.length) : session.latency(batch.length);
+      next = active >= lanes ? nextBatch(startedMs + durationMs) : undefined;
       try {
-        track(session, batch, await executing, undefined);
+        track(session, batch, stage, await executing, undefined);
       } catch (err) {
-        track(session, batch, undefined, err);
+        track(session, batch, stage, undefined, err);
       }
       next ??= nextBatch(options.now());
     }
@@ -221,6 +239,14 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       // leaves the rotation once its queue is empty.
       const leaving = sessions.filter((s) => !ids.has(s.id) && queueOf(s.id).length > 0);
       sessions = [...next, ...leaving];
+      // Requests queued before their session was known to run in stages start at stage 0.
+      for (const s of next) {
+        const queue = queues.get(s.id);
+        if (s.stages && queue instanceof SessionQueue) {
+          queues.delete(s.id);
+          for (const request of queue.takeAll()) queueOf(s.id).push(request);
+        }
+      }
       planned = ids;
       turn = 0;
       kick();

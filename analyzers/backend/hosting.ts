@@ -7,6 +7,7 @@ import type { ExecutableSession, Executor } from './executor.js';
 import { batchDueMs, DeadlineMissed } from '../dag/index.js';
 import type { Queued } from './session-queue.js';
 import { createLatencyEstimate, profiledLatency, type LatencyEstimate } from './latency-estimate.js';
+import { stageSession } from './staged-session.js';
 
 /** A request waiting in a session's queue, settled when its batch finishes or is dropped. */
 export interface Request {
@@ -36,6 +37,8 @@ export interface HostingOptions {
   executor: Executor<Request, Prepared, Executed>;
   /** Target batch of a model's own session. */
   batch: (model: string) => number;
+  /** Stages each model runs in (group-wise execution, staged-session.ts) where its runner allows; 1: whole. */
+  stages: number;
   /** A batch ran: its session and size. */
   onBatch: (session: string, size: number) => void;
   /** The model an app's node names, if this backend runs that app: a plan's session must run it (or a family holding it). */
@@ -122,6 +125,22 @@ export function createHosting(options: HostingOptions): Hosting {
     const runner = await runnerOf(model);
     const estimate = estimates.get(model) ?? createLatencyEstimate();
     estimates.set(model, estimate);
+    // A family's session tells it which member each request is for; a variant serves its model's requests as its own.
+    const paramsOf = (r: Queued<Request>): unknown => (r.item.model === model || r.item.model === session.standsIn ? r.item.params : { member: r.item.model, params: r.item.params });
+    const answer = (requests: readonly Queued<Request>[], executed: Executed | undefined, error: unknown, outputsOf: () => NodeOutput[]): void => {
+      const work = requests.filter((r) => !r.warmUp).length;
+      if (executed && work > 0) options.onBatch(id, work);
+      let outputs: NodeOutput[];
+      try {
+        if (!executed) throw error;
+        outputs = outputsOf();
+      } catch (err) {
+        for (const r of requests) r.item.reject(err);
+        return;
+      }
+      // A variant's answers say which model made them (rows record it).
+      requests.forEach((r, i) => r.item.resolve(r.item.model === session.standsIn ? { ...outputs[i]!, servedBy: model } : outputs[i]!));
+    };
     const session: Session = {
       id,
       model,
@@ -129,13 +148,7 @@ export function createHosting(options: HostingOptions): Hosting {
       targetBatch: Math.min(batch, runner.spec.maxBatch),
       latency: estimate.latency,
       overheadMs: 0,
-      // A family's session tells it which member each request is for; a variant serves its model's requests as its own.
-      prepare: (requests) =>
-        runner.prepare(
-          requests.map((r) => r.item.image),
-          requests.map((r) => (r.item.model === model || r.item.model === session.standsIn ? r.item.params : { member: r.item.model, params: r.item.params })),
-          requests.map((r) => r.item.stream),
-        ),
+      prepare: (requests) => runner.prepare(requests.map((r) => r.item.image), requests.map(paramsOf), requests.map((r) => r.item.stream)),
       async execute(prepared) {
         const started = performance.now();
         const executed = await runner.execute(prepared);
@@ -144,21 +157,15 @@ export function createHosting(options: HostingOptions): Hosting {
         else firstRuns.set(model, runs + 1);
         return executed;
       },
-      async finish(requests, executed, error) {
-        const work = requests.filter((r) => !r.warmUp).length;
-        if (executed && work > 0) options.onBatch(id, work);
-        let outputs: NodeOutput[];
-        try {
-          if (!executed) throw error;
-          outputs = runner.finish(executed);
-        } catch (err) {
-          for (const r of requests) r.item.reject(err);
-          return;
-        }
-        // A variant's answers say which model made them (rows record it).
-        requests.forEach((r, i) => r.item.resolve(r.item.model === session.standsIn ? { ...outputs[i]!, servedBy: model } : outputs[i]!));
-      },
+      finish: async (requests, executed, error) => answer(requests, executed, error, () => runner.finish(executed!)),
     };
+    if (options.stages > 1 && runner.staged) {
+      try {
+        return stageSession(session, runner, await runner.staged(options.stages), { estimate, paramsOf, answer });
+      } catch (err) {
+        logger.warn({ model, stages: options.stages, err }, 'model not run in stages; it runs whole');
+      }
+    }
     return session;
   };
 

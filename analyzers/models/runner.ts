@@ -29,7 +29,7 @@ export interface ModelRunner<Params = unknown> {
   run(images: readonly ImageInput[], params: readonly Params[]): Promise<NodeOutput[]>;
   /** Its learned caches' figures per stream, where it has any. */
   cacheStats?(): FrameCacheStats[];
-  /** The model cut into `stages` for group-wise execution (staged.ts), where the runner allows it. */
+  /** The model cut into `stages` for group-wise execution (staged.ts), where the runner allows it; one cut per runner, the first call's. */
   staged?(stages: number): Promise<StagedModel>;
   dispose(): Promise<void>;
 }
@@ -60,6 +60,9 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
 }): ModelRunner<Params> {
   const execute = (prepared: Prepared): Promise<Executed> => runner.execute(prepared as P);
   const finish = (executed: Executed): NodeOutput[] => runner.finish(executed as E);
+  const { stageable } = runner;
+  /** Loaded on first use, with the first call's stage count, and disposed with the runner. */
+  let staged: Promise<StagedModel> | undefined;
   return {
     spec: runner.spec,
     parseParams: (params) => runner.parseParams(params),
@@ -68,8 +71,11 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
     finish,
     run: async (images, params) => finish(await execute(await runner.prepare(images, params))),
     ...(runner.cacheStats ? { cacheStats: runner.cacheStats } : {}),
-    ...(runner.stageable ? { staged: (stages: number) => loadStagedModel(stages, { ...runner.stageable!, finish: runner.finish, blank: async () => runner.prepare([BLANK], [runner.parseParams({})]) }) } : {}),
-    dispose: () => runner.dispose(),
+    ...(stageable ? { staged: (stages: number) => (staged ??= loadStagedModel(stages, { ...stageable, finish: runner.finish, blank: async () => runner.prepare([BLANK], [runner.parseParams({})]) })) } : {}),
+    async dispose() {
+      await runner.dispose();
+      await (await staged?.catch(() => undefined))?.dispose();
+    },
   };
 }
 

@@ -282,6 +282,14 @@ export function compileDeployment(configured: Deployment, file: string, options:
       else if (model.task !== 'detect-objects') issues.push({ file, path: `ingest.localAnalysis.${key}`, message: `got "${name}" (${model.task}); expected an object detector (task detect-objects)` });
     }
   }
+  const { stages, batching } = deployment.backend;
+  if (stages > 1 && batching !== 'on-time') issues.push({ file, path: 'backend.stages', message: `got ${stages}; models run in stages only with \`batching: on-time\`` });
+  if (stages > 1) {
+    for (const app of Object.values(apps)) {
+      const cached = app.nodes.find((n) => n.cache);
+      if (cached) issues.push({ file, path: 'backend.stages', message: `got ${stages}; app ${app.name}'s node "${cached.id}" has a cache, which runs models whole (use stages: 1)` });
+    }
+  }
   if (issues.length > 0) throw configError(file, issues);
 
   return deepFreeze({

@@ -222,13 +222,19 @@ export const deploymentSchema = z.strictObject({
        */
       batching: z.enum(['sliding-window', 'on-time']).default('sliding-window'),
       /**
+       * With `on-time` batching: models cut into this many stages (the paper's layer groups), run
+       * stage by stage so that requests arriving later catch up with earlier ones and batch where
+       * they meet. 1 runs models whole. Nodes with a `cache:` cannot run in stages.
+       */
+      stages: z.number().int().min(1).max(16).default(1),
+      /**
        * Delay-tolerant batches (replays faster than real time) sized or held so that they leave
        * the device before the next real-time batch must start (DeepQuery's plan-ahead). Off: they
        * run at the target batch whenever no real-time request waits.
        */
       planAhead: z.boolean().default(true),
     })
-    .default({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', planAhead: true }),
+    .default({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', stages: 1, planAhead: true }),
   ingest: z
     .strictObject({
       /**

@@ -89,7 +89,7 @@ describe('parseConfig', () => {
     expect(config.bus).toEqual({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 });
     expect(config.dataDir).toBe('./data');
     // No batch: each model's comes from this machine's profile (cli/batch-sizes.ts).
-    expect(config.backend).toEqual({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', planAhead: true });
+    expect(config.backend).toEqual({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', stages: 1, planAhead: true });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.sources)).toBe(true);
     expect(Object.isFrozen(config.sources[0])).toBe(true);
@@ -533,6 +533,16 @@ describe('loadDeployment', () => {
     const { err, issues } = invalid(() => loadDeployment(join(project({ 'deploy.yaml': withLocal('{ model: tiny, replaces: centernet }') }), 'deploy.yaml')));
     expect(issues.map((i) => i.path)).toEqual(['ingest.localAnalysis.model']);
     expect(err.message).toContain('"tiny"');
+  });
+
+  it('runs models in stages only under on-time batching, and not where a node has a cache', () => {
+    const withBackend = (backend: string, files: Record<string, string> = {}): string =>
+      join(project({ 'deploy.yaml': `${deployment(GOOD_SOURCE)}backend: ${backend}\n`, ...files }), 'deploy.yaml');
+    expect(loadDeployment(withBackend('{ batching: on-time, stages: 3 }')).deployment.backend).toMatchObject({ batching: 'on-time', stages: 3 });
+    const window = invalid(() => loadDeployment(withBackend('{ stages: 3 }')));
+    expect(window.err.message).toContain('backend.stages: got 3; models run in stages only with `batching: on-time`');
+    const cached = invalid(() => loadDeployment(withBackend('{ batching: on-time, stages: 2 }', { 'apps/traffic.yaml': TRAFFIC.replace('    model: centernet\n', '    model: centernet\n    cache: {}\n') })));
+    expect(cached.err.message).toContain(`app traffic's node "detect" has a cache`);
   });
 
   it('leaves URLs and synthetic sources alone', () => {

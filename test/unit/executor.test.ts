@@ -139,3 +139,60 @@ describe('the executor', () => {
     expect(h.done).toEqual(['fine']);
   });
 });
+
+describe('the executor, a session run in stages (group-wise execution)', () => {
+  /** A session of `stages` stages at `msPerStep` each whatever the batch, logging each step as `stage:items`. */
+  function staged(stages: number, msPerStep: number) {
+    const steps: string[] = [];
+    const done: string[] = [];
+    const dropped: string[] = [];
+    const executor = createExecutor<string, { stage: number; items: string[] }, { stage: number; items: string[] }>({
+      policy: 'tardy',
+      now: () => performance.now(),
+      onDrop: (_, requests) => dropped.push(...requests.map((r) => r.item)),
+    });
+    const session: ExecutableSession<string, { stage: number; items: string[] }, { stage: number; items: string[] }> = {
+      id: 'a',
+      targetBatch: 4,
+      latency: () => stages * msPerStep,
+      stages: { stages, maxBatch: 4, latencyMs: () => msPerStep },
+      prepare: (batch, stage) => ({ stage, items: batch.map((r) => r.item) }),
+      async execute(step) {
+        steps.push(`${step.stage}:${step.items.join(',')}`);
+        await sleep(msPerStep);
+        return step;
+      },
+      async finish(batch, result, _error, stage) {
+        if (result && stage === stages - 1) done.push(...batch.map((r) => r.item));
+      },
+    };
+    executor.setSessions([session]);
+    return { executor, steps, done, dropped };
+  }
+
+  it('holds the first requests at a stage while a later one catches up, then runs them as one batch to the end', async () => {
+    const h = staged(3, 20);
+    const due = performance.now() + 10_000;
+    h.executor.submit('a', { item: 'a0', deadlineMs: due });
+    h.executor.submit('a', { item: 'a1', deadlineMs: due });
+    await sleep(5); // a0 and a1 are in their first stage
+    h.executor.submit('a', { item: 'a2', deadlineMs: due });
+    await h.executor.drain();
+
+    expect(h.steps).toEqual(['0:a0,a1', '0:a2', '1:a0,a1,a2', '2:a0,a1,a2']);
+    expect(h.done.sort()).toEqual(['a0', 'a1', 'a2']);
+    expect(h.dropped).toEqual([]);
+  });
+
+  it('drops a request its stages cannot finish in time, and keeps the others on time', async () => {
+    const h = staged(3, 20);
+    const now = performance.now();
+    h.executor.submit('a', { item: 'late', deadlineMs: now + 30 });
+    h.executor.submit('a', { item: 'ok', deadlineMs: now + 10_000 });
+    await h.executor.drain();
+
+    expect(h.dropped).toEqual(['late']);
+    expect(h.done).toEqual(['ok']);
+    expect(h.steps).toEqual(['0:ok', '1:ok', '2:ok']);
+  });
+});

@@ -37,8 +37,7 @@ describe('a zoo model run in stages', () => {
       const answers = items.map((item) => staged.end(item));
       answers.forEach((answer, i) => expectSameAnswer(answer, whole[i]!));
     } finally {
-      await staged.dispose();
-      await runner.dispose();
+      await runner.dispose(); // and the staged model with it
     }
   }, 120_000);
 });

@@ -1,0 +1,59 @@
+import type { NodeOutput } from '../../core/index.js';
+import type { Executed, ModelRunner, Prepared, StagedItem, StagedModel } from '../models/index.js';
+import type { ExecutableSession } from './executor.js';
+import type { Request } from './hosting.js';
+import type { LatencyEstimate } from './latency-estimate.js';
+import type { Queued } from './session-queue.js';
+
+/** A step's batch: the stage it runs and each request's rows. */
+interface Step extends Prepared, Executed {
+  stage: number;
+  items: StagedItem[];
+}
+
+/**
+ * Turns a hosting session into one that runs its model in stages (group-wise execution,
+ * staged-queue.ts): a request is prepared alone when it starts, carries its rows from stage to
+ * stage, and is answered after the last. h_k(b) is the stage's share of the session's ℓ(b),
+ * read when asked, so a plan's new profile applies at once; each step teaches the model's
+ * learned ℓ(b) what the whole model would have taken.
+ */
+export function stageSession<Session extends ExecutableSession<Request, Prepared, Executed>>(
+  session: Session,
+  runner: ModelRunner,
+  staged: StagedModel,
+  options: {
+    estimate: LatencyEstimate;
+    paramsOf: (request: Queued<Request>) => unknown;
+    /** Settles a batch's requests: rejected with `error` when `executed` is missing, else resolved with `outputsOf()`. */
+    answer: (requests: readonly Queued<Request>[], executed: Executed | undefined, error: unknown, outputsOf: () => NodeOutput[]) => void;
+  },
+): Session {
+  const items = new WeakMap<Queued<Request>, StagedItem>();
+  const last = staged.stages - 1;
+  session.stages = {
+    stages: staged.stages,
+    get maxBatch() {
+      return session.targetBatch;
+    },
+    latencyMs: (stage, batch) => staged.shares[stage]! * session.latency(batch),
+  };
+  session.prepare = async (requests, stage): Promise<Step> => {
+    if (stage === 0) {
+      await Promise.all(requests.map(async (r) => items.set(r, staged.begin(await runner.prepare([r.item.image], [options.paramsOf(r)], [r.item.stream])))));
+    }
+    return { size: requests.length, stage, items: requests.map((r) => items.get(r)!) };
+  };
+  session.execute = async (prepared) => {
+    const step = prepared as Step;
+    const started = performance.now();
+    await staged.run(step.stage, step.items);
+    options.estimate.observe(step.size, (performance.now() - started) / Math.max(staged.shares[step.stage]!, 1e-3));
+    return step;
+  };
+  session.finish = async (requests, executed, error, stage) => {
+    if (executed && stage < last) return;
+    options.answer(requests, executed, error, () => requests.map((r) => staged.end(items.get(r)!)));
+  };
+  return session;
+}
