@@ -25,6 +25,8 @@ export type ArrivalSpec =
   | { kind: 'poisson'; rate: RateSchedule }
   /** Pareto gaps with the given shape (> 1), heavy-tailed bursts. @defaultValue shape 1.5 */
   | { kind: 'pareto'; rate: RateSchedule; shape?: number }
+  /** Lomax (Pareto II) gaps, shape > 1: as Pareto, but from 0, so bursts come closer together (numpy's `pareto`). @defaultValue shape 1.25 */
+  | { kind: 'lomax'; rate: RateSchedule; shape?: number }
   /** Exactly these arrival times, ms, ascending (replays and hand-checked tests). */
   | { kind: 'trace'; timesMs: readonly number[] };
 
@@ -61,6 +63,12 @@ function unitGap(spec: Exclude<ArrivalSpec, { kind: 'trace' }>, random: () => nu
       if (!(shape > 1)) throw new PanoptesError(ErrorCode.SchedulerInput, `a Pareto shape must be above 1 for a finite mean; got ${shape}`);
       const scale = (shape - 1) / shape; // mean = shape·scale/(shape − 1) = 1
       return () => scale / Math.pow(1 - random(), 1 / shape);
+    }
+    case 'lomax': {
+      const shape = spec.shape ?? 1.25;
+      if (!(shape > 1)) throw new PanoptesError(ErrorCode.SchedulerInput, `a Lomax shape must be above 1 for a finite mean; got ${shape}`);
+      const scale = shape - 1; // mean = scale/(shape − 1) = 1
+      return () => scale * (Math.pow(1 - random(), -1 / shape) - 1);
     }
   }
 }

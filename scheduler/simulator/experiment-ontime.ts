@@ -20,7 +20,7 @@ import { seededRandom } from './random.js';
  * over the stages, s from the paper's batch-10 savings. *Our choice:* t1 is set so that No-Batch's
  * capacity here is the one the paper's percentages imply (VGG16 ≈ 50, ResNet50 ≈ 53 req/s), so
  * the other capacities are predictions to check against the paper's, not fits. The link: each
- * request 0.12–0.33 Mbit over 4–20 Mbps (uniform draws; the paper replays LTE traces).
+ * request 0.12–0.33 Mbit over the link's throughput when it is sent (`lteLikeLink`).
  */
 const STAGES = 5;
 const MAX_BATCH = 90;
@@ -32,11 +32,16 @@ const DEADLINE_MS = 150;
  */
 const SWEEP_RATE = 175;
 const SWEEP_DEADLINES_MS = [100, 150, 200, 300] as const;
-/**
- * The paper's Pareto shape (§6.2.3). *Our choice:* the simulator's Pareto gaps (Pareto-I scaled to
- * the mean gap), where the digest reads the paper's as Lomax; both have infinite variance at 1.25.
- */
+/** The paper's Pareto shape (§6.2.3), read as Lomax gaps scaled to the mean (the digest's reading: numpy's `pareto`). */
 const PARETO_SHAPE = 1.25;
+/**
+ * *Our choice:* the paper replays LTE uplink traces (Salsify's, 4–20 Mbps), which no package
+ * registry reachable here carries. A bounded random walk stands in: the throughput holds for
+ * LINK_STEP_MS, then moves by up to ±LINK_DRIFT_MBPS, within 4–20 Mbps, so slow spells last, as
+ * in a trace, where independent draws per request would average them away.
+ */
+const LINK_STEP_MS = 500;
+const LINK_DRIFT_MBPS = 3;
 const REQUESTS = 5000;
 const ON_TIME_TARGET = 0.9;
 const RATE_STEP = 10;
@@ -87,7 +92,7 @@ interface Request extends ActiveRequest {
   arrivedMs: number;
 }
 
-/** How a run's requests are made: the seed, the deadline after a request is made, and the arrival process (Pareto: shape 1.25, the paper's). */
+/** How a run's requests are made: the seed, the deadline after a request is made, and the arrival process (Pareto: Lomax gaps, shape 1.25, the paper's). */
 export interface OnTimeRun {
   seed?: number;
   deadlineMs?: number;
@@ -150,14 +155,25 @@ function decide(policy: OnTimePolicy, active: readonly Request[], now: number, l
   }
 }
 
-/** Requests made by a Poisson process at `rate`, each arriving after its transmission, in arrival order. */
+/** Requests made at `rate` (Poisson, or Lomax gaps), each arriving after its transmission, in arrival order. */
 function requestsAt(rate: number, seed: number, deadlineMs: number, kind: 'poisson' | 'pareto'): Request[] {
-  const made = arrivalStream(kind === 'pareto' ? { kind, rate, shape: PARETO_SHAPE } : { kind, rate }, seed);
-  const link = seededRandom(seed + 1);
+  const made = arrivalStream(kind === 'pareto' ? { kind: 'lomax', rate, shape: PARETO_SHAPE } : { kind, rate }, seed);
+  const sizes = seededRandom(seed + 1);
+  const link = lteLikeLink(seed + 2);
   return Array.from({ length: REQUESTS }, () => {
     const madeMs = made();
-    const megabits = 0.12 + 0.21 * link();
-    const megabitsPerS = 4 + 16 * link();
-    return { stage: 0, deadlineMs: madeMs + deadlineMs, arrivedMs: madeMs + (megabits / megabitsPerS) * 1000 };
+    const megabits = 0.12 + 0.21 * sizes();
+    return { stage: 0, deadlineMs: madeMs + deadlineMs, arrivedMs: madeMs + (megabits / link(madeMs)) * 1000 };
   }).sort((a, b) => a.arrivedMs - b.arrivedMs);
+}
+
+/** The link's throughput (Mbps) at a time, asked in time order: a bounded random walk, LINK_STEP_MS a step. */
+export function lteLikeLink(seed: number): (atMs: number) => number {
+  const random = seededRandom(seed);
+  let mbps = 4 + 16 * random();
+  let untilMs = LINK_STEP_MS;
+  return (atMs) => {
+    for (; atMs >= untilMs; untilMs += LINK_STEP_MS) mbps = Math.min(20, Math.max(4, mbps + LINK_DRIFT_MBPS * (2 * random() - 1)));
+    return mbps;
+  };
 }

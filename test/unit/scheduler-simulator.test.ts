@@ -221,12 +221,14 @@ describe('arrival processes', () => {
     return n;
   };
 
-  it('uniform, Poisson and Pareto arrivals have the mean rate; a rate schedule steps it', () => {
+  it('uniform, Poisson, Pareto and Lomax arrivals have the mean rate; a rate schedule steps it', () => {
     expect(count({ kind: 'uniform', rate: 100 }, 100_000)).toBe(10_000);
     expect(count({ kind: 'poisson', rate: 100 }, 100_000)).toBeGreaterThan(9_700);
     expect(count({ kind: 'poisson', rate: 100 }, 100_000)).toBeLessThan(10_300);
     expect(count({ kind: 'pareto', rate: 100, shape: 2.5 }, 100_000)).toBeGreaterThan(9_500);
     expect(count({ kind: 'pareto', rate: 100, shape: 2.5 }, 100_000)).toBeLessThan(10_500);
+    expect(count({ kind: 'lomax', rate: 100, shape: 2.5 }, 100_000)).toBeGreaterThan(9_500);
+    expect(count({ kind: 'lomax', rate: 100, shape: 2.5 }, 100_000)).toBeLessThan(10_500);
     const steps = { kind: 'uniform', rate: [{ fromMs: 0, rate: 10 }, { fromMs: 10_000, rate: 0 }, { fromMs: 20_000, rate: 50 }] } as const;
     expect(count(steps, 10_000)).toBe(100);
     expect(count(steps, 20_000, 10_000)).toBe(0);
