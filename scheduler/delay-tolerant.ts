@@ -4,9 +4,10 @@ import type { GpuNode } from './squishy.js';
 /**
  * DeepQuery's co-location at plan time (research/deepquery.md §2.8): delay-tolerant work
  * (replays faster than real time, backfills) is not packed as load. It runs in the time the
- * plan leaves idle on each node, 1 − occupancy (occupancy = Σ ℓ(b)/d over its sessions): its
- * frames and crops are routed as their live counterparts are, and backends size it there with
- * plan-ahead (analyzers/backend/plan-ahead.ts).
+ * plan leaves idle on each backend, 1 − occupancy of its node (occupancy = Σ ℓ(b)/d over its
+ * sessions), all of it on a backend the plan gives no node: its frames and crops are routed to
+ * backends in proportion to that idle time, and backends size it there with plan-ahead
+ * (analyzers/backend/plan-ahead.ts).
  *
  * For each model with delay-tolerant requests the plan states the rate offered and the rate the
  * idle time allows. The idle time is shared among the models in proportion to the device time
@@ -23,11 +24,22 @@ export interface IdleTimePlan {
   /** Idle time over the cluster, in devices. */
   idleDevices: number;
   models: { model: string; rate: number; capacity: number }[];
+  /** Each backend's idle time, 0..1: the share of delay-tolerant frames and crops routed to it. */
+  backends: Record<string, number>;
 }
 
-/** `nodes`: the plan's nodes that have a backend. */
-export function planIdleTime(nodes: readonly GpuNode[], demands: readonly DelayTolerantDemand[], profileOf: ProfileLookup, deviceMemoryMB = Infinity): IdleTimePlan {
-  const idleDevices = nodes.reduce((sum, node) => sum + 1 - occupancy(node, profileOf), 0);
+/** Each reported backend's idle time: 1 − occupancy of the node it runs (`backendOf`: node id → backend), 1 without a node. */
+export function idleTimeByBackend(nodes: readonly GpuNode[], backendOf: Readonly<Record<string, string>>, backends: readonly string[], profileOf: ProfileLookup): Record<string, number> {
+  const idle: Record<string, number> = Object.fromEntries(backends.map((b) => [b, 1]));
+  for (const node of nodes) {
+    const backend = backendOf[node.id];
+    if (backend !== undefined) idle[backend] = 1 - occupancy(node, profileOf);
+  }
+  return idle;
+}
+
+export function planIdleTime(idle: Readonly<Record<string, number>>, demands: readonly DelayTolerantDemand[], profileOf: ProfileLookup, deviceMemoryMB = Infinity): IdleTimePlan {
+  const idleDevices = Object.values(idle).reduce((sum, share) => sum + share, 0);
   const wanted = demands.filter((d) => d.rate > 0).map((d) => ({ ...d, best: bestThroughput(d.model, profileOf, deviceMemoryMB) }));
   // Devices each model's rate asks for; a model without a profile asks for none and gets no figure.
   const asked = wanted.reduce((sum, d) => sum + (d.best > 0 ? d.rate / d.best : 0), 0);
@@ -35,6 +47,7 @@ export function planIdleTime(nodes: readonly GpuNode[], demands: readonly DelayT
     idleDevices,
     // A model's share of the idle time is (rate/best)/asked devices, which serve that times best requests/s.
     models: wanted.map(({ model, rate, best }) => ({ model, rate, capacity: best > 0 ? (rate * idleDevices) / asked : 0 })),
+    backends: { ...idle },
   };
 }
 

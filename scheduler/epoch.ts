@@ -1,5 +1,5 @@
 import { describeError, Topics, type Plan } from '../core/index.js';
-import { planIdleTime } from './delay-tolerant.js';
+import { idleTimeByBackend, planIdleTime } from './delay-tolerant.js';
 import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
 import type { ModelProfile, ProfileLookup } from './profile.js';
 import { FRAMES, analyzeQuery } from './query-analysis.js';
@@ -177,7 +177,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
     }),
   };
   const tolerant = delayTolerantDemands(input.apps);
-  if (tolerant.length > 0) plan.delayTolerant = planIdleTime(placed, tolerant, profileOf, options.deviceMemoryMB);
+  if (tolerant.length > 0) plan.delayTolerant = planIdleTime(idleTimeByBackend(placed, backendOf, input.backends, profileOf), tolerant, profileOf, options.deviceMemoryMB);
   if (warnings.length > 0) plan.warnings = [...warnings];
   return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
 }

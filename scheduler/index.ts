@@ -1,5 +1,5 @@
 export { downgradeToFit, type Downgrade, type Variant, type VariantPlan } from './variants.js';
-export { occupancy, planIdleTime, type DelayTolerantDemand, type IdleTimePlan } from './delay-tolerant.js';
+export { idleTimeByBackend, occupancy, planIdleTime, type DelayTolerantDemand, type IdleTimePlan } from './delay-tolerant.js';
 export {
   batchProfileSchema,
   compileProfile,

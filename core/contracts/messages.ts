@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { taskTopicModel, Topics } from './topics.js';
+import { isBackfillTopic, taskTopicModel, Topics } from './topics.js';
 import { defineContract, defineJsonContract } from './codec.js';
 
 /**
@@ -277,6 +277,8 @@ const plan = z.object({
     .object({
       idleDevices: z.number().nonnegative(),
       models: z.array(z.object({ model: z.string().min(1), rate: z.number().nonnegative(), capacity: z.number().nonnegative() })),
+      /** Each backend's idle time (0..1): delay-tolerant frames and crops are routed in proportion, backends without a session included. */
+      backends: z.record(z.string(), z.number().min(0).max(1)).optional(),
     })
     .optional(),
   /** What an operator should know of this plan: an SLO split evenly because query analysis found none, sessions without a backend. */
@@ -306,8 +308,10 @@ export function planWeights(plan: Plan | undefined): (topic: string) => Record<s
     for (const [backend, weight] of Object.entries(weights)) sum[backend] = (sum[backend] ?? 0) + weight;
     byTopic.set(topic, sum);
   }
-  // Delay-tolerant frames and crops go where their live counterparts go: into the slack of the backends that host those sessions.
-  return (topic) => byTopic.get(liveTopicOf(topic));
+  // Delay-tolerant frames and crops go to the backends' idle time, where the plan measured it; else where their live counterparts go.
+  const idle = plan?.delayTolerant?.backends;
+  const idleWeights = idle && Object.values(idle).some((w) => w > 0) ? idle : undefined;
+  return (topic) => (idleWeights && isBackfillTopic(topic) ? idleWeights : byTopic.get(liveTopicOf(topic)));
 }
 
 /** The live topic a backfill topic stands beside (itself for any other). */
