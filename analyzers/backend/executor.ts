@@ -16,6 +16,11 @@ export interface ExecutableSession<T, P, R> {
   /** ℓ(b), ms: the profile's worst case, used to judge whether a batch can meet its deadlines. */
   latency: BatchLatency;
   /**
+   * ℓ(b) as this backend measures it now. Plan-ahead sizes delay-tolerant work by the larger of
+   * this and `latency`, so that cores taken by other processes do not make live batches late.
+   */
+  measured?: BatchLatency;
+  /**
    * The model run in stages (group-wise execution, staged-queue.ts): each step runs one stage
    * on the requests Our-Tardy picks, h_k(b) per stage. Plan-ahead does not size these steps.
    */
@@ -61,6 +66,9 @@ export interface Executor<T, P, R> {
   drain(): Promise<void>;
 }
 
+/** Plan-ahead keeps the time of a real-time batch at its target, times this, free before it must start. */
+const RESERVE_MARGIN = 1.1;
+
 /**
  * Runs sessions' batches in `lanes` (one: exclusive use of the device), round-robin in the order
  * given. At each session's turn the queue yields a batch by the batching policy (early drop, the lazy
@@ -94,17 +102,21 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     return queue;
   };
 
+  /** ℓ(b) as plan-ahead judges it: the profile's, or what the backend measures where that is longer. */
+  const aheadLatency = (session: ExecutableSession<T, P, R>, batch: number): number => Math.max(session.latency(batch), session.measured?.(batch) ?? 0);
+
   /**
    * When delay-tolerant work must leave the device: before the next real-time batch must start
    * (plan-ahead), or at once while a real-time request of another session than `except` waits.
-   * Infinity without plan-ahead, or draining.
+   * Otherwise Infinity without plan-ahead, or draining.
    */
   const delayTolerantUntilMs = (except?: string): number => {
-    if (!planAhead || draining) return Infinity;
     if (sessions.some((s) => s.id !== except && queueOf(s.id).headDeadlineMs() < Infinity)) return -Infinity;
+    if (!planAhead || draining) return Infinity;
+    // A tenth more than ℓ: a measured ℓ is a mean, and timers fire a little late.
     const reserve = (id: string): number => {
       const s = sessions.find((x) => x.id === id);
-      return s ? s.latency(s.targetBatch) : 0;
+      return s ? RESERVE_MARGIN * aheadLatency(s, s.targetBatch) : 0;
     };
     // The forecast is of arrivals on the clock now, whenever the batch it sizes will start.
     return forecast.latestEndMs(options.now(), reserve);
@@ -114,7 +126,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   const delayTolerantSize = (session: ExecutableSession<T, P, R>, atMs: number): number => {
     const budgetMs = delayTolerantUntilMs() - atMs;
     let size = Math.min(session.targetBatch, queueOf(session.id).length);
-    while (size > 0 && session.latency(size) > budgetMs) size--;
+    while (size > 0 && aheadLatency(session, size) > budgetMs) size--;
     return size;
   };
 
@@ -193,9 +205,27 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       } catch (err) {
         track(session, batch, stage, undefined, err);
       }
+      if (next && !stillFits(next)) next = putBack(next);
       next ??= nextBatch(options.now());
     }
   }
+
+  /**
+   * Whether a batch chosen ahead still runs now: a delay-tolerant one only while plan-ahead
+   * lets it end in time. A real-time request that arrived while the batch before ran would
+   * otherwise wait behind it.
+   */
+  const stillFits = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): boolean =>
+    batch.some((r) => r.deadlineMs < Infinity) || options.now() + aheadLatency(session, batch.length) <= delayTolerantUntilMs();
+
+  /** A batch chosen ahead goes back to its queue, unrun (its preparation is wasted). */
+  const putBack = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): undefined => {
+    for (const request of batch) queueOf(session.id).push(request);
+    const left = (unfinished.get(session.id) ?? 1) - 1;
+    if (left > 0) unfinished.set(session.id, left);
+    else unfinished.delete(session.id);
+    return undefined;
+  };
 
   // Only a session in the rotation can take its queue's turn; kicking for any other would spin.
   // Delay-tolerant work plan-ahead holds is not work yet: a timer wakes the lanes when the

@@ -147,6 +147,7 @@ export function createHosting(options: HostingOptions): Hosting {
       maxBatch: runner.spec.maxBatch,
       targetBatch: Math.min(batch, runner.spec.maxBatch),
       latency: estimate.latency,
+      measured: estimate.latency,
       overheadMs: 0,
       prepare: (requests) => runner.prepare(requests.map((r) => r.item.image), requests.map(paramsOf), requests.map((r) => r.item.stream)),
       async execute(prepared) {

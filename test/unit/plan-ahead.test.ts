@@ -31,17 +31,19 @@ describe('plan-ahead forecast (DeepQuery §2.8)', () => {
  * and a replay faster than real time (80 requests, delay-tolerant, 35 ms each, 40 in its profile,
  * target batch 8) on one device. The replay starts once the stream is under way.
  */
-async function colocate(planAhead: boolean): Promise<{ late: number; live: number; replayed: number; replayedWhileLive: number }> {
+async function colocate(planAhead: boolean, contention?: { slower: number; measured: boolean }): Promise<{ late: number; live: number; replayed: number; replayedWhileLive: number }> {
   const started = performance.now();
   const now = (): number => performance.now() - started;
   let [late, live, replayed] = [0, 0, 0];
   const executor = createExecutor<string, number, void>({ policy: 'early', planAhead, now, onDrop: (_, dropped) => void (late += dropped.length) });
+  const slower = contention?.slower ?? 1;
   const session = (id: string, targetBatch: number, runMs: number, profileMs: number) => ({
     id,
     targetBatch,
     latency: (b: number) => profileMs * b,
+    ...(contention?.measured ? { measured: (b: number) => slower * runMs * b } : {}),
     prepare: (batch: readonly unknown[]) => batch.length,
-    execute: (size: number) => sleep(runMs * size),
+    execute: (size: number) => sleep(slower * runMs * size),
     finish: async (batch: readonly { deadlineMs: number }[]) => {
       const at = now();
       for (const r of batch) {
@@ -77,4 +79,13 @@ describe('co-location with plan-ahead (DeepQuery §2.8)', () => {
     expect(planned.replayed).toBe(80);
     expect(naive.replayed).toBe(80);
   }, 30_000);
+
+  it('under CPU contention (batches 2.5× their profile), sizes the replay by what the backend measures, keeping live on time where the profile alone does not', async () => {
+    const byProfile = await colocate(true, { slower: 2.5, measured: false });
+    const byMeasured = await colocate(true, { slower: 2.5, measured: true });
+    console.log(`live late under contention: by the profile ${byProfile.late}/${byProfile.live}, by what is measured ${byMeasured.late}/${byMeasured.live}; replayed while live ${byProfile.replayedWhileLive} and ${byMeasured.replayedWhileLive}`);
+    expect(byProfile.late).toBeGreaterThan(0);
+    expect(byMeasured.late).toBe(0);
+    expect(byMeasured.replayedWhileLive).toBeGreaterThan(0);
+  }, 60_000);
 });
