@@ -182,9 +182,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       .catch(() => undefined)
       .finally(() => {
         finishing.delete(settled);
-        const left = (unfinished.get(session.id) ?? 1) - 1;
-        if (left > 0) unfinished.set(session.id, left);
-        else unfinished.delete(session.id);
+        release(session.id);
       });
     finishing.add(settled);
   };
@@ -216,15 +214,20 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
    * otherwise wait behind it.
    */
   const stillFits = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): boolean =>
-    batch.some((r) => r.deadlineMs < Infinity) || options.now() + aheadLatency(session, batch.length) <= delayTolerantUntilMs();
+    session.stages !== undefined || batch.some((r) => r.deadlineMs < Infinity) || options.now() + aheadLatency(session, batch.length) <= delayTolerantUntilMs();
 
   /** A batch chosen ahead goes back to its queue, unrun (its preparation is wasted). */
   const putBack = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): undefined => {
     for (const request of batch) queueOf(session.id).push(request);
-    const left = (unfinished.get(session.id) ?? 1) - 1;
-    if (left > 0) unfinished.set(session.id, left);
-    else unfinished.delete(session.id);
+    release(session.id);
     return undefined;
+  };
+
+  /** One of a session's batches is done with (finished, or put back). */
+  const release = (id: string): void => {
+    const left = (unfinished.get(id) ?? 1) - 1;
+    if (left > 0) unfinished.set(id, left);
+    else unfinished.delete(id);
   };
 
   // Only a session in the rotation can take its queue's turn; kicking for any other would spin.
