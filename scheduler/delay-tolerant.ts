@@ -28,12 +28,16 @@ export interface IdleTimePlan {
   backends: Record<string, number>;
 }
 
-/** Each reported backend's idle time: 1 − occupancy of the node it runs (`backendOf`: node id → backend), 1 without a node. */
+/**
+ * Each reported backend's idle time: 1 − occupancy of the node it runs (`backendOf`: node id →
+ * backend), 1 without a node. In tenths: the backfill topics' partitions are dealt by these, and
+ * an epoch's small shifts in load must not make every backend rejoin its consumer group.
+ */
 export function idleTimeByBackend(nodes: readonly GpuNode[], backendOf: Readonly<Record<string, string>>, backends: readonly string[], profileOf: ProfileLookup): Record<string, number> {
   const idle: Record<string, number> = Object.fromEntries(backends.map((b) => [b, 1]));
   for (const node of nodes) {
     const backend = backendOf[node.id];
-    if (backend !== undefined) idle[backend] = 1 - occupancy(node, profileOf);
+    if (backend !== undefined) idle[backend] = Math.round(10 * (1 - occupancy(node, profileOf))) / 10;
   }
   return idle;
 }

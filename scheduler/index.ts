@@ -41,6 +41,7 @@ export {
   seededRandom,
   squishyVsOblivious,
   onTimeRatio,
+  lteLikeLink,
   variantsVsDropping,
   type OnTimePolicy,
   type ArrivalKind,

@@ -124,13 +124,15 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   const ownBatch = options.batch;
   const batchOf = typeof ownBatch === 'number' ? () => ownBatch : ownBatch;
   const stats = createStatsWindow(options.id, Date.now());
+  const stages = options.batching === 'tardy' ? (options.stages ?? 1) : 1;
+  if (!Number.isInteger(stages) || stages < 1 || stages > 16) throw new RangeError(`backend stages must be an integer 1..16, got ${options.stages}`);
   const hosting = createHosting({
     backend: options.id,
     models: options.models,
     runtime: options.runtime,
     executor,
     batch: batchOf,
-    stages: options.batching === 'tardy' ? (options.stages ?? 1) : 1,
+    stages,
     modelOf: (app, node) => options.apps.find((a) => a.spec.name === app)?.spec.nodes.find((n) => n.id === node)?.model,
     onBatch: (session, size) => {
       stats.batch(session, size);

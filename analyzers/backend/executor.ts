@@ -19,12 +19,13 @@ export interface ExecutableSession<T, P, R> {
    * ℓ(b) as this backend measures it now. Plan-ahead sizes delay-tolerant work by the larger of
    * this and `latency`, so that cores taken by other processes do not make live batches late.
    */
-  measured?: BatchLatency;
+  measuredLatency?: BatchLatency;
   /**
    * The model run in stages (group-wise execution, staged-queue.ts): each step runs one stage
-   * on the requests Our-Tardy picks, h_k(b) per stage. Plan-ahead does not size these steps.
+   * on the requests Our-Tardy picks, h_k(b) per stage. A step of delay-tolerant requests only
+   * runs while no real-time request waits elsewhere and plan-ahead lets it end in time.
    */
-  stages?: StagedLatency;
+  stageLatency?: StagedLatency;
   /** `stage`: the stage a staged session's step runs (0 otherwise). */
   prepare(batch: readonly Queued<T>[], stage: number): P | Promise<P>;
   execute(prepared: P): Promise<R>;
@@ -98,12 +99,12 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
 
   const queueOf = (id: string): SessionQueue<T> | StagedQueue<T> => {
     let queue = queues.get(id);
-    if (!queue) queues.set(id, (queue = sessions.find((s) => s.id === id)?.stages ? new StagedQueue<T>() : new SessionQueue<T>()));
+    if (!queue) queues.set(id, (queue = sessions.find((s) => s.id === id)?.stageLatency ? new StagedQueue<T>() : new SessionQueue<T>()));
     return queue;
   };
 
   /** ℓ(b) as plan-ahead judges it: the profile's, or what the backend measures where that is longer. */
-  const aheadLatency = (session: ExecutableSession<T, P, R>, batch: number): number => Math.max(session.latency(batch), session.measured?.(batch) ?? 0);
+  const aheadLatency = (session: ExecutableSession<T, P, R>, batch: number): number => Math.max(session.latency(batch), session.measuredLatency?.(batch) ?? 0);
 
   /**
    * When delay-tolerant work must leave the device: before the next real-time batch must start
@@ -133,14 +134,14 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   /** Whether a session's queue can yield a batch at `atMs`: real-time requests, or delay-tolerant ones plan-ahead lets run. */
   const runnable = (session: ExecutableSession<T, P, R>, atMs: number): boolean => {
     const queue = queueOf(session.id);
-    if (queue instanceof StagedQueue) return queue.ready();
+    if (queue instanceof StagedQueue) return queue.runnable(atMs, session.stageLatency!, delayTolerantUntilMs(session.id));
     return queue.length > 0 && (queue.headDeadlineMs() < Infinity || delayTolerantSize(session, atMs) > 0);
   };
 
   /** A session's next batch at `atMs` by its queue: a staged step, plan-ahead's delay-tolerant batch, or the batching policy's. */
   const take = (session: ExecutableSession<T, P, R>, atMs: number): TakenBatch<T> & { stage: number } => {
     const queue = queueOf(session.id);
-    if (queue instanceof StagedQueue) return queue.take(atMs, session.stages!);
+    if (queue instanceof StagedQueue) return queue.take(atMs, session.stageLatency!, delayTolerantUntilMs(session.id));
     // Only delay-tolerant requests left (they sort last): plan-ahead sizes the batch.
     if (queue.headDeadlineMs() === Infinity) return { stage: 0, batch: queue.takeFirst(delayTolerantSize(session, atMs)), dropped: [] };
     return { stage: 0, ...queue.take(options.policy, atMs, session.targetBatch, session.latency, delayTolerantUntilMs(session.id)) };
@@ -176,7 +177,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   const track = (session: ExecutableSession<T, P, R>, batch: Queued<T>[], stage: number, result: R | undefined, error: unknown): void => {
     const queue = queues.get(session.id);
     // A staged step's requests are free for the next step at once; a failed step's are done.
-    if (queue instanceof StagedQueue) queue.stepped(batch, session.stages!.stages, result === undefined);
+    if (queue instanceof StagedQueue) queue.stepped(batch, session.stageLatency!.stages, result === undefined);
     const settled = session
       .finish(batch, result, error, stage)
       .catch(() => undefined)
@@ -196,7 +197,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       const executing = prepared.then((p) => session.execute(p));
       // Prepared now, run when this batch ends: judged against that end, not against now. Only
       // when every lane is busy: an idle lane would run it at once instead.
-      const durationMs = session.stages ? session.stages.latencyMs(stage, batch.length) : session.latency(batch.length);
+      const durationMs = session.stageLatency ? session.stageLatency.latencyMs(stage, batch.length) : aheadLatency(session, batch.length);
       next = active >= lanes ? nextBatch(startedMs + durationMs) : undefined;
       try {
         track(session, batch, stage, await executing, undefined);
@@ -214,11 +215,16 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
    * otherwise wait behind it.
    */
   const stillFits = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): boolean =>
-    session.stages !== undefined || batch.some((r) => r.deadlineMs < Infinity) || options.now() + aheadLatency(session, batch.length) <= delayTolerantUntilMs();
+    session.stageLatency !== undefined || batch.some((r) => r.deadlineMs < Infinity) || options.now() + aheadLatency(session, batch.length) <= delayTolerantUntilMs();
 
-  /** A batch chosen ahead goes back to its queue, unrun (its preparation is wasted). */
+  /**
+   * A batch chosen ahead goes back to the head of its queue, unrun (its preparation is wasted);
+   * a leaving session that had given it up rejoins the rotation to serve it.
+   */
   const putBack = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): undefined => {
-    for (const request of batch) queueOf(session.id).push(request);
+    if (!sessions.includes(session)) sessions.push(session);
+    const queue = queueOf(session.id);
+    if (queue instanceof SessionQueue) queue.putBack(batch);
     release(session.id);
     return undefined;
   };
@@ -275,7 +281,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       // Requests queued before their session was known to run in stages start at stage 0.
       for (const s of next) {
         const queue = queues.get(s.id);
-        if (s.stages && queue instanceof SessionQueue) {
+        if (s.stageLatency && queue instanceof SessionQueue) {
           queues.delete(s.id);
           for (const request of queue.takeAll()) queueOf(s.id).push(request);
         }

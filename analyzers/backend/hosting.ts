@@ -1,6 +1,6 @@
 import type { Logger, NodeOutput, Plan, ResolvedModel } from '../../core/index.js';
 import type { ImageInput } from '../image/index.js';
-import { loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
+import { blankImage, loadModelRunner, type Executed, type ModelRunner, type Prepared } from '../models/index.js';
 import type { FrameCacheStats } from '../cache/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import type { ExecutableSession, Executor } from './executor.js';
@@ -147,7 +147,7 @@ export function createHosting(options: HostingOptions): Hosting {
       maxBatch: runner.spec.maxBatch,
       targetBatch: Math.min(batch, runner.spec.maxBatch),
       latency: estimate.latency,
-      measured: estimate.latency,
+      measuredLatency: estimate.latency,
       overheadMs: 0,
       prepare: (requests) => runner.prepare(requests.map((r) => r.item.image), requests.map(paramsOf), requests.map((r) => r.item.stream)),
       async execute(prepared) {
@@ -162,7 +162,7 @@ export function createHosting(options: HostingOptions): Hosting {
     };
     if (options.stages > 1 && runner.staged) {
       try {
-        return stageSession(session, runner, await runner.staged(options.stages), { estimate, paramsOf, answer });
+        return stageSession(session, runner, await runner.staged(options.stages), { estimate, lanes, paramsOf, answer });
       } catch (err) {
         logger.warn({ model, stages: options.stages, err }, 'model not run in stages; it runs whole');
       }
@@ -195,7 +195,7 @@ export function createHosting(options: HostingOptions): Hosting {
     const blanks = await Promise.all(
       cold.map(async (s) => {
         const params = (await runnerOf(s.model)).parseParams({});
-        const image = { width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) };
+        const image = blankImage();
         return Array.from({ length: (lanes + 1) * s.targetBatch }, () =>
           new Promise<void>((resolve, reject) =>
             // Due in a minute: real-time work, so plan-ahead never holds it (following a plan waits for it).

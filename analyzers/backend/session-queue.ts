@@ -41,7 +41,7 @@ export type DropPolicy = 'early' | 'lazy';
 export type BatchingPolicy = DropPolicy | 'tardy';
 
 /** Our-Tardy plans over at most this many of the earliest deadlines, as the paper's window of 500 active requests; the rest wait for a later turn. */
-const TARDY_WINDOW = 500;
+export const TARDY_WINDOW = 500;
 
 /** Requests [head, start) are dropped; [start, start + size) run as one batch (size 0: none). */
 export interface BatchChoice {
@@ -87,6 +87,23 @@ export class SessionQueue<T> {
 
   push(request: Queued<T>): void {
     this.queue.splice(this.after(request.deadlineMs), 0, request);
+  }
+
+  /** Requests taken out unrun go back where they were: before any of the same deadline that came later. */
+  putBack(requests: readonly Queued<T>[]): void {
+    for (const request of [...requests].reverse()) this.queue.splice(this.before(request.deadlineMs), 0, request);
+  }
+
+  /** The index of the first request due at or after `deadlineMs`. */
+  private before(deadlineMs: number): number {
+    let lo = 0;
+    let hi = this.queue.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.queue[mid]!.deadlineMs < deadlineMs) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   /** The index of the first request due later than `deadlineMs` (binary search: equal deadlines keep arrival order). */

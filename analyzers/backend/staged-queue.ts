@@ -1,13 +1,5 @@
 import { nextStep, tardyPlan, type StagedLatency } from './ontime.js';
-import type { Queued, TakenBatch } from './session-queue.js';
-
-/** Our-Tardy plans over at most this many requests, as the paper's window of 500 active requests; the rest wait for a later step. */
-const TARDY_WINDOW = 500;
-
-/** A step of a staged session: one stage run on `batch` (all waiting before it). */
-export interface TakenStep<T> extends TakenBatch<T> {
-  stage: number;
-}
+import { TARDY_WINDOW, type Queued, type TakenBatch } from './session-queue.js';
 
 /**
  * A staged session's requests (edge scheduling §2.2): waiting to start, between stages, or in
@@ -40,19 +32,39 @@ export class StagedQueue<T> {
     return this.requests.length > 0 && !this.requests.some((r) => r.running);
   }
 
-  take(nowMs: number, latency: StagedLatency): TakenStep<T> {
+  /**
+   * Whether `take` would run a step now: one with a real-time request waits, or the
+   * delay-tolerant requests' next step ends by `delayTolerantUntilMs`.
+   */
+  runnable(nowMs: number, latency: StagedLatency, delayTolerantUntilMs: number): boolean {
+    if (!this.ready()) return false;
+    if (this.headDeadlineMs() < Infinity) return true;
+    const { step } = this.plan(nowMs, latency, this.waiting());
+    return step !== undefined && nowMs + latency.latencyMs(step.stage, step.members.length) <= delayTolerantUntilMs;
+  }
+
+  /**
+   * The next step at `nowMs` (one stage on `batch`, all waiting before it) and what it drops.
+   * While a real-time request waits, the plan is over real-time requests only: delay-tolerant
+   * ones stay at their stage. Otherwise their step runs if it ends by `delayTolerantUntilMs`.
+   */
+  take(nowMs: number, latency: StagedLatency, delayTolerantUntilMs = Infinity): TakenBatch<T> & { stage: number } {
     if (!this.ready()) return { stage: 0, batch: [], dropped: [] };
-    const window = this.waiting()
-      .sort((a, b) => a.request.deadlineMs - b.request.deadlineMs)
-      .slice(0, TARDY_WINDOW);
-    const active = window.map((r) => ({ stage: r.stage, deadlineMs: r.request.deadlineMs }));
-    const plan = tardyPlan(active, nowMs, latency);
-    const dropped = plan.dropped.map((i) => window[i]!);
+    const realtime = this.headDeadlineMs() < Infinity;
+    const { step, window, dropped } = this.plan(nowMs, latency, this.waiting().filter((r) => !realtime || r.request.deadlineMs < Infinity));
     this.remove(new Set(dropped));
-    const step = nextStep(plan, active);
-    const members = step?.members.map((i) => window[i]!) ?? [];
+    const holds = !realtime && step !== undefined && nowMs + latency.latencyMs(step.stage, step.members.length) > delayTolerantUntilMs;
+    const members = step && !holds ? step.members.map((i) => window[i]!) : [];
     for (const m of members) m.running = true;
     return { stage: step?.stage ?? 0, batch: members.map((m) => m.request), dropped: dropped.map((d) => d.request) };
+  }
+
+  /** Our-Tardy over `candidates` (the earliest deadlines, up to its window): the next step and the requests it drops. */
+  private plan(nowMs: number, latency: StagedLatency, candidates: (typeof this.requests)[number][]) {
+    const window = candidates.sort((a, b) => a.request.deadlineMs - b.request.deadlineMs).slice(0, TARDY_WINDOW);
+    const active = window.map((r) => ({ stage: r.stage, deadlineMs: r.request.deadlineMs }));
+    const planned = tardyPlan(active, nowMs, latency);
+    return { window, step: nextStep(planned, active), dropped: planned.dropped.map((i) => window[i]!) };
   }
 
   /** A step ended: its requests move one stage on, and leave after the last (`stages`), or at once when it failed. */

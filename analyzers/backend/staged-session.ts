@@ -15,8 +15,8 @@ interface Step extends Prepared, Executed {
  * Turns a hosting session into one that runs its model in stages (group-wise execution,
  * staged-queue.ts): a request is prepared alone when it starts, carries its rows from stage to
  * stage, and is answered after the last. h_k(b) is the stage's share of the session's ℓ(b),
- * read when asked, so a plan's new profile applies at once; each step teaches the model's
- * learned ℓ(b) what the whole model would have taken.
+ * read when asked, so a plan's new profile applies at once; the longest stage's steps teach the
+ * model's learned ℓ(b) what the whole model would have taken.
  */
 export function stageSession<Session extends ExecutableSession<Request, Prepared, Executed>>(
   session: Session,
@@ -24,6 +24,8 @@ export function stageSession<Session extends ExecutableSession<Request, Prepared
   staged: StagedModel,
   options: {
     estimate: LatencyEstimate;
+    /** The runtime's workers: the first run of a stage on each is not counted. */
+    lanes: number;
     paramsOf: (request: Queued<Request>) => unknown;
     /** Settles a batch's requests: rejected with `error` when `executed` is missing, else resolved with `outputsOf()`. */
     answer: (requests: readonly Queued<Request>[], executed: Executed | undefined, error: unknown, outputsOf: () => NodeOutput[]) => void;
@@ -31,7 +33,7 @@ export function stageSession<Session extends ExecutableSession<Request, Prepared
 ): Session {
   const items = new WeakMap<Queued<Request>, StagedItem>();
   const last = staged.stages - 1;
-  session.stages = {
+  session.stageLatency = {
     stages: staged.stages,
     get maxBatch() {
       return session.targetBatch;
@@ -44,11 +46,15 @@ export function stageSession<Session extends ExecutableSession<Request, Prepared
     }
     return { size: requests.length, stage, items: requests.map((r) => items.get(r)!) };
   };
+  // The model's learned ℓ(b) hears from its longest stage only (the steadiest share of the whole),
+  // after each runtime worker's first run of it, which plans and allocates.
+  const longest = staged.shares.indexOf(Math.max(...staged.shares));
+  let firstRuns = options.lanes;
   session.execute = async (prepared) => {
     const step = prepared as Step;
     const started = performance.now();
     await staged.run(step.stage, step.items);
-    options.estimate.observe(step.size, (performance.now() - started) / Math.max(staged.shares[step.stage]!, 1e-3));
+    if (step.stage === longest && firstRuns-- <= 0) options.estimate.observe(step.size, (performance.now() - started) / staged.shares[longest]!);
     return step;
   };
   session.finish = async (requests, executed, error, stage) => {

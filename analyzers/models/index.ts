@@ -1,6 +1,6 @@
 export type * from './types.js';
 export { loadModelRunner, type ModelRunner } from './zoo.js';
-export type { Executed, Prepared } from './runner.js';
+export { blankImage, type Executed, type Prepared } from './runner.js';
 export type { StagedItem, StagedModel } from './staged.js';
 export { cropImage } from './ocr/index.js';
 export { letterboxBatchNative, sameObjects, matchedObjects } from './detector/index.js';

@@ -1,11 +1,12 @@
 import type { z } from 'zod';
 import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
 import type { FrameCacheStats } from '../cache/index.js';
-import type { ImageInput } from '../image/index.js';
+import type { ImageInput, RgbImage } from '../image/index.js';
 import type { NamedTensors } from '../runtime/index.js';
 import { loadStagedModel, type Stageable, type StagedModel } from './staged.js';
 
-const BLANK = { width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) };
+/** A grey 320×240 frame: what warm-ups and load-time timings run on. */
+export const blankImage = (): RgbImage => ({ width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) });
 
 /**
  * A model from the zoo, ready to run on images (pixels, or JPEGs its pre-processing decodes):
@@ -71,10 +72,13 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
     finish,
     run: async (images, params) => finish(await execute(await runner.prepare(images, params))),
     ...(runner.cacheStats ? { cacheStats: runner.cacheStats } : {}),
-    ...(stageable ? { staged: (stages: number) => (staged ??= loadStagedModel(stages, { ...stageable, finish: runner.finish, blank: async () => runner.prepare([BLANK], [runner.parseParams({})]) })) } : {}),
+    ...(stageable ? { staged: (stages: number) => (staged ??= loadStagedModel(stages, { ...stageable, finish: runner.finish, blank: async () => runner.prepare([blankImage()], [runner.parseParams({})]) })) } : {}),
     async dispose() {
-      await runner.dispose();
-      await (await staged?.catch(() => undefined))?.dispose();
+      try {
+        await runner.dispose();
+      } finally {
+        await (await staged?.catch(() => undefined))?.dispose();
+      }
     },
   };
 }

@@ -16,7 +16,7 @@ import type { Executed, Prepared } from './runner.js';
  */
 export interface StagedModel {
   readonly stages: number;
-  /** Each stage's share of the model's time at batch 1, measured when it loads (they sum to 1). */
+  /** Each stage's share of the model's time at batch 2, measured when it loads (they sum to 1). */
   readonly shares: readonly number[];
   /** A request ready for stage 0: one image, prepared alone. */
   begin(prepared: Prepared): StagedItem;
@@ -46,7 +46,7 @@ export interface Stageable<P extends Prepared, E extends Executed> {
   blank(): Promise<P>;
 }
 
-/** Timed runs of each stage at batch 1, after one untimed. */
+/** Timed runs of each stage, after one untimed. */
 const TIMED_RUNS = 3;
 
 /**
@@ -75,6 +75,10 @@ export async function loadStagedModel<P extends Prepared, E extends Executed>(st
       const input = stage === 0 ? concatFeeds(items.map((i) => i.tensors)) : concatRows(items.map((i) => i.tensors[layers[stage - 1]!]!));
       const outputs = await segmented.runSegment(stage, input);
       const rows = stage === last ? outputs : { [layers[stage]!]: outputs[layers[stage]!]! };
+      for (const [name, t] of Object.entries(rows)) {
+        // Rows are split on the first axis: a cut through a reshape would mix requests.
+        if (t.dims[0] !== items.length) throw new PanoptesError(ErrorCode.ModelLoad, `${of.model.name}: stage ${stage}'s ${name} has ${t.dims[0]} rows for ${items.length} requests; it cannot be cut there`);
+      }
       items.forEach((item, i) => (item.tensors = rowOf(rows, i)));
     },
     end: (item) => of.finish(of.executed(item.prepared as P, item.tensors))[0]!,
@@ -94,13 +98,14 @@ function nearestCut(cuts: readonly { tensor: string; node: number }[], node: num
   return best?.tensor;
 }
 
+/** Each stage's share of the model's time at batch 2 (which also shows every cut keeps the batch on its first axis). */
 async function measureShares<P extends Prepared, E extends Executed>(staged: Omit<StagedModel, 'shares'>, of: Stageable<P, E>): Promise<number[]> {
   const times = new Array<number>(staged.stages).fill(0);
   for (let run = 0; run <= TIMED_RUNS; run++) {
-    const item = staged.begin(await of.blank());
+    const items = [staged.begin(await of.blank()), staged.begin(await of.blank())];
     for (let stage = 0; stage < staged.stages; stage++) {
       const started = performance.now();
-      await staged.run(stage, [item]);
+      await staged.run(stage, items);
       if (run > 0) times[stage]! += performance.now() - started;
     }
   }

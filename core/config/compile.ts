@@ -45,7 +45,7 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
       }
     }
     if (model.architecture === 'centernet' && model.inputSize !== undefined && model.inputSize % 32 !== 0) {
-      // Its stride-32 feature map is upsampled twice to meet the stride-8 one.
+      // Its stride-32 feature map is upsampled by 2 three times, down to the stride-4 heads.
       issues.push({ file, path: `models[${i}].inputSize`, message: `got ${model.inputSize}; expected a multiple of 32 for CenterNet` });
     }
     models[model.name] = resolved;

@@ -9,7 +9,7 @@ export { squishyVsOblivious, type SquishyFigures } from './experiment-squishy.js
 export { queryAnalysisVsEven, type QueryAnalysisFigures } from './experiment-query-analysis.js';
 export { efficiencyVsLowerBound, type EfficiencyFigures } from './experiment-efficiency.js';
 export { reaction, type ReactionFigures } from './experiment-reaction.js';
-export { capacityOf, onTimeCapacities, onTimeRatio, ONTIME_MODELS, ONTIME_POLICIES, type OnTimeFigures, type OnTimeModel, type OnTimePolicy, type OnTimeRun } from './experiment-ontime.js';
+export { capacityOf, lteLikeLink, onTimeCapacities, onTimeRatio, ONTIME_MODELS, ONTIME_POLICIES, type OnTimeFigures, type OnTimeModel, type OnTimePolicy, type OnTimeRun } from './experiment-ontime.js';
 export { variantsVsDropping, type VariantFigures } from './experiment-variants.js';
 export { planningTime, type PlanningFigures } from './experiment-planning.js';
 export { EXPERIMENT_NAMES, runExperiments, type ExperimentName } from './experiments.js';

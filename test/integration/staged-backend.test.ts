@@ -17,7 +17,7 @@ describe('a backend running its models in stages', () => {
   afterAll(() => runtime.close());
 
   /** The detection rows of FRAMES frames through a backend with `stages`, and the model files it loaded. */
-  async function detections(stages: number): Promise<{ rows: string[]; loaded: string[] }> {
+  async function detections(stages: number): Promise<{ rows: ResultRow[]; loaded: string[] }> {
     const models = loadModelZoo();
     const traffic = createAppLogic(loadApp(join(root, 'configs/apps/traffic.yaml'), models));
     const bus = createMemoryBus();
@@ -41,17 +41,22 @@ describe('a backend running its models in stages', () => {
       await backend.close();
       await bus.close();
     }
-    const found = rows
-      .filter((r) => r.table === 'detections')
-      .map((r) => `${String(r.fields.frame_seq)} ${String(r.fields.class)} ${Number(r.fields.score).toFixed(3)} ${Number(r.fields.x1).toFixed(0)},${Number(r.fields.y1).toFixed(0)}`);
-    return { rows: found.sort(), loaded };
+    const order = (a: ResultRow, b: ResultRow): number =>
+      Number(a.fields.frame_seq) - Number(b.fields.frame_seq) || String(a.fields.class).localeCompare(String(b.fields.class)) || Number(a.fields.x1) - Number(b.fields.x1);
+    return { rows: rows.filter((r) => r.table === 'detections').sort(order), loaded };
   }
 
   it('stores the same detections as the whole model, from the model cut into stages', async () => {
     const whole = await detections(1);
     const staged = await detections(3);
     expect(whole.rows.length).toBeGreaterThan(0);
-    expect(staged.rows).toEqual(whole.rows);
+    // The same objects in the same frames; scores and boxes as close as onnxruntime's two graphs allow.
+    expect(staged.rows.map((r) => [r.fields.frame_seq, r.fields.class])).toEqual(whole.rows.map((r) => [r.fields.frame_seq, r.fields.class]));
+    staged.rows.forEach((r, i) => {
+      const want = whole.rows[i]!.fields;
+      expect(Number(r.fields.score)).toBeCloseTo(Number(want.score), 3);
+      for (const side of ['x1', 'y1', 'x2', 'y2']) expect(Math.abs(Number(r.fields[side]) - Number(want[side]))).toBeLessThan(1);
+    });
     expect(whole.loaded.filter((name) => name.startsWith('centernet#'))).toEqual([]);
     expect(staged.loaded.filter((name) => name.startsWith('centernet#'))).toEqual(['centernet#0', 'centernet#1', 'centernet#2']);
   }, 120_000);

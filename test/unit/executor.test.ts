@@ -138,13 +138,31 @@ describe('the executor', () => {
     expect(h.dropped).toEqual(['late']);
     expect(h.done).toEqual(['fine']);
   });
+
+  it('puts back a delay-tolerant batch chosen ahead when a real-time request comes in meanwhile, even of a session the plan dropped, and serves both', async () => {
+    const h = harness();
+    const [live, replay] = [h.session('live', 1, 30), h.session('replay', 4, 30)];
+    h.executor.submit('live', h.request('l0'));
+    for (let i = 0; i < 4; i++) h.executor.submit('replay', h.request(`r${i}`, Infinity));
+    // l0 runs; the replay's batch is chosen ahead while it does, emptying the replay's queue.
+    h.executor.setSessions([live, replay]);
+    // The plan drops the replay session (nothing queued: it leaves at once), and a live request comes in.
+    h.executor.setSessions([live]);
+    h.executor.submit('live', h.request('l1'));
+    await h.executor.drain();
+
+    const runs = h.events.filter((e) => e.what === 'execute-start').map((e) => `${e.session}:${e.items.join(',')}`);
+    expect(runs).toEqual(['live:l0', 'live:l1', 'replay:r0,r1,r2,r3']);
+    expect(h.done.sort()).toEqual(['l0', 'l1', 'r0', 'r1', 'r2', 'r3']);
+  });
 });
 
 describe('the executor, a session run in stages (group-wise execution)', () => {
   /** A session of `stages` stages at `msPerStep` each whatever the batch, logging each step as `stage:items`. */
-  function staged(stages: number, msPerStep: number) {
+  function staged(stages: number, msPerStep: number, failing?: string) {
     const steps: string[] = [];
     const done: string[] = [];
+    const failed: string[] = [];
     const dropped: string[] = [];
     const executor = createExecutor<string, { stage: number; items: string[] }, { stage: number; items: string[] }>({
       policy: 'tardy',
@@ -155,19 +173,20 @@ describe('the executor, a session run in stages (group-wise execution)', () => {
       id: 'a',
       targetBatch: 4,
       latency: () => stages * msPerStep,
-      stages: { stages, maxBatch: 4, latencyMs: () => msPerStep },
+      stageLatency: { stages, maxBatch: 4, latencyMs: () => msPerStep },
       prepare: (batch, stage) => ({ stage, items: batch.map((r) => r.item) }),
       async execute(step) {
         steps.push(`${step.stage}:${step.items.join(',')}`);
         await sleep(msPerStep);
+        if (failing && step.items.includes(failing)) throw new Error('the model failed');
         return step;
       },
       async finish(batch, result, _error, stage) {
-        if (result && stage === stages - 1) done.push(...batch.map((r) => r.item));
+        if (!result) failed.push(...batch.map((r) => r.item));
+        else if (stage === stages - 1) done.push(...batch.map((r) => r.item));
       },
     };
-    executor.setSessions([session]);
-    return { executor, steps, done, dropped };
+    return { executor, session, steps, done, failed, dropped };
   }
 
   it('holds the first requests at a stage while a later one catches up, then runs them as one batch to the end', async () => {
@@ -175,6 +194,8 @@ describe('the executor, a session run in stages (group-wise execution)', () => {
     const due = performance.now() + 10_000;
     h.executor.submit('a', { item: 'a0', deadlineMs: due });
     h.executor.submit('a', { item: 'a1', deadlineMs: due });
+    // Queued before the session was known to run in stages: they start at stage 0 all the same.
+    h.executor.setSessions([h.session]);
     await sleep(5); // a0 and a1 are in their first stage
     h.executor.submit('a', { item: 'a2', deadlineMs: due });
     await h.executor.drain();
@@ -189,10 +210,24 @@ describe('the executor, a session run in stages (group-wise execution)', () => {
     const now = performance.now();
     h.executor.submit('a', { item: 'late', deadlineMs: now + 30 });
     h.executor.submit('a', { item: 'ok', deadlineMs: now + 10_000 });
+    h.executor.setSessions([h.session]);
     await h.executor.drain();
 
     expect(h.dropped).toEqual(['late']);
     expect(h.done).toEqual(['ok']);
     expect(h.steps).toEqual(['0:ok', '1:ok', '2:ok']);
+  });
+
+  it('settles the requests of a failed step at once, and goes on with the others', async () => {
+    const h = staged(3, 5, 'b0');
+    const due = performance.now() + 10_000;
+    h.executor.submit('a', { item: 'a0', deadlineMs: due });
+    h.executor.setSessions([h.session]);
+    await sleep(2);
+    h.executor.submit('a', { item: 'b0', deadlineMs: due });
+    await h.executor.drain();
+    expect(h.failed).toEqual(['b0']);
+    expect(h.done).toEqual(['a0']);
+    expect(h.executor.queued()).toEqual({ a: 0 });
   });
 });

