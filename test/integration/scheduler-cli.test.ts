@@ -49,6 +49,11 @@ describe('panoptes plan', () => {
     expect(plan.nodes).toHaveLength(1);
     expect(plan.nodes[0]!.sessions[0]!.model).toBe('efficientnet-lite0');
     expect(plan.downgrades).toMatchObject([{ session: 'kinds', from: 'efficientnet-lite2', to: 'efficientnet-lite0' }]);
+    // The detector's variants are the same CenterNet at smaller inputs: 40 frames/s fit one device at 384 px.
+    const road = sessionsFile([{ id: 'road', model: 'centernet', sloMs: 1000, rate: 40 }]);
+    const detector = JSON.parse((await panoptes('plan', '--sessions', road, '--profiles', committed, '--devices', '1', '--json')).stdout) as typeof plan;
+    expect(detector.nodes.map((n) => n.sessions[0]!.model)).toEqual(['centernet-384']);
+    expect(detector.downgrades).toMatchObject([{ session: 'road', from: 'centernet', to: 'centernet-384' }]);
   });
 
   it("prints the paper's low-load plan (Table 2) as JSON", async () => {
