@@ -79,6 +79,8 @@ const RESERVE_MARGIN = 1.1;
  * is a batch for it, and ends when it finds none.
  */
 export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T, P, R> {
+  /** A batch taken from its session's queue, preparing. */
+  type Chosen = { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; stage: number; prepared: Promise<P> };
   let sessions: ExecutableSession<T, P, R>[] = [];
   /** The sessions of the plan in force; the others in `sessions` are leaving. */
   let planned = new Set<string>();
@@ -148,7 +150,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   };
 
   /** The next session in turn with a batch to run at `atMs`, and that batch prepared. */
-  const nextBatch = (atMs: number): { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; stage: number; prepared: Promise<P> } | undefined => {
+  const nextBatch = (atMs: number): Chosen | undefined => {
     for (let tried = 0, n = sessions.length; tried < n && sessions.length > 0; tried++) {
       const index = turn % sessions.length;
       const session = sessions[index]!;
@@ -189,6 +191,8 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   };
 
   async function loop(): Promise<void> {
+    /** A delay-tolerant batch chosen ahead that plan-ahead no longer lets run: kept prepared for when it does. */
+    let held: Chosen | undefined;
     let next = nextBatch(options.now());
     while (next) {
       const { session, batch, stage, prepared } = next;
@@ -204,9 +208,15 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       } catch (err) {
         track(session, batch, stage, undefined, err);
       }
-      if (next && !stillFits(next)) next = putBack(next);
+      if (next && !stillFits(next)) {
+        if (held) putBack(held);
+        [held, next] = [next, undefined];
+      }
+      if (!next && held && stillFits(held)) [next, held] = [held, undefined];
       next ??= nextBatch(options.now());
     }
+    // Nothing else runs now: what is held goes back to its queue, for the lanes to take when plan-ahead lets it.
+    if (held) putBack(held);
   }
 
   /**
@@ -214,19 +224,18 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
    * lets it end in time. A real-time request that arrived while the batch before ran would
    * otherwise wait behind it.
    */
-  const stillFits = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): boolean =>
+  const stillFits = ({ session, batch }: Chosen): boolean =>
     session.stageLatency !== undefined || batch.some((r) => r.deadlineMs < Infinity) || options.now() + aheadLatency(session, batch.length) <= delayTolerantUntilMs();
 
   /**
-   * A batch chosen ahead goes back to the head of its queue, unrun (its preparation is wasted);
+   * A batch chosen ahead goes back to the head of its queue, unrun (its preparation is lost);
    * a leaving session that had given it up rejoins the rotation to serve it.
    */
-  const putBack = ({ session, batch }: { session: ExecutableSession<T, P, R>; batch: Queued<T>[] }): undefined => {
+  const putBack = ({ session, batch }: Chosen): void => {
     if (!sessions.includes(session)) sessions.push(session);
     const queue = queueOf(session.id);
     if (queue instanceof SessionQueue) queue.putBack(batch);
     release(session.id);
-    return undefined;
   };
 
   /** One of a session's batches is done with (finished, or put back). */
