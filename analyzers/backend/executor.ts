@@ -286,6 +286,7 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       // A session that leaves still serves what it holds (in-flight work is never lost); it
       // leaves the rotation once its queue is empty.
       const leaving = sessions.filter((s) => !ids.has(s.id) && queueOf(s.id).length > 0);
+      for (const s of sessions) if (!ids.has(s.id) && !leaving.includes(s)) queues.delete(s.id);
       sessions = [...next, ...leaving];
       // Requests queued before their session was known to run in stages start at stage 0.
       for (const s of next) {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { cacheSchema, ErrorCode, PanoptesError, type CacheConfig, type CacheExit, type Detection, type ResolvedModel } from '../../core/index.js';
 import { createFrameCache, pick, type FrameCache, type FrameExit } from '../cache/index.js';
-import { blockOutputs, readOnnxModel } from '../onnx/index.js';
+import { blockOutputs, firstInputDims, readOnnxModel } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 import { cocoLabels, decodeCenternet, letterboxBatchNative, nms, sameObjects } from './detector/index.js';
@@ -33,10 +33,16 @@ type DetectorParams = z.infer<typeof detectorParams>;
  */
 export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<DetectorParams>> {
   const inputSize = spec.inputSize ?? 512;
+  const graph = await readOnnxModel(spec.file);
+  // A file converted before CenterNet took any size says so here, not at its first run.
+  const fixedSide = firstInputDims(graph)[1];
+  if (fixedSide !== undefined && fixedSide !== inputSize) {
+    throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: ${spec.file} takes ${fixedSide} px only, not inputSize ${inputSize}; convert it again with tools/convert-models`, { details: { model: spec.name } });
+  }
   const model = await runtime.load({ name: spec.name, file: spec.file });
   const inputName = model.inputNames[0] ?? 'images';
   /** Where a node's cache may read (`cache.layer` indexes these), checked with its params. */
-  const candidateLayers = blockOutputs(await readOnnxModel(spec.file));
+  const candidateLayers = blockOutputs(graph);
   let trainer: HeadTrainer | undefined;
   /** One frame cache per distinct `cache:` among the nodes, each keeping its streams apart. */
   const caches = new Map<string, Promise<FrameCache<Detection[]>>>();

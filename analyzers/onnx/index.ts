@@ -1,5 +1,5 @@
 export { createOnnxRuntime, type OnnxRuntimeOptions } from './runtime.js';
-export { builtModel, decodeOnnxModel, encodeOnnxModel, floatInitializer, floatValueInfo, intAttribute, intsAttribute, readOnnxModel, type OnnxModel } from './onnx-model.js';
+export { builtModel, decodeOnnxModel, encodeOnnxModel, firstInputDims, floatInitializer, floatValueInfo, intAttribute, intsAttribute, readOnnxModel, type OnnxModel } from './onnx-model.js';
 export { hashGraph, type GraphHashes, type HashedNode } from './graph-hash.js';
 export {
   groupBySharedPrefix,

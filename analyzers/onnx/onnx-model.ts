@@ -50,6 +50,12 @@ export function feedInputs(graph: OnnxGraph): OnnxValueInfo[] {
   return (graph.input ?? []).filter((v) => !initializers.has(v.name));
 }
 
+/** The dims of the model's first fed input: a number where the graph fixes it, undefined where it is symbolic. */
+export function firstInputDims(model: OnnxModel): (number | undefined)[] {
+  const dims = feedInputs(graphOf(model))[0]?.type?.tensorType?.shape?.dim ?? [];
+  return dims.map((d) => (d.dimValue === undefined || d.dimValue === null ? undefined : Number(d.dimValue)));
+}
+
 /** The tensors a node reads: its inputs, less the empty names of absent optional ones, and `subgraphReads`. */
 export function nodeReads(node: OnnxNode): string[] {
   return [...(node.input ?? []).filter((name) => name !== ''), ...subgraphReads(node)];

@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel } from 'node:worker_threads';
 
@@ -22,6 +24,9 @@ import {
   sourceSize,
 } from '../../analyzers/models/detector/index.js';
 import type { Box, Detection, Letterbox, RgbImage, TensorData } from '../../analyzers/models/types.js';
+import { createOnnxRuntime, loadModelRunner } from '../../analyzers/index.js';
+import { decodeOnnxModel, encodeOnnxModel } from '../../analyzers/onnx/index.js';
+import { loadModelZoo, silentLogger } from '../../core/index.js';
 import { f32, solid } from '../helpers.js';
 
 const MODEL = fileURLToPath(new URL('../../models/centernet.onnx', import.meta.url));
@@ -336,6 +341,27 @@ describe('CenterNet ONNX golden', () => {
       const [alone] = await detect([batch[i]!], 0.1);
       expect(together[i]!.map((d) => [d.className, d.score.toFixed(4)])).toEqual(alone!.map((d) => [d.className, d.score.toFixed(4)]));
       together[i]!.forEach((d, k) => expectBoxClose(d.box, alone![k]!.box, 1e-3));
+    }
+  });
+});
+
+describe('a CenterNet file that takes one size only', () => {
+  it('BAD INPUT: refuses, when it loads, a zoo entry asking for another size, naming the file and the fix', async () => {
+    const model = decodeOnnxModel(readFileSync(MODEL));
+    const input = model.graph!.input!.find((i) => i.name === 'images')!;
+    for (const axis of [1, 2]) input.type!.tensorType!.shape!.dim![axis] = { dimValue: 512 };
+    const dir = mkdtempSync(join(tmpdir(), 'panoptes-centernet-512-'));
+    const runtime = createOnnxRuntime({ logger: silentLogger() });
+    try {
+      const file = join(dir, 'centernet-512-only.onnx');
+      writeFileSync(file, encodeOnnxModel(model));
+      const spec = { ...loadModelZoo()['centernet-384']!, file };
+      await expect(loadModelRunner(spec, runtime)).rejects.toThrow(/centernet-512-only\.onnx takes 512 px only, not inputSize 384; convert it again with tools\/convert-models/);
+      // At the size it takes it loads as before.
+      await (await loadModelRunner({ ...spec, inputSize: 512 }, runtime)).dispose();
+    } finally {
+      await runtime.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
