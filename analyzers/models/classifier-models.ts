@@ -4,7 +4,7 @@ import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.j
 import type { ImageInput } from '../image/index.js';
 import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
 import { letterboxBatchNative } from './detector/index.js';
-import { float32Output, parseWith, phasedRunner, type ModelRunner } from './runner.js';
+import { float32Output, NO_INPUT, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 /**
  * Image classifiers (EfficientNet-Lite on ImageNet, `tools/convert-models/efficientnet_lite.py`):
@@ -41,6 +41,7 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
       runtime,
       model: spec,
       feeds: ({ input }) => ({ [model.inputNames[0] ?? 'images']: input }),
+      kept: ({ size }) => ({ size, input: NO_INPUT }),
       executed: ({ size }, outputs) => ({ size, outputs }),
     },
     dispose: () => model.dispose(),

@@ -5,7 +5,7 @@ import { blockOutputs, firstInputDims, readOnnxModel } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 import { cocoLabels, decodeCenternet, letterboxBatchNative, nms, sameObjects } from './detector/index.js';
-import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
+import { NO_INPUT, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const detectorParams = z.strictObject({
   minScore: z.number().min(0).max(1).default(0.3),
@@ -146,6 +146,7 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       runtime,
       model: spec,
       feeds: ({ input }) => ({ [inputName]: input }),
+      kept: (prepared) => ({ ...prepared, input: NO_INPUT }),
       executed: ({ size, letterboxes, params }, outputs) => ({ size, outputs, letterboxes, params, exits: undefined }),
     },
     async dispose() {

@@ -2,8 +2,11 @@ import type { z } from 'zod';
 import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
 import type { FrameCacheStats } from '../cache/index.js';
 import type { ImageInput, RgbImage } from '../image/index.js';
-import type { NamedTensors } from '../runtime/index.js';
+import type { NamedTensors, TensorData } from '../runtime/index.js';
 import { loadStagedModel, type Stageable, type StagedModel } from './staged.js';
+
+/** A tensor of nothing: what a prepared batch keeps of its input once the model has it. */
+export const NO_INPUT: TensorData = { type: 'float32', dims: [0], data: new Float32Array(0) };
 
 /** A grey 320×240 frame: what warm-ups and load-time timings run on. */
 export const blankImage = (): RgbImage => ({ width: 320, height: 240, data: new Uint8Array(320 * 240 * 3).fill(128) });
@@ -56,7 +59,7 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
   finish(executed: E): NodeOutput[];
   cacheStats?(): FrameCacheStats[];
   /** Where `execute` is one plain run of the model file: its feeds and what it returns, so the model can run in stages. */
-  stageable?: Pick<Stageable<P, E>, 'runtime' | 'model' | 'feeds' | 'executed'>;
+  stageable?: Pick<Stageable<P, E>, 'runtime' | 'model' | 'feeds' | 'kept' | 'executed'>;
   dispose(): Promise<void>;
 }): ModelRunner<Params> {
   const execute = (prepared: Prepared): Promise<Executed> => runner.execute(prepared as P);

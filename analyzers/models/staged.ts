@@ -39,6 +39,8 @@ export interface Stageable<P extends Prepared, E extends Executed> {
   model: { name: string; file: string };
   /** The model's feeds for a prepared batch. */
   feeds(prepared: P): NamedTensors;
+  /** What `executed` needs of a prepared batch, kept while its request is between stages: without the input, which the feeds carry. */
+  kept(prepared: P): P;
   /** The batch as `execute` would have returned it, from the model's outputs. */
   executed(prepared: P, outputs: NamedTensors): E;
   finish(executed: E): NodeOutput[];
@@ -70,7 +72,7 @@ export async function loadStagedModel<P extends Prepared, E extends Executed>(st
   const last = segmented.segments - 1;
   const staged: Omit<StagedModel, 'shares'> = {
     stages: segmented.segments,
-    begin: (prepared) => ({ prepared, tensors: of.feeds(prepared as P) }),
+    begin: (prepared) => ({ prepared: of.kept(prepared as P), tensors: of.feeds(prepared as P) }),
     async run(stage, items) {
       const input = stage === 0 ? concatFeeds(items.map((i) => i.tensors)) : concatRows(items.map((i) => i.tensors[layers[stage - 1]!]!));
       const outputs = await segmented.runSegment(stage, input);
