@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { profiledLatency } from '../../analyzers/backend/latency-estimate.js';
+import { createLatencyEstimate, profiledLatency } from '../../analyzers/backend/latency-estimate.js';
 import { budgetUpTo, evenSloSplit, stageDeadlineMs } from '../../analyzers/index.js';
 
 describe('ℓ(b) from a plan', () => {
@@ -8,6 +8,30 @@ describe('ℓ(b) from a plan', () => {
     expect([1, 2, 3].map(latency)).toEqual([25, 30, 35]);
     expect(latency(5)).toBe(45);
     expect(profiledLatency([40])(3)).toBe(120);
+  });
+});
+
+describe('ℓ(b) learned from the batches run', () => {
+  it('averages each size, draws the line between sizes, and lets a size not run for a while stand aside for fresher ones', () => {
+    let nowMs = 0;
+    const estimate = createLatencyEstimate({ weight: 0.5, staleMs: 1000, now: () => nowMs });
+    expect(estimate.latency(4)).toBe(0);
+    estimate.observe(1, 20);
+    estimate.observe(1, 30);
+    expect(estimate.latency(1)).toBe(25);
+    expect(estimate.latency(3)).toBe(75); // one size: in proportion
+    // A slow spell at batch 8.
+    estimate.observe(8, 400);
+    expect(estimate.latency(8)).toBe(400);
+    expect(estimate.latency(4)).toBeCloseTo(25 + (375 / 7) * 3, 10);
+    // Later only batches of 1 and 2 run, at their usual cost: the old figure for 8 stands aside.
+    nowMs = 2000;
+    estimate.observe(1, 25);
+    estimate.observe(2, 45);
+    expect(estimate.latency(8)).toBe(25 + 20 * 7);
+    // With nothing fresh, the old figures are all there is.
+    nowMs = 10_000;
+    expect(estimate.latency(8)).toBe(400);
   });
 });
 
