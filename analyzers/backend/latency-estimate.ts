@@ -16,26 +16,29 @@ export interface LatencyEstimate {
 export function createLatencyEstimate(options: { weight?: number; staleMs?: number; now?: () => number } = {}): LatencyEstimate {
   const { weight = 0.2, staleMs = 60_000, now = Date.now } = options;
   const seen = new Map<number, { mean: number; atMs: number }>();
-  /** The sizes to estimate from: those run lately, else all. */
-  const current = (): Map<number, number> => {
-    const fresh = [...seen].filter(([, s]) => now() - s.atMs <= staleMs);
-    return new Map((fresh.length > 0 ? fresh : [...seen]).map(([batch, s]) => [batch, s.mean]));
-  };
+  let lastAtMs = -Infinity;
   return {
     observe(batch, ms) {
       const previous = seen.get(batch)?.mean;
-      seen.set(batch, { mean: previous === undefined ? ms : previous + weight * (ms - previous), atMs: now() });
+      lastAtMs = now();
+      seen.set(batch, { mean: previous === undefined ? ms : previous + weight * (ms - previous), atMs: lastAtMs });
     },
+    // On the batch-choosing path: no allocation, a pass over the few sizes seen.
     latency(batch) {
-      const mean = current();
-      const known = mean.get(batch);
-      if (known !== undefined) return known;
-      const sizes = [...mean.keys()].sort((a, b) => a - b);
-      const [low, high] = [sizes[0], sizes.at(-1)];
-      if (low === undefined || high === undefined) return 0;
-      if (low === high) return (mean.get(low)! * Math.max(batch, low)) / low;
-      const alpha = Math.max(0, (mean.get(high)! - mean.get(low)!) / (high - low));
-      return Math.max(0, mean.get(low)! + alpha * (batch - low));
+      // Sizes run lately count; when none has been, all do.
+      const sinceMs = now() - lastAtMs <= staleMs ? now() - staleMs : -Infinity;
+      let low: { batch: number; mean: number } | undefined;
+      let high: typeof low;
+      for (const [size, { mean, atMs }] of seen) {
+        if (atMs < sinceMs) continue;
+        if (size === batch) return mean;
+        if (!low || size < low.batch) low = { batch: size, mean };
+        if (!high || size > high.batch) high = { batch: size, mean };
+      }
+      if (!low || !high) return 0;
+      if (low.batch === high.batch) return (low.mean * Math.max(batch, low.batch)) / low.batch;
+      const alpha = Math.max(0, (high.mean - low.mean) / (high.batch - low.batch));
+      return Math.max(0, low.mean + alpha * (batch - low.batch));
     },
   };
 }

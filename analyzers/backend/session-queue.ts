@@ -91,29 +91,22 @@ export class SessionQueue<T> {
 
   /** Requests taken out unrun go back where they were: before any of the same deadline that came later. */
   putBack(requests: readonly Queued<T>[]): void {
-    for (const request of [...requests].reverse()) this.queue.splice(this.before(request.deadlineMs), 0, request);
+    for (const request of [...requests].reverse()) this.queue.splice(this.firstDue((d) => d >= request.deadlineMs), 0, request);
   }
 
-  /** The index of the first request due at or after `deadlineMs`. */
-  private before(deadlineMs: number): number {
-    let lo = 0;
-    let hi = this.queue.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.queue[mid]!.deadlineMs < deadlineMs) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-
-  /** The index of the first request due later than `deadlineMs` (binary search: equal deadlines keep arrival order). */
+  /** The index of the first request due later than `deadlineMs`: equal deadlines keep arrival order. */
   private after(deadlineMs: number): number {
+    return this.firstDue((d) => d > deadlineMs);
+  }
+
+  /** Binary search: the index of the first request whose deadline passes `due` (which holds from some index on). */
+  private firstDue(due: (deadlineMs: number) => boolean): number {
     let lo = 0;
     let hi = this.queue.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (this.queue[mid]!.deadlineMs <= deadlineMs) lo = mid + 1;
-      else hi = mid;
+      if (due(this.queue[mid]!.deadlineMs)) hi = mid;
+      else lo = mid + 1;
     }
     return lo;
   }

@@ -31,7 +31,7 @@ export { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, look
 export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
-export { argMax, pick } from './tensors.js';
+export { argMax, concat, pick } from './tensors.js';
 export { createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';
 export { createFrameCache, type FrameCache, type FrameCacheConfig, type FrameCacheOptions, type FrameCacheStats, type FrameExit } from './frame-cache.js';
 export { FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, frameSelectorModel } from './frame-selector.js';

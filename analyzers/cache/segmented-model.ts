@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { encodeOnnxModel, readOnnxModel, segmentModel } from '../onnx/index.js';
+import { encodeOnnxModel, readOnnxModel, segmentModel, type OnnxModel } from '../onnx/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import { copyTensor } from './tensors.js';
 
@@ -20,9 +20,9 @@ export interface SegmentedModel {
   dispose(): Promise<void>;
 }
 
-/** Cuts `file` at `layers`, writes the segments to `dir` and loads them in `runtime`. */
-export async function loadSegmentedModel(runtime: ModelRuntime, model: { name: string; file: string }, layers: readonly string[], dir: string): Promise<SegmentedModel> {
-  const parts = segmentModel(await readOnnxModel(model.file), layers);
+/** Cuts `file` (its graph, where the caller has read it already) at `layers`, writes the segments to `dir` and loads them in `runtime`. */
+export async function loadSegmentedModel(runtime: ModelRuntime, model: { name: string; file: string; graph?: OnnxModel }, layers: readonly string[], dir: string): Promise<SegmentedModel> {
+  const parts = segmentModel(model.graph ?? (await readOnnxModel(model.file)), layers);
   await mkdir(dir, { recursive: true });
   const loaded: LoadedModel[] = [];
   try {

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorCode, PanoptesError, type NodeOutput } from '../../core/index.js';
-import { loadSegmentedModel, type SegmentedModel } from '../cache/index.js';
+import { concat, loadSegmentedModel, pick, type SegmentedModel } from '../cache/index.js';
 import { readOnnxModel, singleTensorCuts } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { Executed, Prepared } from './runner.js';
@@ -65,7 +65,7 @@ export async function loadStagedModel<P extends Prepared, E extends Executed>(st
   const dir = await mkdtemp(join(tmpdir(), 'panoptes-stages-'));
   let segmented: SegmentedModel;
   try {
-    segmented = await loadSegmentedModel(of.runtime, of.model, layers, dir);
+    segmented = await loadSegmentedModel(of.runtime, { ...of.model, graph }, layers, dir);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -80,6 +80,7 @@ export async function loadStagedModel<P extends Prepared, E extends Executed>(st
       for (const [name, t] of Object.entries(rows)) {
         // Rows are split on the first axis: a cut through a reshape would mix requests.
         if (t.dims[0] !== items.length) throw new PanoptesError(ErrorCode.ModelLoad, `${of.model.name}: stage ${stage}'s ${name} has ${t.dims[0]} rows for ${items.length} requests; it cannot be cut there`);
+        if (t.type !== 'float32') throw new PanoptesError(ErrorCode.ModelLoad, `${of.model.name}: stage ${stage}'s ${name} is ${t.type}; stages carry float32 rows only`);
       }
       items.forEach((item, i) => (item.tensors = rowOf(rows, i)));
     },
@@ -118,25 +119,15 @@ async function measureShares<P extends Prepared, E extends Executed>(staged: Omi
 const concatFeeds = (feeds: readonly NamedTensors[]): NamedTensors =>
   Object.fromEntries(Object.keys(feeds[0]!).map((name) => [name, concatRows(feeds.map((f) => f[name]!))]));
 
-/** Tensors of one or more rows each, stacked on the first axis into a new buffer (the runtime takes what it is given). */
+/** Float32 tensors of one or more rows each, stacked on the first axis into a new buffer (the runtime takes what it is given). */
 function concatRows(parts: readonly TensorData[]): TensorData {
   const first = parts[0]!;
-  const Data = first.data.constructor as new (length: number) => TensorData['data'];
-  const data = new Data(parts.reduce((n, p) => n + p.data.length, 0));
-  let offset = 0;
-  for (const p of parts) {
-    (data as Float32Array).set(p.data as Float32Array, offset);
-    offset += p.data.length;
-  }
-  return { type: first.type, dims: [parts.reduce((n, p) => n + p.dims[0]!, 0), ...first.dims.slice(1)], data };
+  return { type: first.type, dims: [parts.reduce((n, p) => n + p.dims[0]!, 0), ...first.dims.slice(1)], data: concat(parts.map((p) => p.data as Float32Array)) };
 }
 
 /** Row `row` of every tensor, copied out of the batch's buffers. */
 function rowOf(tensors: NamedTensors, row: number): NamedTensors {
   return Object.fromEntries(
-    Object.entries(tensors).map(([name, t]) => {
-      const width = t.data.length / t.dims[0]!;
-      return [name, { type: t.type, dims: [1, ...t.dims.slice(1)], data: t.data.slice(row * width, (row + 1) * width) as TensorData['data'] }];
-    }),
+    Object.entries(tensors).map(([name, t]) => [name, { type: t.type, dims: [1, ...t.dims.slice(1)], data: pick(t.data as Float32Array, [row], t.data.length / t.dims[0]!) }]),
   );
 }

@@ -17,6 +17,15 @@ describe('SessionQueue', () => {
     expect(items(queue.takeAll())).toEqual(['r1', 'r3', 'r2', 'r0']);
   });
 
+  it('puts requests taken out unrun back where they were, ahead of later arrivals with the same deadline', () => {
+    const queue = queueOf([Infinity, Infinity, Infinity, Infinity]);
+    const taken = queue.takeFirst(2);
+    queue.push({ deadlineMs: Infinity, item: 'late' });
+    queue.push({ deadlineMs: 50, item: 'live' });
+    queue.putBack(taken);
+    expect(items(queue.takeAll())).toEqual(['live', 'r0', 'r1', 'r2', 'r3', 'late']);
+  });
+
   it('early drop: the first window of B whose head can finish the whole window is the batch; what is before it is dropped', () => {
     // ℓ(3) = 25: the heads due at 10 and 20 cannot finish a batch of 3; the one due at 100 can.
     const queue = queueOf([10, 20, 100, 100, 100, 100]);
