@@ -5,7 +5,7 @@
 import { dirname, resolve } from 'node:path';
 import { findPrefixFamilies } from '../analyzers/index.js';
 import { scheduledGraph, type CompiledConfig, type Logger, type ResolvedModel } from '../core/index.js';
-import { loadProfiles, profileLookup, type EpochServiceOptions } from '../scheduler/index.js';
+import { loadProfiles, profileLookup, zooVariants, type EpochServiceOptions } from '../scheduler/index.js';
 import { modelBatches } from './batch-sizes.js';
 
 /** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
@@ -45,7 +45,7 @@ export function schedulerOptions(config: CompiledConfig, families: readonly Reso
     profileOf,
     families: families.map((f) => ({ name: f.name, models: (f.family ?? []).map((m) => m.name) })),
     epsilonMs: settings.epsilonMs,
-    variants: Object.values(config.models).flatMap((m) => (m.variantOf ? [{ model: m.name, variantOf: m.variantOf.model, accuracy: m.variantOf.accuracy }] : [])),
+    variants: zooVariants(config.models),
     // Unset, the scheduler's own defaults apply: they are defined there only.
     ...(settings.epochS !== undefined ? { epochMs: settings.epochS * 1000 } : {}),
     ...(settings.minEpochS !== undefined ? { minEpochMs: settings.minEpochS * 1000 } : {}),

@@ -4,7 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
 import { createOnnxRuntime, cpuDeviceName, decodeJpeg, findPrefixFamilies, profileModel } from '../analyzers/index.js';
 import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger, type ResolvedModel } from '../core/index.js';
-import { batchProfileSchema, downgradeToFit, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, runExperiments, squishyBinPacking, type BatchProfile, type Packing, type Variant } from '../scheduler/index.js';
+import { batchProfileSchema, downgradeToFit, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, runExperiments, squishyBinPacking, zooVariants, type BatchProfile, type Packing } from '../scheduler/index.js';
 import { formatTable } from './output.js';
 
 /** `panoptes plan --sessions`: what the scheduler is asked to place. */
@@ -51,11 +51,6 @@ async function zooModel(name: string, zoo: Readonly<Record<string, ResolvedModel
   const family = (await findPrefixFamilies(members.map((m) => zoo[m]!))).find((f) => f.name === name);
   if (!family) throw new PanoptesError(ErrorCode.ConfigInvalid, `${members.join(', ')} do not form a prefix family: not one architecture and input, or they share too little of their weights`);
   return family;
-}
-
-/** The zoo's cheaper variants (`variantOf`), for `plan --devices`. */
-function zooVariants(file: string | undefined): Variant[] {
-  return Object.values(loadModelZoo(file === undefined ? undefined : resolve(file))).flatMap((m) => (m.variantOf ? [{ model: m.name, variantOf: m.variantOf.model, accuracy: m.variantOf.accuracy }] : []));
 }
 
 /** The plan as the issue's output format: nodes with their duty cycle and sessions. */
@@ -118,7 +113,7 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
       const profileOf = profileLookup(profiles, opts.device);
       const packOptions = opts.memoryMb ? { deviceMemoryMB: opts.memoryMb } : {};
       const { packing, downgrades } =
-        opts.devices === undefined ? { packing: squishyBinPacking(sessions, profileOf, packOptions), downgrades: [] } : downgradeToFit(sessions, zooVariants(opts.models), opts.devices, profileOf, packOptions);
+        opts.devices === undefined ? { packing: squishyBinPacking(sessions, profileOf, packOptions), downgrades: [] } : downgradeToFit(sessions, zooVariants(loadModelZoo(opts.models === undefined ? undefined : resolve(opts.models))), opts.devices, profileOf, packOptions);
       if (opts.json) {
         process.stdout.write(`${JSON.stringify({ ...(planJson(packing) as object), ...(opts.devices === undefined ? {} : { downgrades }) })}\n`);
         return;

@@ -1,4 +1,4 @@
-export { downgradeToFit, type Downgrade, type Variant, type VariantPlan } from './variants.js';
+export { downgradeToFit, zooVariants, type Downgrade, type Variant, type VariantPlan } from './variants.js';
 export { idleTimeByBackend, occupancy, planIdleTime, type DelayTolerantDemand, type IdleTimePlan } from './delay-tolerant.js';
 export {
   batchProfileSchema,

@@ -1,3 +1,4 @@
+import type { ResolvedModel } from '../core/index.js';
 import type { ProfileLookup } from './profile.js';
 import { squishyBinPacking, type Packing, type PackOptions, type Session } from './squishy.js';
 import { peakThroughput } from './worst-case.js';
@@ -32,6 +33,11 @@ export interface Downgrade {
   accuracyLost: number;
   /** Devices the step freed, at peak throughput. */
   devicesFreed: number;
+}
+
+/** The variants a model zoo names (`variantOf`). */
+export function zooVariants(models: Readonly<Record<string, ResolvedModel>>): Variant[] {
+  return Object.values(models).flatMap((m) => (m.variantOf ? [{ model: m.name, variantOf: m.variantOf.model, accuracy: m.variantOf.accuracy }] : []));
 }
 
 export interface VariantPlan {
