@@ -60,7 +60,7 @@ export async function colocateBench(args: readonly string[]): Promise<void> {
         const a = app(s, LIVE_APP);
         return [n + (a?.requests ?? 0), late + (a?.late ?? 0), dropped + (a?.dropped ?? 0)];
       }, [0, 0, 0]);
-      const framesWhileLive = (name: string): number => liveIntervals.reduce((sum, s) => sum + (app(s, name)?.framesRate ?? 0) * ((s.toMs - s.fromMs) / 1000), 0);
+      const framesIn = (intervals: readonly Stats[], name: string): number => intervals.reduce((sum, s) => sum + (app(s, name)?.framesRate ?? 0) * ((s.toMs - s.fromMs) / 1000), 0);
       // The replay's steady rate: its intervals but the first and last (start-up, the last frames).
       const replaying = stats.filter((s) => (app(s, REPLAY_APP)?.framesRate ?? 0) > 0).slice(1, -1);
       const replaySeconds = replaying.reduce((sum, s) => sum + (s.toMs - s.fromMs) / 1000, 0);
@@ -70,9 +70,9 @@ export async function colocateBench(args: readonly string[]): Promise<void> {
         liveLate,
         liveDropped,
         liveOnTime: liveRequests === 0 ? 0 : (liveRequests - liveLate - liveDropped) / liveRequests,
-        liveFps: liveSeconds === 0 ? 0 : framesWhileLive(LIVE_APP) / liveSeconds,
-        replayFpsWhileLive: liveSeconds === 0 ? 0 : framesWhileLive(REPLAY_APP) / liveSeconds,
-        replayFps: replaySeconds === 0 ? 0 : replaying.reduce((sum, s) => sum + (app(s, REPLAY_APP)?.framesRate ?? 0) * ((s.toMs - s.fromMs) / 1000), 0) / replaySeconds,
+        liveFps: liveSeconds === 0 ? 0 : framesIn(liveIntervals, LIVE_APP) / liveSeconds,
+        replayFpsWhileLive: liveSeconds === 0 ? 0 : framesIn(liveIntervals, REPLAY_APP) / liveSeconds,
+        replayFps: replaySeconds === 0 ? 0 : framesIn(replaying, REPLAY_APP) / replaySeconds,
         replayFrames: summary.sources.find((s) => s.id === replay.id)?.frames ?? 0,
         processingS: summary.processingMs / 1000,
       };
