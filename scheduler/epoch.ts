@@ -2,11 +2,12 @@ import { describeError, Topics, type Plan } from '../core/index.js';
 import { idleTimeByBackend, planIdleTime } from './delay-tolerant.js';
 import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
 import type { ModelProfile, ProfileLookup } from './profile.js';
-import { FRAMES, analyzeQuery } from './query-analysis.js';
+import { FRAMES, analyzeQuery, queryGpus } from './query-analysis.js';
 import { repack } from './repack.js';
 import { planViolations } from './plan-check.js';
 import { evenSloSplit } from '../analyzers/index.js';
-import { squishyBinPacking, type GpuNode, type PackOptions, type Session } from './squishy.js';
+import { sessionId, squishyBinPacking, type GpuNode, type PackOptions, type Session } from './squishy.js';
+import { jointSplit, type AppQuery } from './joint-split.js';
 import { downgradeToFit, type Variant } from './variants.js';
 
 /** One app's load this epoch: its model tree, the frames entering it, the fan-out measured on each edge. */
@@ -78,9 +79,6 @@ export function replanDue(sinceLastMs: number, load: number, plannedLoad: number
 
 export const edgeKey = (from: string, to: string): string => `${from}>${to}`;
 
-/** A session's id: requests for one model under one SLO, from any app, form one session. */
-export const sessionId = (model: string, sloMs: number): string => `${model}@${Math.round(sloMs)}`;
-
 /**
  * One epoch of the Nexus control plane (§6, Fig. 6), as a pure function: query analysis splits
  * each app's SLO at its measured rates, requests for the same model and SLO form one session,
@@ -93,9 +91,10 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   const rates = new Map<string, Session>();
   const topics = new Map<string, Set<string>>();
   const nodesOf = new Map<string, { app: string; node: string }[]>();
-  for (const app of input.apps) {
-    if (app.framesRate <= 0) continue;
-    const split = splitSlo(app, profileOf, options, warnings);
+  const running = input.apps.filter((app) => app.framesRate > 0);
+  const splits = jointSplit(running.map((app) => splitSlo(app, profileOf, options, warnings)), profileOf, options);
+  for (const [i, app] of running.entries()) {
+    const split = splits[i]!;
     for (const node of app.nodes) {
       const rate = split.rates[node.id] ?? 0;
       const sloMs = split.sloMs[node.id] ?? app.sloMs;
@@ -202,15 +201,16 @@ function profiled(model: string, profileOf: ProfileLookup): { latencyMs?: number
   return { latencyMs: Array.from({ length: profile.maxBatch }, (_, i) => round(profile.latency(i + 1))), overheadMs: round(profile.overheadMs) };
 }
 
-/** Query analysis at the app's measured load; the even split when it finds no feasible split. */
-function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOptions, warnings: string[]): { sloMs: Record<string, number>; rates: Record<string, number> } {
-  const edges = app.edges.map((e) => ({ ...e, gamma: app.gammas[edgeKey(e.from, e.to)] ?? 1 }));
+/** Query analysis at the app's measured load; the even split, not to be adjusted, when it finds no feasible split. */
+function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOptions, warnings: string[]): AppQuery {
+  const query = { sloMs: app.sloMs, nodes: app.nodes, edges: app.edges.map((e) => ({ ...e, gamma: app.gammas[edgeKey(e.from, e.to)] ?? 1 })) };
   try {
-    return analyzeQuery({ sloMs: app.sloMs, nodes: app.nodes, edges }, app.framesRate, profileOf, options);
+    return { query, framesRate: app.framesRate, split: analyzeQuery(query, app.framesRate, profileOf, options), adjustable: true };
   } catch (err) {
     warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
   }
-  return { sloMs: evenSloSplit(app), rates: nodeRates(app, app.framesRate) };
+  const sloMs = evenSloSplit(app);
+  return { query, framesRate: app.framesRate, split: { sloMs, rates: nodeRates(app, app.framesRate), gpus: queryGpus(query, app.framesRate, sloMs, profileOf, options) }, adjustable: false };
 }
 
 /** Each node's requests/s at `framesRate`: the frames, or γ times each parent's rate, summed over its inputs. */

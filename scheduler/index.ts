@@ -15,15 +15,16 @@ export {
   type ProfileLookup,
 } from './profile.js';
 export { batchFor, EPSILON, gpuBudgetMs, peakThroughput } from './worst-case.js';
-export { squishyBinPacking, type GpuNode, type NodeSession, type Packing, type PackOptions, type Session } from './squishy.js';
+export { sessionId, squishyBinPacking, type GpuNode, type NodeSession, type Packing, type PackOptions, type Session } from './squishy.js';
 export { countModelMoves, repack } from './repack.js';
 export { planViolations } from './plan-check.js';
 export { fewestGpus, MAX_BRUTE_FORCE_SESSIONS } from './optimal.js';
+export { jointSplit, sessionsOf, type AppQuery } from './joint-split.js';
 export { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryEdge, type QuerySpec, type QuerySplit } from './query-analysis.js';
 export { batchObliviousAllocation } from './baselines.js';
 export { evenSloSplit, type AppGraph } from '../analyzers/index.js';
 export { mergeSharedPrefixes, type PrefixFamily, type PrefixMerge } from './prefix-merge.js';
-export { edgeKey, planEpoch, replanDue, sessionId, type ReplanRule, type AppDemand, type EpochInput, type EpochOptions, type EpochPlan, type EpochState } from './epoch.js';
+export { edgeKey, planEpoch, replanDue, type ReplanRule, type AppDemand, type EpochInput, type EpochOptions, type EpochPlan, type EpochState } from './epoch.js';
 export { appDemands, createEpochService, type EpochServiceOptions, type EpochServiceStatus } from './epoch-service.js';
 export {
   arrivalStream,

@@ -32,6 +32,13 @@ export interface QueryAnalysisOptions {
   epsilonMs: number;
   /** @defaultValue Infinity */
   deviceMemoryMB?: number;
+  /**
+   * Bounds on some nodes' budgets, ms, by node id: the DP gives such a node only a multiple of ε
+   * within them (the joint split pins a shared model to the budget other apps give it).
+   */
+  bounds?: Readonly<Record<string, { minMs?: number; maxMs?: number }>>;
+  /** Every node gets at least this budget, ms. @defaultValue one ε */
+  minStageMs?: number;
 }
 
 export interface QuerySplit {
@@ -168,7 +175,7 @@ export function queryGpus(
   }, 0);
 }
 
-/** c_u(k) for k = 0..steps: R_u / T_u(k·ε) GPUs; infinite when no batch meets k·ε, free without requests. */
+/** c_u(k) for k = 0..steps: R_u / T_u(k·ε) GPUs; infinite when no batch meets k·ε or k·ε is out of the node's bounds, free without requests. */
 function nodeCosts(
   query: QuerySpec,
   rates: ReadonlyMap<string, number>,
@@ -181,7 +188,10 @@ function nodeCosts(
       const profile = profileOf(node.model);
       const rate = rates.get(node.id) ?? 0;
       const c = new Float64Array(steps + 1).fill(Infinity);
-      for (let k = 1; k <= steps; k++) {
+      const bound = options.bounds?.[node.id];
+      const lowest = Math.max(1, Math.ceil(Math.max(options.minStageMs ?? 0, bound?.minMs ?? 0) / options.epsilonMs - 1e-9));
+      const highest = Math.min(steps, Math.floor((bound?.maxMs ?? Infinity) / options.epsilonMs + 1e-9));
+      for (let k = lowest; k <= highest; k++) {
         const peak = peakThroughput(profile, k * options.epsilonMs, options.deviceMemoryMB ?? Infinity);
         if (rate === 0) c[k] = 0;
         else if (peak) c[k] = rate / peak.throughput;

@@ -17,6 +17,9 @@ export interface Session {
   rate: number;
 }
 
+/** A session's id: requests for one model under one SLO, from any app, form one session. */
+export const sessionId = (model: string, sloMs: number): string => `${model}@${Math.round(sloMs)}`;
+
 /** A session on a node: `rate` is the share of the session's rate this node serves. */
 export interface NodeSession extends Session {
   batch: number;

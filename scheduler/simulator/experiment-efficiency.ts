@@ -1,6 +1,7 @@
 import type { ModelProfile } from '../profile.js';
-import { analyzeQuery, FRAMES, type QuerySpec } from '../query-analysis.js';
-import { squishyBinPacking, type Session } from '../squishy.js';
+import { jointSplit, sessionsOf } from '../joint-split.js';
+import { analyzeQuery, FRAMES, type QuerySpec, type QuerySplit } from '../query-analysis.js';
+import { squishyBinPacking } from '../squishy.js';
 import type { SimSession } from './engine.js';
 import { paperProfiles, type PaperModel } from './paper-profiles.js';
 import { simulatePlan } from './workload.js';
@@ -22,7 +23,8 @@ import { simulatePlan } from './workload.js';
  * the paper-profiled model closest in kind (detectors SSD; small recognizers of text or digits
  * VGG-7 and LeNet-5; larger recognizers ResNet-50, Inception-v4, VGG-Face, GoogleNet-car), with
  * the stage count of its QA-k, and the SLO is traffic's 400 ms. Every SLO is split by query
- * analysis (ε = 10 ms). Each app is a seventh of the load, and the whole is scaled so that the
+ * analysis (ε = 10 ms), then across apps as a deployment's epoch does (`jointSplit`). Each app
+ * is a seventh of the load, and the whole is scaled so that the
  * bound is 9.8 GPUs, the size of the paper's workload. Uniform arrivals (the paper's, for this
  * test); 20 simulated seconds.
  */
@@ -31,7 +33,7 @@ const DURATION_MS = 20_000;
 const ANALYSIS_SLO_MS = 400;
 
 /** An app: its SLO, its stages (node → model) and its edges (parent, child, γ). */
-interface App {
+export interface App {
   name: string;
   sloMs: number;
   nodes: Record<string, PaperModel>;
@@ -78,60 +80,69 @@ export interface EfficiencyFigures {
   efficiency: number;
   lowerBoundGpus: number;
   gpus: number;
+  /** GPUs when each app's SLO is split alone (Nexus §6.2), packed the same way. */
+  perAppGpus: number;
+  /**
+   * Σ R/T(L) at each app's own split: the fewest GPU-equivalents any split needs, since no
+   * GPU serves a session faster than T at its budget (2ℓ(b) ≤ L), and the DP minimises that sum.
+   * Whole GPUs can do no better than its ceiling.
+   */
+  splitFloorGpus: number;
   sessions: number;
   badRate: number;
   /** Each app's split of its SLO, ms per node. */
   splitMs: Record<string, Record<string, number>>;
 }
 
-export function efficiencyVsLowerBound(seed = 1): EfficiencyFigures {
-  const perFrame = SEVEN_APPS.map((app) => appSessions(app));
-  // Frames/s per app so that each app's bound is a seventh of the total.
-  const simulated = perFrame.flatMap(({ app, sessions }) => {
-    const frames = LOWER_BOUND_GPUS / SEVEN_APPS.length / lowerBound(sessions);
-    return simulatedSessions(app, sessions, frames);
-  });
+/** The plan for `apps` (the paper's seven by default), its SLOs split jointly across apps (joint-split.ts). */
+export function efficiencyVsLowerBound(seed = 1, apps: readonly App[] = SEVEN_APPS): EfficiencyFigures {
+  const queries = apps.map(queryOf);
+  // Frames/s per app so that each app's bound is an equal share of the total (the bound needs no split).
+  const frames = queries.map((query) => LOWER_BOUND_GPUS / apps.length / lowerBound(analyzeQuery(query, 1, paperProfiles, ANALYSIS).rates, query));
+  const own = queries.map((query, i) => ({ query, framesRate: frames[i]!, split: analyzeQuery(query, frames[i]!, paperProfiles, ANALYSIS), adjustable: true }));
+  const splits = jointSplit(own, paperProfiles, ANALYSIS);
+  const simulated = apps.flatMap((app, i) => simulatedSessions(app, splits[i]!, frames[i]!));
   // As a deployment's epoch does: requests for one model under one SLO, from any app, are one session.
   const merged = mergeByModelAndSlo(simulated);
   const sessions = merged.map(({ id, model, sloMs, rate }) => ({ id, model, sloMs, rate }));
   const packing = squishyBinPacking(sessions, paperProfiles);
   const result = simulatePlan(merged, packing.nodes, paperProfiles, { durationMs: DURATION_MS, seed });
-  const bound = lowerBound(sessions);
   return {
-    efficiency: bound / packing.nodes.length,
-    lowerBoundGpus: bound,
+    efficiency: LOWER_BOUND_GPUS / packing.nodes.length,
+    lowerBoundGpus: LOWER_BOUND_GPUS,
     gpus: packing.nodes.length,
+    perAppGpus: squishyBinPacking(sessionsOf(own), paperProfiles).nodes.length,
+    splitFloorGpus: own.reduce((sum, app) => sum + app.split.gpus, 0),
     sessions: sessions.length,
     badRate: result.badRate,
-    splitMs: Object.fromEntries(perFrame.map(({ app, split }) => [app.name, split])),
+    splitMs: Object.fromEntries(apps.map((app, i) => [app.name, splits[i]!.sloMs])),
   };
 }
 
+const ANALYSIS = { epsilonMs: 10 };
+
 const sessionId = (app: App, node: string): string => `${app.name}-${node}`;
 
-/** The app's sessions at one frame per second, each node's SLO from query analysis. */
-function appSessions(app: App): { app: App; sessions: Session[]; split: Record<string, number> } {
-  const query: QuerySpec = {
+function queryOf(app: App): QuerySpec {
+  return {
     sloMs: app.sloMs,
     nodes: Object.entries(app.nodes).map(([id, model]) => ({ id, model })),
     edges: app.edges.map(([from, to, gamma]) => ({ from, to, gamma })),
   };
-  const split = analyzeQuery(query, 1, paperProfiles, { epsilonMs: 10 });
-  const sessions = Object.entries(app.nodes).map(([id, model]) => ({ id: sessionId(app, id), model, sloMs: split.sloMs[id] ?? 0, rate: split.rates[id] ?? 0 }));
-  return { app, sessions, split: split.sloMs };
 }
 
 type RatedSimSession = SimSession & { rate: number };
 
-/** The simulator's sessions at `frames` frames/s: nodes fed by frames get uniform arrivals, the rest their parents' requests times γ. */
-function simulatedSessions(app: App, sessions: readonly Session[], frames: number): RatedSimSession[] {
-  return sessions.map((session) => {
-    const node = Object.keys(app.nodes).find((id) => sessionId(app, id) === session.id)!;
+/** The simulator's sessions at `frames` frames/s under the app's split: nodes fed by frames get uniform arrivals, the rest their parents' requests times γ. */
+function simulatedSessions(app: App, split: QuerySplit, frames: number): RatedSimSession[] {
+  return Object.entries(app.nodes).map(([node, model]) => {
     const root = app.edges.find(([from, to]) => from === FRAMES && to === node);
     const children = app.edges.filter(([from]) => from === node).map(([, to, gamma]) => ({ session: sessionId(app, to), gamma }));
     return {
-      ...session,
-      rate: session.rate * frames,
+      id: sessionId(app, node),
+      model,
+      sloMs: split.sloMs[node] ?? 0,
+      rate: split.rates[node] ?? 0,
       ...(root ? { arrivals: { kind: 'uniform', rate: frames * root[2] } as const } : {}),
       ...(children.length > 0 ? { children } : {}),
     };
@@ -143,7 +154,7 @@ function simulatedSessions(app: App, sessions: readonly Session[], frames: numbe
  * member's children stay, their γ weighted by the member's share of the merged rate.
  */
 function mergeByModelAndSlo(sessions: readonly RatedSimSession[]): RatedSimSession[] {
-  const idOf = (s: Session): string => `${s.model}@${s.sloMs}`;
+  const idOf = (s: RatedSimSession): string => `${s.model}@${s.sloMs}`;
   const mergedId = new Map(sessions.map((s) => [s.id, idOf(s)]));
   const groups = new Map<string, RatedSimSession[]>();
   for (const s of sessions) groups.set(idOf(s), [...(groups.get(idOf(s)) ?? []), s]);
@@ -165,9 +176,9 @@ function mergeByModelAndSlo(sessions: readonly RatedSimSession[]): RatedSimSessi
   });
 }
 
-/** Σ R/T_max: GPUs if every session ran back to back at its model's best batch. */
-function lowerBound(sessions: readonly Session[]): number {
-  return sessions.reduce((sum, s) => sum + s.rate / bestThroughput(paperProfiles(s.model)), 0);
+/** Σ R/T_max: GPUs if every node ran back to back at its model's best batch. */
+function lowerBound(rates: Readonly<Record<string, number>>, query: QuerySpec): number {
+  return query.nodes.reduce((sum, node) => sum + (rates[node.id] ?? 0) / bestThroughput(paperProfiles(node.model)), 0);
 }
 
 function bestThroughput(profile: ModelProfile): number {
