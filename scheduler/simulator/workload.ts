@@ -39,8 +39,12 @@ export function simulatePlan(
 /**
  * Squishy packing on a fixed cluster of `gpus`: the plan for the load while it fits; beyond,
  * the plan for the largest load found to fit (bisection over the scale, up to 1), over which
- * the whole load is routed. That is what the Nexus code does when it runs out of backends: the
- * excess stays unassigned and frontends keep routing by the planned weights.
+ * the whole load is routed, as the Nexus code does when it runs out of backends (the excess stays
+ * unassigned and frontends keep routing by the planned weights). *Ours:* the plan's batches grow
+ * with the load routed over it, each up to B, the largest its SLO allows. Left at the sizes
+ * fitted for the smaller load, they cap what early drop can take from a longer queue, and a
+ * cluster that could serve more drops it: squishy then fell below batch-oblivious on one model
+ * at mixed SLOs (Fig. 16 (a), (b): 0.958 and 0.980), whose plan runs every session at B.
  */
 export function squishyOnCluster(sessionsAt: (scale: number) => Session[], gpus: number, profileOf: ProfileLookup): (scale: number) => GpuNode[] {
   const plan = (scale: number): GpuNode[] => squishyBinPacking(sessionsAt(scale), profileOf).nodes;
@@ -53,6 +57,18 @@ export function squishyOnCluster(sessionsAt: (scale: number) => Session[], gpus:
   const largest = plan(low);
   return (scale) => {
     const nodes = plan(scale);
-    return nodes.length <= gpus ? nodes : largest;
+    if (nodes.length <= gpus) return nodes;
+    return low === 0 ? largest : carrying(largest, scale / low, profileOf);
   };
+}
+
+/** The nodes carrying `factor` times the load they were planned for, each session's batch grown in proportion up to its B. */
+function carrying(nodes: readonly GpuNode[], factor: number, profileOf: ProfileLookup): GpuNode[] {
+  return nodes.map((node) => ({
+    ...node,
+    sessions: node.sessions.map((s) => {
+      const largestBatch = peakThroughput(profileOf(s.model), s.sloMs, Infinity)?.batch ?? s.batch;
+      return { ...s, rate: s.rate * factor, batch: Math.max(s.batch, Math.min(largestBatch, Math.ceil(s.batch * factor))) };
+    }),
+  }));
 }
