@@ -171,17 +171,19 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
  * The paper has only the asymmetric loss; this sets the trade-off where the filter needs it, on
  * the split that measures it, so H and A are somewhat optimistic.
  */
+const THRESHOLDS = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99];
+
 export function calibrate(
   answers: readonly { hit: number; right: boolean }[],
   target: number,
-  { minHits = 10, fallback = 0.5 }: { minHits?: number; fallback?: number } = {},
+  { minHits = 10, fallback = 0.5, thresholds = THRESHOLDS }: { minHits?: number; fallback?: number; thresholds?: readonly number[] } = {},
 ): { threshold: number; hitRate: number; accuracy: number } {
   const at = (threshold: number) => {
     const hits = answers.filter((a) => a.hit >= threshold);
     // No hits: no precision to speak of; it never passes the filter.
     return { threshold, hits: hits.length, hitRate: hits.length / Math.max(1, answers.length), accuracy: hits.length > 0 ? hits.filter((a) => a.right).length / hits.length : 0 };
   };
-  for (const threshold of [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99]) {
+  for (const threshold of thresholds) {
     const { hits, ...measured } = at(threshold);
     if (hits >= minHits && measured.accuracy >= target) return measured;
   }

@@ -7,11 +7,12 @@
 // answer); the node's one selector is trained online on its streams' frames (every frame the
 // model runs on labels its pairs with the stream's frames before it, and a share of the hits is
 // run anyway to check them); a retrained selector, with its threshold calibrated to the accuracy
-// target, swaps in whole.
+// target, swaps in whole. A node starts from a selector learned on other footage where the model
+// ships one for its layer and grid (`frame-prior.ts`).
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { seededRandom, type CacheConfig } from '../../core/index.js';
+import { ErrorCode, PanoptesError, seededRandom, type CacheConfig } from '../../core/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { HeadJob, TrainedHead } from '../training/index.js';
 import { calibrate } from './explore.js';
@@ -34,6 +35,8 @@ export interface FrameCacheOptions<Answer> {
   /** Whether two frames' answers agree (a hit is right when they do). */
   same(a: Answer, b: Answer): boolean;
   seed?: number;
+  /** A selector learned on other footage (`frame-prior.ts`) for this tensor and grid: it serves from the first frames. */
+  prior?: FittedSelector;
 }
 
 /** How one row left the model. */
@@ -76,6 +79,8 @@ export interface FrameCache<Answer> {
   /** Each row's final answer, in the order `run` gave the exits: labels the pairs, and retrains when due. */
   learn(exits: readonly FrameExit[], answers: readonly Answer[]): void;
   stats(): FrameCacheStats[];
+  /** The labelled pairs in the window now (`npm run frame-cache-prior` learns the shipped prior from them). */
+  pairs(): FramePairs;
   close(): Promise<void>;
 }
 
@@ -100,6 +105,53 @@ interface Selector {
   threshold: number;
   expectedHitRate: number;
   expectedAccuracy: number;
+  /** Learned on other footage (`frame-prior.ts`). */
+  prior?: boolean;
+}
+
+/** Labelled pairs: per pair `featureCount` features (how a frame's feature map changed since an earlier one), and whether their objects were the same. */
+export interface FramePairs {
+  featureCount: number;
+  features: Float32Array;
+  same: boolean[];
+}
+
+/** A selector's weights, and its threshold calibrated on held-out pairs (∞ where it cannot vouch for its hits). */
+export interface FittedSelector {
+  weights: Float32Array;
+  bias: Float32Array;
+  threshold: number;
+  expectedHitRate: number;
+  expectedAccuracy: number;
+}
+
+/**
+ * A selector trained on labelled pairs: every fourth measures it, the rest train it; its threshold
+ * is the lowest at which its held-out hits reach the accuracy target (∞ where none does).
+ */
+export async function fitFrameSelector(
+  samples: readonly { features: Float32Array; same: boolean }[],
+  featureCount: number,
+  config: Pick<FrameCacheConfig, 'accuracyTarget' | 'falsePositiveWeight'>,
+  train: (job: HeadJob) => Promise<TrainedHead>,
+  seed: number,
+  thresholds?: readonly number[],
+): Promise<FittedSelector> {
+  const heldOut = samples.filter((_, i) => i % 4 === 3);
+  const training = samples.filter((_, i) => i % 4 !== 3);
+  const trained = await train({
+    features: concat(training.map((p) => p.features)),
+    featureCount,
+    labels: Int32Array.from(training, (p) => (p.same ? 1 : 0)),
+    classes: 2,
+    classWeights: [config.falsePositiveWeight, 1],
+    evaluate: concat(heldOut.map((p) => p.features)),
+    seed,
+  });
+  const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
+  const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity, ...(thresholds ? { thresholds } : {}) });
+  const vouched = calibrated.accuracy >= config.accuracyTarget;
+  return { weights: trained.weights, bias: trained.bias, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
 }
 
 interface Stream<Answer> {
@@ -195,30 +247,18 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
   const retrain = async (): Promise<void> => {
     const l = learning;
     l.newSamples = 0;
-    const samples = [...l.samples];
-    // Every fourth pair measures the selector; the rest train it.
-    const heldOut = samples.filter((_, i) => i % 4 === 3);
-    const training = samples.filter((_, i) => i % 4 !== 3);
     const started = performance.now();
-    const trained = await options.train({
-      features: concat(training.map((p) => p.features)),
-      featureCount,
-      labels: Int32Array.from(training, (p) => (p.same ? 1 : 0)),
-      classes: 2,
-      classWeights: [config.falsePositiveWeight, 1],
-      evaluate: concat(heldOut.map((p) => p.features)),
-      seed: l.stats.retrains + 1,
-    });
-    const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
-    const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity });
-    const model = await loadSelector(trained.weights, trained.bias);
-    // A selector that cannot reach the target on enough hits never answers (threshold ∞).
-    const vouched = calibrated.accuracy >= config.accuracyTarget;
-    const swappedOut = l.selector?.model;
-    l.selector = { model, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
-    // Swapped first: no lookup picks the old one while it is disposed.
-    await leases.retire(swappedOut);
-    l.checks = [];
+    const fitted = await fitFrameSelector([...l.samples], featureCount, config, options.train, l.stats.retrains + 1);
+    const model = await loadSelector(fitted.weights, fitted.bias);
+    const swappedOut = l.selector;
+    // The prior serves on until the node's own pairs vouch for a selector (or checks take it out).
+    if (swappedOut?.prior && swappedOut.threshold !== Infinity && fitted.threshold === Infinity) await model.dispose();
+    else {
+      l.selector = { model, threshold: fitted.threshold, expectedHitRate: fitted.expectedHitRate, expectedAccuracy: fitted.expectedAccuracy };
+      // Swapped first: no lookup picks the old one while it is disposed.
+      await leases.retire(swappedOut?.model);
+      l.checks = [];
+    }
     l.stats.retrains += 1;
     l.stats.retrainMs += performance.now() - started;
   };
@@ -238,6 +278,14 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       .finally(() => (l.training = undefined));
   };
 
+  /** The prior's selector serves until the node's own pairs vouch for one. */
+  const startFrom = async (prior: FittedSelector): Promise<void> => {
+    if (prior.weights.length !== featureCount * 2) {
+      throw new PanoptesError(ErrorCode.ModelLoad, `${options.model.name}: the frame cache's prior reads ${prior.weights.length / 2} features, ${layer} gives ${featureCount}`);
+    }
+    learning.selector = { model: await loadSelector(prior.weights, prior.bias), threshold: prior.threshold, expectedHitRate: prior.expectedHitRate, expectedAccuracy: prior.expectedAccuracy, prior: true };
+  };
+
   return {
     layer,
     variant,
@@ -253,6 +301,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         pooledSize = grid.channels * grid.height * grid.width;
         featureCount = 2 * channels;
         untrained = await loadSelector(new Float32Array(featureCount * 2), new Float32Array(2));
+        if (options.prior) await startFrom(options.prior);
       }
       const size = rowSize();
       const all = hidden.data as Float32Array;
@@ -377,6 +426,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         expectedHitRate: learning.selector?.expectedHitRate ?? 0,
         expectedAccuracy: learning.selector?.expectedAccuracy ?? 0,
       })),
+
+    pairs: () => ({ featureCount, features: concat(learning.samples.map((p) => p.features)), same: learning.samples.map((p) => p.same) }),
 
     async close() {
       await learning.training;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { cacheSchema, ErrorCode, PanoptesError, type CacheConfig, type CacheExit, type Detection, type ResolvedModel } from '../../core/index.js';
-import { createFrameCache, pick, type FrameCache, type FrameExit } from '../cache/index.js';
+import { concat, createFrameCache, framePriorFile, pick, readFramePrior, type FrameCache, type FrameExit } from '../cache/index.js';
 import { blockOutputs, firstInputDims, readOnnxModel } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
@@ -51,7 +51,19 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
     const id = JSON.stringify(config);
     let cache = caches.get(id);
     if (!cache) {
-      cache = createFrameCache<Detection[]>({ runtime, model: spec, layer: candidateLayers[config.layer]!, config, train: async (job) => (trainer ??= createHeadTrainer()).train(job), same: (a, b) => sameObjects(a, b) });
+      const layer = candidateLayers[config.layer]!;
+      cache = (config.prior ? readFramePrior(framePriorFile(spec.file)) : Promise.resolve(undefined)).then((prior) =>
+        createFrameCache<Detection[]>({
+          runtime,
+          model: spec,
+          layer,
+          config,
+          train: async (job) => (trainer ??= createHeadTrainer()).train(job),
+          same: (a, b) => sameObjects(a, b),
+          // Pairs learned through another tensor, grid or input size describe other features.
+          ...(prior && prior.tensor === layer && prior.grid === config.grid && prior.inputSize === inputSize ? { prior } : {}),
+        }),
+      );
       caches.set(id, cache);
       cache.then(
         (loaded) => loadedCaches.push(loaded),
@@ -141,6 +153,10 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
       return outputsOf;
     },
     cacheStats: () => loadedCaches.flatMap((c) => c.stats()),
+    framePairs: () => {
+      const all = loadedCaches.map((c) => c.pairs());
+      return { featureCount: all[0]?.featureCount ?? 0, features: concat(all.map((p) => p.features)), same: all.flatMap((p) => p.same) };
+    },
     // In stages, a node's `cache:` does not apply: the deployment refuses the two together.
     stageable: {
       runtime,

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
-import type { FrameCacheStats } from '../cache/index.js';
+import type { FrameCacheStats, FramePairs } from '../cache/index.js';
 import type { ImageInput, RgbImage } from '../image/index.js';
 import type { NamedTensors, TensorData } from '../runtime/index.js';
 import { loadStagedModel, type Stageable, type StagedModel } from './staged.js';
@@ -33,6 +33,8 @@ export interface ModelRunner<Params = unknown> {
   run(images: readonly ImageInput[], params: readonly Params[]): Promise<NodeOutput[]>;
   /** Its learned caches' figures per stream, where it has any. */
   cacheStats?(): FrameCacheStats[];
+  /** The labelled pairs its frame caches hold now, all of them together (`npm run frame-cache-prior` ships them as a prior). */
+  framePairs?(): FramePairs;
   /** The model cut into `stages` for group-wise execution (staged.ts), where the runner allows it; one cut per runner, the first call's. */
   staged?(stages: number): Promise<StagedModel>;
   dispose(): Promise<void>;
@@ -58,6 +60,7 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
   execute(prepared: P): Promise<E>;
   finish(executed: E): NodeOutput[];
   cacheStats?(): FrameCacheStats[];
+  framePairs?(): FramePairs;
   /** Where `execute` is one plain run of the model file: its feeds and what it returns, so the model can run in stages. */
   stageable?: Pick<Stageable<P, E>, 'runtime' | 'model' | 'feeds' | 'kept' | 'executed'>;
   dispose(): Promise<void>;
@@ -75,6 +78,7 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
     finish,
     run: async (images, params) => finish(await execute(await runner.prepare(images, params))),
     ...(runner.cacheStats ? { cacheStats: runner.cacheStats } : {}),
+    ...(runner.framePairs ? { framePairs: runner.framePairs } : {}),
     ...(stageable ? { staged: (stages: number) => (staged ??= loadStagedModel(stages, { ...stageable, finish: runner.finish, blank: async () => runner.prepare([blankImage()], [runner.parseParams({})]) })) } : {}),
     async dispose() {
       try {

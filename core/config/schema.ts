@@ -200,6 +200,11 @@ export const cacheSchema = z.strictObject({
   minPairs: z.number().int().min(10).max(100_000).default(60),
   /** w_FP: a wrong hit's weight in the selector's loss against a missed one's. */
   falsePositiveWeight: z.number().positive().max(1000).default(4),
+  /**
+   * Start from pairs learned on other footage, shipped beside the model for its default layer and
+   * grid (`models/centernet.frame-cache-prior.json`), instead of from nothing.
+   */
+  prior: z.boolean().default(true),
 });
 
 export const appNodeSchema = z.strictObject({

@@ -328,7 +328,7 @@ describe('loadModelZoo and loadApp', () => {
       });
     const good = app({ cache: {} });
     expect(checkAppGraph(good, zoo)).toEqual([]);
-    expect(good.nodes[0]!.cache).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4 });
+    expect(good.nodes[0]!.cache).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4, prior: true });
     const issues = checkAppGraph(app({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } }), zoo);
     expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
       'nodes[1].cache: node "kind" runs efficientnet-lite2; learned caches in apps run on object detectors (centernet) for now',
