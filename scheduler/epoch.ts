@@ -2,7 +2,7 @@ import { describeError, Topics, type Plan } from '../core/index.js';
 import { idleTimeByBackend, planIdleTime } from './delay-tolerant.js';
 import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
 import type { ModelProfile, ProfileLookup } from './profile.js';
-import { FRAMES, analyzeQuery, queryGpus } from './query-analysis.js';
+import { FRAMES, analyzeQuery } from './query-analysis.js';
 import { repack } from './repack.js';
 import { planViolations } from './plan-check.js';
 import { evenSloSplit } from '../analyzers/index.js';
@@ -39,6 +39,8 @@ export interface EpochState {
   nodes: readonly GpuNode[];
   /** Which backend runs each node, by node id. */
   backendOf: Readonly<Record<string, string>>;
+  /** Each app's split of its SLO, ms by node: the next epoch stays with it while no GPU is saved. */
+  splits?: Readonly<Record<string, Readonly<Record<string, number>>>>;
 }
 
 export interface EpochOptions extends PackOptions {
@@ -92,7 +94,11 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   const topics = new Map<string, Set<string>>();
   const nodesOf = new Map<string, { app: string; node: string }[]>();
   const running = input.apps.filter((app) => app.framesRate > 0);
-  const splits = jointSplit(running.map((app) => splitSlo(app, profileOf, options, warnings)), profileOf, options);
+  const splits = jointSplit(
+    running.map((app) => ({ ...splitSlo(app, profileOf, options, warnings), ...(input.previous?.splits?.[app.app] ? { previous: input.previous.splits[app.app] } : {}) })),
+    profileOf,
+    options,
+  );
   for (const [i, app] of running.entries()) {
     const split = splits[i]!;
     for (const node of app.nodes) {
@@ -178,7 +184,7 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   const tolerant = delayTolerantDemands(input.apps);
   if (tolerant.length > 0) plan.delayTolerant = planIdleTime(idleTimeByBackend(placed, backendOf, input.backends, profileOf), tolerant, profileOf, options.deviceMemoryMB);
   if (warnings.length > 0) plan.warnings = [...warnings];
-  return { plan, state: { nodes: packing.nodes, backendOf }, warnings };
+  return { plan, state: { nodes: packing.nodes, backendOf, splits: Object.fromEntries(running.map((app, i) => [app.app, splits[i]!.sloMs])) }, warnings };
 }
 
 /** A model's profile; undefined where none was measured (the lookup throws for those). */
@@ -201,16 +207,21 @@ function profiled(model: string, profileOf: ProfileLookup): { latencyMs?: number
   return { latencyMs: Array.from({ length: profile.maxBatch }, (_, i) => round(profile.latency(i + 1))), overheadMs: round(profile.overheadMs) };
 }
 
-/** Query analysis at the app's measured load; the even split, not to be adjusted, when it finds no feasible split. */
+/**
+ * Query analysis at the app's measured load; the even split, not to be adjusted, when it finds no
+ * feasible split. An app with fan-in is not adjusted across apps either: its DP enumerates start
+ * times, and the search would run it dozens of times.
+ */
 function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOptions, warnings: string[]): AppQuery {
   const query = { sloMs: app.sloMs, nodes: app.nodes, edges: app.edges.map((e) => ({ ...e, gamma: app.gammas[edgeKey(e.from, e.to)] ?? 1 })) };
+  const fanIn = app.nodes.some((n) => new Set(app.edges.filter((e) => e.to === n.id).map((e) => e.from)).size > 1);
   try {
-    return { query, framesRate: app.framesRate, split: analyzeQuery(query, app.framesRate, profileOf, options), adjustable: true };
+    return { query, framesRate: app.framesRate, split: analyzeQuery(query, app.framesRate, profileOf, options), adjustable: !fanIn };
   } catch (err) {
     warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
   }
-  const sloMs = evenSloSplit(app);
-  return { query, framesRate: app.framesRate, split: { sloMs, rates: nodeRates(app, app.framesRate), gpus: queryGpus(query, app.framesRate, sloMs, profileOf, options) }, adjustable: false };
+  // Not priced: the analysis, which prices splits, failed.
+  return { query, framesRate: app.framesRate, split: { sloMs: evenSloSplit(app), rates: nodeRates(app, app.framesRate), gpus: NaN }, adjustable: false };
 }
 
 /** Each node's requests/s at `framesRate`: the frames, or γ times each parent's rate, summed over its inputs. */

@@ -1,5 +1,5 @@
 import type { ProfileLookup } from './profile.js';
-import { analyzeQuery, type QueryAnalysisOptions, type QuerySpec, type QuerySplit } from './query-analysis.js';
+import { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QuerySpec, type QuerySplit } from './query-analysis.js';
 import { sessionId, squishyBinPacking, type PackOptions, type Session } from './squishy.js';
 
 /**
@@ -22,8 +22,10 @@ export interface AppQuery {
   framesRate: number;
   /** The app's own split (its DP, or the even split it fell back to). */
   split: QuerySplit;
-  /** Whether the descent may change the split: false for an app whose DP failed. */
+  /** Whether the search may change the split: not for an app whose DP failed, nor one whose DP is costly (fan-in). */
   adjustable: boolean;
+  /** The budgets the last plan gave the app's nodes, ms: kept while the search saves no GPU on them (plans do not flip on noise). */
+  previous?: Readonly<Record<string, number>>;
 }
 
 export type JointSplitOptions = QueryAnalysisOptions & PackOptions;
@@ -54,44 +56,87 @@ export function sessionsOf(apps: readonly { query: QuerySpec; split: QuerySplit 
 }
 
 /**
- * The splits with fewest GPUs found, `apps[i]`'s at index i: the apps' own splits unless the
- * descent found splits that need fewer GPUs (so a plan changes only for a GPU saved).
+ * The splits with fewest GPUs found, `apps[i]`'s at index i. The search starts from the last
+ * plan's splits where they still fit and need no more GPUs than the apps' own, else from the
+ * apps' own, and its result is taken only where it saves a GPU on its start: a plan changes for a
+ * GPU saved, not for noise in the rates.
  */
 export function jointSplit(apps: readonly AppQuery[], profileOf: ProfileLookup, options: JointSplitOptions): QuerySplit[] {
-  const splits = apps.map((a) => a.split);
   let work = 0;
-  const score = (): Score => {
+  const score = (splits: readonly QuerySplit[]): Score => {
     const sessions = sessionsOf(apps.map((a, i) => ({ query: a.query, split: splits[i]! })));
     work += sessions.length;
     const packing = squishyBinPacking(sessions, profileOf, options);
     const occupancy = packing.nodes.map((node) => node.sessions.reduce((busy, s) => busy + profileOf(s.model).latency(s.batch), 0) / node.dutyCycleMs);
     return { gpus: packing.nodes.length + UNSCHEDULABLE_GPUS * packing.unschedulable.length, packed: occupancy.reduce((sum, o) => sum + o * o, 0) };
   };
-  const own = score();
-  let best = own;
+  const own = apps.map((a) => a.split);
+  const kept = apps.map((a) => (a.adjustable && a.previous && stillFits(a, a.previous, profileOf, options) ? { ...a.split, sloMs: { ...a.previous } } : a.split));
+  const ownScore = score(own);
+  const keptScore = kept.some((k, i) => k !== own[i]) ? score(kept) : ownScore;
+  const [start, startScore] = keptScore.gpus <= ownScore.gpus ? [kept, keptScore] : [own, ownScore];
+
+  const splits = [...start];
+  const analyze = memoized(apps, profileOf, options);
+  let best = startScore;
   for (let round = 0; round < MAX_ROUNDS; round++) {
     let improved = false;
-    for (const move of moves(apps, splits, profileOf, options)) {
+    for (const move of moves(apps, splits, analyze, options)) {
       if (work > MAX_WORK) break;
-      const kept = new Map([...move.keys()].map((i) => [i, splits[i]!]));
+      const before = new Map([...move.keys()].map((i) => [i, splits[i]!]));
       for (const [i, split] of move) splits[i] = split;
-      const s = score();
+      const s = score(splits);
       if (better(s, best)) [best, improved] = [s, true];
-      else for (const [i, split] of kept) splits[i] = split;
+      else for (const [i, split] of before) splits[i] = split;
     }
     if (!improved || work > MAX_WORK) break;
   }
-  return best.gpus < own.gpus ? splits : apps.map((a) => a.split);
+  return best.gpus < startScore.gpus ? splits : start;
+}
+
+/** Whether a split the last plan used still fits the app: the same nodes, a batch within every budget, every path within the SLO. */
+function stillFits(app: AppQuery, sloMs: Readonly<Record<string, number>>, profileOf: ProfileLookup, options: JointSplitOptions): boolean {
+  const { query } = app;
+  if (query.nodes.length !== Object.keys(sloMs).length || query.nodes.some((n) => !(sloMs[n.id]! > 0))) return false;
+  const ends = new Map<string, number>();
+  const endOf = (node: string): number => {
+    let end = ends.get(node);
+    if (end === undefined) {
+      const parents = query.edges.filter((e) => e.to === node && e.from !== FRAMES).map((e) => e.from);
+      end = Math.max(0, ...parents.map(endOf)) + sloMs[node]!;
+      ends.set(node, end);
+    }
+    return end;
+  };
+  return query.nodes.every((n) => endOf(n.id) <= query.sloMs + 1e-9) && Number.isFinite(queryGpus(query, app.framesRate, sloMs, profileOf, options));
+}
+
+type Analyze = (index: number, constraints: Pick<QueryAnalysisOptions, 'bounds' | 'minStageMs'>) => QuerySplit | undefined;
+
+/** The app's DP under constraints, each combination run once over the whole search; undefined where no split meets them. */
+function memoized(apps: readonly AppQuery[], profileOf: ProfileLookup, options: JointSplitOptions): Analyze {
+  const done = new Map<string, QuerySplit | undefined>();
+  return (index, constraints) => {
+    const key = `${index}|${JSON.stringify(constraints)}`;
+    if (!done.has(key)) {
+      try {
+        done.set(key, analyzeQuery(apps[index]!.query, apps[index]!.framesRate, profileOf, { ...options, ...constraints }));
+      } catch {
+        done.set(key, undefined);
+      }
+    }
+    return done.get(key);
+  };
 }
 
 /** Moves, each new splits for some apps: every shared model aligned at each budget some app gives it, then each app's own candidates. */
-function* moves(apps: readonly AppQuery[], splits: readonly QuerySplit[], profileOf: ProfileLookup, options: JointSplitOptions): Generator<Map<number, QuerySplit>> {
+function* moves(apps: readonly AppQuery[], splits: readonly QuerySplit[], analyze: Analyze, options: JointSplitOptions): Generator<Map<number, QuerySplit>> {
   for (const [model, budgets] of budgetsByModel(apps, splits)) {
     if (budgets.size < 2) continue;
     for (const ms of budgets) {
       const move = new Map<number, QuerySplit>();
       apps.forEach((app, i) => {
-        const pinned = app.adjustable && app.query.nodes.some((n) => n.model === model && splits[i]!.sloMs[n.id] !== ms) ? tryAnalyze(app, profileOf, { ...options, bounds: pin(app.query, model, ms) }) : undefined;
+        const pinned = app.adjustable && app.query.nodes.some((n) => n.model === model && splits[i]!.sloMs[n.id] !== ms) ? analyze(i, { bounds: pin(app.query, model, ms) }) : undefined;
         if (pinned) move.set(i, pinned);
       });
       if (move.size > 0) yield move;
@@ -99,7 +144,7 @@ function* moves(apps: readonly AppQuery[], splits: readonly QuerySplit[], profil
   }
   for (const [i, app] of apps.entries()) {
     if (!app.adjustable) continue;
-    for (const candidate of candidates(apps, i, splits, profileOf, options)) yield new Map([[i, candidate]]);
+    for (const candidate of candidates(apps, i, splits, analyze, options)) yield new Map([[i, candidate]]);
   }
 }
 
@@ -115,19 +160,19 @@ const UNSCHEDULABLE_GPUS = 1000;
 const better = (a: Score, b: Score): boolean => a.gpus < b.gpus || (a.gpus === b.gpus && a.packed > b.packed + 1e-9);
 
 /** The app's DP under each pin (its model at a budget another app gives it) and each floor, alone and together; infeasible ones left out. */
-function* candidates(apps: readonly AppQuery[], index: number, splits: readonly QuerySplit[], profileOf: ProfileLookup, options: JointSplitOptions): Generator<QuerySplit> {
-  const app = apps[index]!;
+function* candidates(apps: readonly AppQuery[], index: number, splits: readonly QuerySplit[], analyze: Analyze, options: JointSplitOptions): Generator<QuerySplit> {
+  const { query } = apps[index]!;
   const others = budgetsByModel(apps.filter((_, j) => j !== index), splits.filter((_, j) => j !== index));
   const pins: NonNullable<QueryAnalysisOptions['bounds']>[] = [{}];
-  for (const model of new Set(app.query.nodes.map((n) => n.model))) {
-    for (const ms of others.get(model) ?? []) pins.push(pin(app.query, model, ms));
+  for (const model of new Set(query.nodes.map((n) => n.model))) {
+    for (const ms of others.get(model) ?? []) pins.push(pin(query, model, ms));
   }
-  const perStage = app.query.sloMs / app.query.nodes.length;
-  const floors = [0, ...FLOOR_SHARES.map((share) => Math.round((share * perStage) / options.epsilonMs) * options.epsilonMs)];
+  const perStage = query.sloMs / query.nodes.length;
+  const floors = new Set([0, ...FLOOR_SHARES.map((share) => Math.round((share * perStage) / options.epsilonMs) * options.epsilonMs)]);
   for (const bounds of pins) {
     for (const minStageMs of floors) {
       if (Object.keys(bounds).length === 0 && minStageMs === 0) continue;
-      const split = tryAnalyze(app, profileOf, { ...options, bounds, minStageMs });
+      const split = analyze(index, { bounds, minStageMs });
       if (split) yield split;
     }
   }
@@ -148,11 +193,3 @@ function budgetsByModel(apps: readonly AppQuery[], splits: readonly QuerySplit[]
 const pin = (query: QuerySpec, model: string, ms: number): NonNullable<QueryAnalysisOptions['bounds']> =>
   Object.fromEntries(query.nodes.filter((n) => n.model === model).map((n) => [n.id, { minMs: ms, maxMs: ms }]));
 
-/** The app's DP under the options' constraints; undefined when no split meets them. */
-function tryAnalyze(app: AppQuery, profileOf: ProfileLookup, options: QueryAnalysisOptions): QuerySplit | undefined {
-  try {
-    return analyzeQuery(app.query, app.framesRate, profileOf, options);
-  } catch {
-    return undefined;
-  }
-}

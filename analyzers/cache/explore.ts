@@ -163,6 +163,9 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
   return { baseClassOf, shapes, segmentMs, variants, inputs: rows };
 }
 
+/** The thresholds a selector is calibrated over, unless told others. */
+const THRESHOLDS = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99];
+
 /**
  * The selector's threshold: the lowest of a grid at which at least `minHits` held-out hits are
  * at least `target` precise (`fallback` where none is: 0.5, the trained one, or the threshold a
@@ -171,8 +174,6 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
  * The paper has only the asymmetric loss; this sets the trade-off where the filter needs it, on
  * the split that measures it, so H and A are somewhat optimistic.
  */
-const THRESHOLDS = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99];
-
 export function calibrate(
   answers: readonly { hit: number; right: boolean }[],
   target: number,

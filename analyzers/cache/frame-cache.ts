@@ -249,12 +249,10 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     l.newSamples = 0;
     const started = performance.now();
     const fitted = await fitFrameSelector([...l.samples], featureCount, config, options.train, l.stats.retrains + 1);
-    const model = await loadSelector(fitted.weights, fitted.bias);
     const swappedOut = l.selector;
     // The prior serves on until the node's own pairs vouch for a selector (or checks take it out).
-    if (swappedOut?.prior && swappedOut.threshold !== Infinity && fitted.threshold === Infinity) await model.dispose();
-    else {
-      l.selector = { model, threshold: fitted.threshold, expectedHitRate: fitted.expectedHitRate, expectedAccuracy: fitted.expectedAccuracy };
+    if (!(swappedOut?.prior && swappedOut.threshold !== Infinity && fitted.threshold === Infinity)) {
+      l.selector = { model: await loadSelector(fitted.weights, fitted.bias), threshold: fitted.threshold, expectedHitRate: fitted.expectedHitRate, expectedAccuracy: fitted.expectedAccuracy };
       // Swapped first: no lookup picks the old one while it is disposed.
       await leases.retire(swappedOut?.model);
       l.checks = [];
@@ -280,9 +278,6 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
 
   /** The prior's selector serves until the node's own pairs vouch for one. */
   const startFrom = async (prior: FittedSelector): Promise<void> => {
-    if (prior.weights.length !== featureCount * 2) {
-      throw new PanoptesError(ErrorCode.ModelLoad, `${options.model.name}: the frame cache's prior reads ${prior.weights.length / 2} features, ${layer} gives ${featureCount}`);
-    }
     learning.selector = { model: await loadSelector(prior.weights, prior.bias), threshold: prior.threshold, expectedHitRate: prior.expectedHitRate, expectedAccuracy: prior.expectedAccuracy, prior: true };
   };
 
@@ -295,6 +290,9 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       const hidden = prefix[layer]!;
       if (!shape) {
         const [, channels = 0, height = 0, width = 0] = hidden.dims;
+        if (options.prior && options.prior.weights.length !== 4 * channels) {
+          throw new PanoptesError(ErrorCode.ModelLoad, `${options.model.name}: the frame cache's prior reads ${options.prior.weights.length / 2} features, ${layer} gives ${2 * channels}`);
+        }
         shape = { channels, height, width };
         window = frameGridWindow(shape, config.grid);
         const grid = frameGrid(shape, window);
@@ -334,7 +332,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
           const looked = await lookup(model, pick(all, members, size), references);
           members.forEach((i, m) => {
             pooled[i] = looked.pooled.slice(m * pooledSize, (m + 1) * pooledSize);
-            if (!selector || looked.probabilities[2 * m + 1]! < selector.threshold) return;
+            // Not a hit unless the selector says so: a NaN from a broken selector is a miss.
+            if (!selector || !(looked.probabilities[2 * m + 1]! >= selector.threshold)) return;
             // A share of the hits runs whole anyway: their answers check the cache's.
             if (random() < config.verifyRate) streams.get(keys[i]!)!.checking.add(frames[i]!);
             else hit[i] = true;

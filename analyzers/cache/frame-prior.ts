@@ -39,30 +39,36 @@ export async function readFramePrior(file: string): Promise<FramePrior | undefin
     throw err;
   }
   const bad = (why: string): PanoptesError => new PanoptesError(ErrorCode.ModelLoad, `${file}: ${why}; make it again with npm run frame-cache-prior`, { details: { file } });
-  let raw: Record<string, unknown>;
+  let parsed: unknown;
   try {
-    raw = JSON.parse(text) as Record<string, unknown>;
+    parsed = JSON.parse(text);
   } catch (err) {
     throw bad(`not JSON (${(err as Error).message})`);
   }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw bad('not a JSON object');
+  const raw = parsed as Record<string, unknown>;
   if (raw.version !== VERSION) throw bad(`version ${String(raw.version)}, expected ${VERSION}`);
   const { model, inputSize, tensor, grid, pairs, source, expectedHitRate, expectedAccuracy } = raw;
   if (typeof model !== 'string' || typeof tensor !== 'string' || typeof source !== 'string') throw bad('model, tensor and source must be strings');
   for (const [name, value] of Object.entries({ inputSize, grid, pairs })) {
     if (!Number.isInteger(value) || (value as number) <= 0) throw bad(`${name} must be a positive integer`);
   }
+  // Finite as float32 too: 1e39 is a finite number in JSON and infinite in the selector.
   const numbers = (name: string, value: unknown, length?: number): Float32Array => {
-    if (!Array.isArray(value) || value.length === 0 || value.some((v) => typeof v !== 'number' || !Number.isFinite(v)) || (length !== undefined && value.length !== length)) {
-      throw bad(`${name} must be ${length ?? 'some'} finite numbers`);
+    const values = Array.isArray(value) && value.every((v) => typeof v === 'number') ? Float32Array.from(value as number[]) : undefined;
+    if (!values || values.length === 0 || values.some((v) => !Number.isFinite(v)) || (length !== undefined && values.length !== length)) {
+      throw bad(`${name} must be ${length ?? 'some'} finite float32 numbers`);
     }
-    return Float32Array.from(value as number[]);
+    return values;
   };
   const bias = numbers('bias', raw.bias, 2);
   const weights = numbers('weights', raw.weights);
   if (weights.length % 2 !== 0) throw bad('weights must be [features, 2]');
+  // A selector's threshold is one of calibrate's, from 0.5; null where it could not vouch (it never answers).
   const threshold = raw.threshold === null ? Infinity : raw.threshold;
-  for (const [name, value] of Object.entries({ threshold, expectedHitRate, expectedAccuracy })) {
-    if (typeof value !== 'number' || !(value >= 0) || (name !== 'threshold' && value > 1)) throw bad(`${name} must be a number from 0${name === 'threshold' ? '' : ' to 1'}`);
+  if (threshold !== Infinity && !(typeof threshold === 'number' && threshold >= 0.5 && threshold <= 1)) throw bad('threshold must be a number from 0.5 to 1, or null');
+  for (const [name, value] of Object.entries({ expectedHitRate, expectedAccuracy })) {
+    if (typeof value !== 'number' || !(value >= 0 && value <= 1)) throw bad(`${name} must be a number from 0 to 1`);
   }
   return {
     model,

@@ -43,6 +43,8 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
   const inputName = model.inputNames[0] ?? 'images';
   /** Where a node's cache may read (`cache.layer` indexes these), checked with its params. */
   const candidateLayers = blockOutputs(graph);
+  // Read at load: a malformed file fails the model here, naming itself, not every cached batch later.
+  const prior = await readFramePrior(framePriorFile(spec.file));
   let trainer: HeadTrainer | undefined;
   /** One frame cache per distinct `cache:` among the nodes, each keeping its streams apart. */
   const caches = new Map<string, Promise<FrameCache<Detection[]>>>();
@@ -52,18 +54,17 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
     let cache = caches.get(id);
     if (!cache) {
       const layer = candidateLayers[config.layer]!;
-      cache = (config.prior ? readFramePrior(framePriorFile(spec.file)) : Promise.resolve(undefined)).then((prior) =>
-        createFrameCache<Detection[]>({
-          runtime,
-          model: spec,
-          layer,
-          config,
-          train: async (job) => (trainer ??= createHeadTrainer()).train(job),
-          same: (a, b) => sameObjects(a, b),
-          // Pairs learned through another tensor, grid or input size describe other features.
-          ...(prior && prior.tensor === layer && prior.grid === config.grid && prior.inputSize === inputSize ? { prior } : {}),
-        }),
-      );
+      // A selector learned on another tensor, grid or input size reads other features; one held to a laxer target than the node's would let it down.
+      const fits = prior && prior.tensor === layer && prior.grid === config.grid && prior.inputSize === inputSize && prior.expectedAccuracy >= config.accuracyTarget;
+      cache = createFrameCache<Detection[]>({
+        runtime,
+        model: spec,
+        layer,
+        config,
+        train: async (job) => (trainer ??= createHeadTrainer()).train(job),
+        same: (a, b) => sameObjects(a, b),
+        ...(config.prior && fits ? { prior } : {}),
+      });
       caches.set(id, cache);
       cache.then(
         (loaded) => loadedCaches.push(loaded),
@@ -155,7 +156,9 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
     cacheStats: () => loadedCaches.flatMap((c) => c.stats()),
     framePairs: () => {
       const all = loadedCaches.map((c) => c.pairs());
-      return { featureCount: all[0]?.featureCount ?? 0, features: concat(all.map((p) => p.features)), same: all.flatMap((p) => p.same) };
+      const featureCount = all[0]?.featureCount ?? 0;
+      if (all.some((p) => p.featureCount !== featureCount)) throw new PanoptesError(ErrorCode.AppInvalid, `${spec.name}: its frame caches read layers of different widths; their pairs do not mix`);
+      return { featureCount, features: concat(all.map((p) => p.features)), same: all.flatMap((p) => p.same) };
     },
     // In stages, a node's `cache:` does not apply: the deployment refuses the two together.
     stageable: {

@@ -201,8 +201,8 @@ export const cacheSchema = z.strictObject({
   /** w_FP: a wrong hit's weight in the selector's loss against a missed one's. */
   falsePositiveWeight: z.number().positive().max(1000).default(4),
   /**
-   * Start from pairs learned on other footage, shipped beside the model for its default layer and
-   * grid (`models/centernet.frame-cache-prior.json`), instead of from nothing.
+   * Start from a selector learned on other footage, shipped beside the model for its default layer
+   * and grid (`models/centernet.frame-cache-prior.json`), instead of from nothing.
    */
   prior: z.boolean().default(true),
 });

@@ -62,7 +62,12 @@ export function squishyOnCluster(sessionsAt: (scale: number) => Session[], gpus:
   };
 }
 
-/** The nodes carrying `factor` times the load they were planned for, each session's batch grown in proportion up to its B. */
+/**
+ * The nodes carrying `factor` times the load they were planned for, each session's batch grown in
+ * proportion up to its B. The duty cycles stay: Σℓ(b) may now pass d and a session's d + ℓ(b) its
+ * SLO, so the plan no longer promises its worst case; past a full cluster nothing can, and early
+ * drop decides which requests are served.
+ */
 function carrying(nodes: readonly GpuNode[], factor: number, profileOf: ProfileLookup): GpuNode[] {
   return nodes.map((node) => ({
     ...node,

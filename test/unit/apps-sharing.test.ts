@@ -2,7 +2,8 @@
  * Apps in one deployment share model sessions: the scheduler's query analysis splits each app's
  * SLO over its nodes, and the same model under the same SLO, from any app, is one session. With
  * the committed CPU profiles, the reference apps' person and vehicle detectors get the same
- * split and run as one CenterNet session; an app whose split differs gets its own.
+ * split and run as one CenterNet session; an app whose split differs gets its own, unless the
+ * joint split (scheduler/joint-split.ts) saves a device by aligning another app with it.
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -51,11 +52,20 @@ describe('apps sharing model sessions', () => {
     expect(sessionsOf(plan, 'ppocr-det').flatMap((s) => s.nodes ?? []).filter((n) => n.app === 'game')).toHaveLength(4);
   });
 
-  it('gives an app whose split differs a session of its own', () => {
+  it('gives an app whose split differs a session of its own, unless another app can share it and a device is saved', () => {
     const hurried = demand({ ...lobby, name: 'hurried', sloMs: 150 }, 2);
-    const { plan } = planEpoch({ epoch: 1, nowMs: 0, apps: [...apps, hurried], backends: ['b1', 'b2', 'b3', 'b4', 'b5'] }, profileOf, { epsilonMs: 10 });
+    const { plan, state } = planEpoch({ epoch: 1, nowMs: 0, apps: [...apps, hurried], backends: ['b1', 'b2', 'b3', 'b4', 'b5'] }, profileOf, { epsilonMs: 10 });
     const detectors = sessionsOf(plan, 'centernet');
-    expect(detectors).toHaveLength(2);
-    expect(detectors.find((s) => s.nodes?.some((n) => n.app === 'hurried'))!.nodes).toEqual([{ app: 'hurried', node: 'people' }]);
+    const hurriedSession = detectors.find((s) => s.nodes?.some((n) => n.app === 'hurried'))!;
+    expect(hurriedSession.sloMs).toBeLessThanOrEqual(150);
+    expect(detectors.length).toBeGreaterThan(1);
+    // Lobby's own split gives its detector the whole of its SLO; the joint split moves it into hurried's session, which saves a backend.
+    expect(state.splits!.lobby!.people).toBe(hurriedSession.sloMs);
+    expect(hurriedSession.nodes).toEqual([
+      { app: 'lobby', node: 'people' },
+      { app: 'hurried', node: 'people' },
+    ]);
+    const alone = planEpoch({ epoch: 1, nowMs: 0, apps: [...apps.filter((a) => a.app !== 'lobby'), hurried], backends: ['b1', 'b2', 'b3', 'b4', 'b5'] }, profileOf, { epsilonMs: 10 });
+    expect(plan.backends.length).toBeLessThanOrEqual(alone.plan.backends.length);
   });
 });

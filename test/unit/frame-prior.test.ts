@@ -1,9 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { framePriorFile, readFramePrior, writeFramePrior, type FramePrior } from '../../analyzers/index.js';
-import { projectRoot } from '../../core/index.js';
+import { createOnnxRuntime, framePriorFile, loadModelRunner, readFramePrior, writeFramePrior, type FramePrior } from '../../analyzers/index.js';
+import { loadModelZoo, projectRoot, silentLogger } from '../../core/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'panoptes-frame-prior-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -36,7 +36,7 @@ describe("a frame cache's prior (the selector shipped beside the model)", () => 
     expect(await readFramePrior(join(dir, 'absent.json'))).toBeUndefined();
   });
 
-  it('BAD INPUT: a malformed prior is an error that names the file and what is wrong', async () => {
+  it('BAD INPUT: a malformed or hostile prior is an error that names the file and what is wrong', async () => {
     const file = join(dir, 'bad.json');
     const written = async (change: Record<string, unknown>): Promise<unknown> => {
       await writeFramePrior(file, prior);
@@ -45,11 +45,32 @@ describe("a frame cache's prior (the selector shipped beside the model)", () => 
     };
     writeFileSync(file, '{ not json');
     await expect(readFramePrior(file)).rejects.toThrow(`${file}: not JSON`);
+    writeFileSync(file, 'null');
+    await expect(readFramePrior(file)).rejects.toThrow(`${file}: not a JSON object`);
     expect(await written({ version: 2 })).toMatchObject({ code: 'PANOPTES_MODEL_LOAD', message: expect.stringContaining('version 2') });
     expect(await written({ weights: [1, 2, 3] })).toMatchObject({ message: expect.stringContaining('weights must be [features, 2]') });
-    expect(await written({ bias: [1, 'x'] })).toMatchObject({ message: expect.stringContaining('bias must be 2 finite numbers') });
+    expect(await written({ bias: [1, 'x'] })).toMatchObject({ message: expect.stringContaining('bias must be 2 finite float32 numbers') });
+    // Finite in JSON, infinite as float32: the selector would answer NaN.
+    expect(await written({ weights: [1e39, 0, 0, 0] })).toMatchObject({ message: expect.stringContaining('weights must be some finite float32 numbers') });
+    // A threshold of 0 would make every lookup a hit.
+    expect(await written({ threshold: 0 })).toMatchObject({ message: expect.stringContaining('threshold must be a number from 0.5 to 1, or null') });
     expect(await written({ expectedAccuracy: 3 })).toMatchObject({ message: expect.stringContaining('expectedAccuracy must be a number from 0 to 1') });
     expect(await written({ grid: -1 })).toMatchObject({ message: expect.stringContaining('grid must be a positive integer') });
+  });
+
+  it('BAD INPUT: a detector beside a malformed prior fails to load, naming the file', async () => {
+    const model = join(dir, 'centernet.onnx');
+    symlinkSync(join(projectRoot(), 'models/centernet.onnx'), model);
+    writeFileSync(framePriorFile(model), '[]');
+    const runtime = createOnnxRuntime({ logger: silentLogger(), workers: 1, intraOpThreads: 1 });
+    try {
+      await expect(loadModelRunner({ ...loadModelZoo().centernet!, file: model }, runtime)).rejects.toMatchObject({
+        code: 'PANOPTES_MODEL_LOAD',
+        message: `${framePriorFile(model)}: not a JSON object; make it again with npm run frame-cache-prior`,
+      });
+    } finally {
+      await runtime.close();
+    }
   });
 
   it("CenterNet's shipped prior reads the default layer and grid at 512 px, and vouches for its hits", async () => {

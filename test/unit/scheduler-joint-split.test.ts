@@ -61,6 +61,24 @@ describe('joint query analysis across apps', () => {
     expect(jointSplit(fixed, paperProfiles, options)[1]).toBe(fixed[1]!.split);
   });
 
+  it('stays with the last plan’s splits while they fit and the search saves no GPU on them; a split that no longer fits is dropped', () => {
+    const apps = [appQuery(query('vgg-face', 1), 82), appQuery(query('inception4', 8), 82)];
+    const joint = jointSplit(apps, paperProfiles, options);
+    expect(joint.map((s) => s.sloMs)).toEqual([
+      { detect: 230, recognize: 170 },
+      { detect: 330, recognize: 70 },
+    ]);
+    // The last plan aligned both at 240 ms: as few GPUs, so the plan stays as it was.
+    const previous = { detect: 240, recognize: 160 };
+    const kept = jointSplit(apps.map((a) => ({ ...a, previous })), paperProfiles, options);
+    expect(kept.map((s) => s.sloMs)).toEqual([previous, previous]);
+    expect(gpus(apps, kept)).toBe(gpus(apps, joint));
+    // Back to the apps' own splits where the last plan's no longer fit the SLO (and the search finds the GPU again).
+    const stale = jointSplit(apps.map((a) => ({ ...a, previous: { detect: 390, recognize: 40 } })), paperProfiles, options);
+    expect(gpus(apps, stale)).toBe(gpus(apps, joint));
+    for (const split of stale) expect(split.sloMs.detect! + split.sloMs.recognize!).toBeLessThanOrEqual(400);
+  });
+
   it("the epoch's plan uses the joint split: fewer backends for the same two apps", () => {
     const demand = (app: string, recognizer: string, gamma: number): AppDemand => ({
       app,
