@@ -15,8 +15,7 @@ import { join } from 'node:path';
 import { ErrorCode, PanoptesError, seededRandom, type CacheConfig } from '../../core/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { HeadJob, TrainedHead } from '../training/index.js';
-import { calibrate } from './explore.js';
-import { encodeFrameSelector, frameChange, frameGrid, frameGridWindow, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE } from './frame-selector.js';
+import { encodeFrameSelector, fitFrameSelector, frameChange, frameGrid, frameGridWindow, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, type FittedSelector, type FramePairs } from './frame-selector.js';
 import { Leases } from './leases.js';
 import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 import { concat, pick } from './tensors.js';
@@ -107,51 +106,6 @@ interface Selector {
   expectedAccuracy: number;
   /** Learned on other footage (`frame-prior.ts`). */
   prior?: boolean;
-}
-
-/** Labelled pairs: per pair `featureCount` features (how a frame's feature map changed since an earlier one), and whether their objects were the same. */
-export interface FramePairs {
-  featureCount: number;
-  features: Float32Array;
-  same: boolean[];
-}
-
-/** A selector's weights, and its threshold calibrated on held-out pairs (∞ where it cannot vouch for its hits). */
-export interface FittedSelector {
-  weights: Float32Array;
-  bias: Float32Array;
-  threshold: number;
-  expectedHitRate: number;
-  expectedAccuracy: number;
-}
-
-/**
- * A selector trained on labelled pairs: every fourth measures it, the rest train it; its threshold
- * is the lowest at which its held-out hits reach the accuracy target (∞ where none does).
- */
-export async function fitFrameSelector(
-  samples: readonly { features: Float32Array; same: boolean }[],
-  featureCount: number,
-  config: Pick<FrameCacheConfig, 'accuracyTarget' | 'falsePositiveWeight'>,
-  train: (job: HeadJob) => Promise<TrainedHead>,
-  seed: number,
-  thresholds?: readonly number[],
-): Promise<FittedSelector> {
-  const heldOut = samples.filter((_, i) => i % 4 === 3);
-  const training = samples.filter((_, i) => i % 4 !== 3);
-  const trained = await train({
-    features: concat(training.map((p) => p.features)),
-    featureCount,
-    labels: Int32Array.from(training, (p) => (p.same ? 1 : 0)),
-    classes: 2,
-    classWeights: [config.falsePositiveWeight, 1],
-    evaluate: concat(heldOut.map((p) => p.features)),
-    seed,
-  });
-  const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
-  const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity, ...(thresholds ? { thresholds } : {}) });
-  const vouched = calibrated.accuracy >= config.accuracyTarget;
-  return { weights: trained.weights, bias: trained.bias, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
 }
 
 interface Stream<Answer> {

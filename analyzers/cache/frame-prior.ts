@@ -5,7 +5,7 @@
 // for one. Made by `npm run frame-cache-prior`.
 import { readFile, writeFile } from 'node:fs/promises';
 import { ErrorCode, PanoptesError } from '../../core/index.js';
-import type { FittedSelector } from './frame-cache.js';
+import type { FittedSelector } from './frame-selector.js';
 
 /** A fitted selector, and what it was learned with: it serves only a cache reading the same tensor, on the same grid, at the same input size. */
 export interface FramePrior extends FittedSelector {

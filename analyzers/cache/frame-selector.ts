@@ -1,4 +1,8 @@
 import { builtModel, encodeOnnxModel, floatInitializer, floatValueInfo, intAttribute, intsAttribute, type OnnxModel } from '../onnx/index.js';
+import type { CacheConfig } from '../../core/index.js';
+import type { HeadJob, TrainedHead } from '../training/index.js';
+import { calibrate } from './explore.js';
+import { concat } from './tensors.js';
 import type { HiddenShape } from './variant.js';
 
 /**
@@ -9,6 +13,7 @@ import type { HiddenShape } from './variant.js';
  * cells (an object that came, went or moved changes a few cells much; noise changes all a
  * little). The selector, a linear layer on `change`, gives `probabilities` [batch, 2], of which
  * column 1 is "the reference's objects are still this frame's". A stream keeps only pooled grids.
+ * `fitFrameSelector` trains the linear layer on labelled changes and calibrates its threshold.
  */
 export const FRAME_HIDDEN = 'hidden';
 export const FRAME_REFERENCE = 'reference';
@@ -83,3 +88,48 @@ export function frameChange(a: Float32Array, b: Float32Array, channels: number):
 }
 
 export const encodeFrameSelector = (...args: Parameters<typeof frameSelectorModel>): Uint8Array => encodeOnnxModel(frameSelectorModel(...args));
+
+/** Labelled pairs: per pair `featureCount` features (how a frame's feature map changed since an earlier one), and whether their objects were the same. */
+export interface FramePairs {
+  featureCount: number;
+  features: Float32Array;
+  same: boolean[];
+}
+
+/** A selector's weights, and its threshold calibrated on held-out pairs (∞ where it cannot vouch for its hits). */
+export interface FittedSelector {
+  weights: Float32Array;
+  bias: Float32Array;
+  threshold: number;
+  expectedHitRate: number;
+  expectedAccuracy: number;
+}
+
+/**
+ * A selector trained on labelled pairs: every fourth measures it, the rest train it; its threshold
+ * is the lowest at which its held-out hits reach the accuracy target (∞ where none does).
+ */
+export async function fitFrameSelector(
+  samples: readonly { features: Float32Array; same: boolean }[],
+  featureCount: number,
+  config: Pick<CacheConfig, 'accuracyTarget' | 'falsePositiveWeight'>,
+  train: (job: HeadJob) => Promise<TrainedHead>,
+  seed: number,
+  thresholds?: readonly number[],
+): Promise<FittedSelector> {
+  const heldOut = samples.filter((_, i) => i % 4 === 3);
+  const training = samples.filter((_, i) => i % 4 !== 3);
+  const trained = await train({
+    features: concat(training.map((p) => p.features)),
+    featureCount,
+    labels: Int32Array.from(training, (p) => (p.same ? 1 : 0)),
+    classes: 2,
+    classWeights: [config.falsePositiveWeight, 1],
+    evaluate: concat(heldOut.map((p) => p.features)),
+    seed,
+  });
+  const answers = heldOut.map((p, i) => ({ hit: trained.probabilities![2 * i + 1]!, right: p.same }));
+  const calibrated = calibrate(answers, config.accuracyTarget, { fallback: Infinity, ...(thresholds ? { thresholds } : {}) });
+  const vouched = calibrated.accuracy >= config.accuracyTarget;
+  return { weights: trained.weights, bias: trained.bias, threshold: vouched ? calibrated.threshold : Infinity, expectedHitRate: vouched ? calibrated.hitRate : 0, expectedAccuracy: calibrated.accuracy };
+}

@@ -33,6 +33,6 @@ export { createCachedModel, type CachedAnswer, type CachedModel, type CachedMode
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
 export { argMax, concat, pick } from './tensors.js';
 export { createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';
-export { createFrameCache, fitFrameSelector, type FittedSelector, type FramePairs, type FrameCache, type FrameCacheConfig, type FrameCacheOptions, type FrameCacheStats, type FrameExit } from './frame-cache.js';
+export { createFrameCache, type FrameCache, type FrameCacheConfig, type FrameCacheOptions, type FrameCacheStats, type FrameExit } from './frame-cache.js';
 export { framePriorFile, readFramePrior, writeFramePrior, type FramePrior } from './frame-prior.js';
-export { FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, frameSelectorModel } from './frame-selector.js';
+export { fitFrameSelector, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, frameSelectorModel, type FittedSelector, type FramePairs } from './frame-selector.js';
