@@ -1,6 +1,7 @@
 /** Small helpers shared by tests. */
 import { expect } from 'vitest';
 import type { RgbImage, TensorData } from '../analyzers/index.js';
+import { createServer, type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { createLogger, PanoptesError, seededRandom, type Logger } from '../core/index.js';
 
@@ -66,4 +67,15 @@ export function clusteredFeatures(options: {
     for (let f = 0; f < featureCount; f++) features[r * featureCount + f] = centres[label]![f]! + spread * gaussian(random);
   });
   return { features, labels };
+}
+
+/** A TCP port on 127.0.0.1 nobody listens on now (a random one may be a client's ephemeral port). */
+export function freePort(): Promise<number> {
+  const server = createServer();
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    }),
+  );
 }

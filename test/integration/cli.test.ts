@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../core/index.js';
+import { freePort } from '../helpers.js';
 
 const run = promisify(execFile);
 const root = projectRoot();
@@ -103,7 +104,7 @@ describe('panoptes command', () => {
     const source = (id: string): string => `  - { id: ${id}, path: ${clip}, apps: [traffic], fps: 1, loop: true, speed: 1 }\n`;
     const http = `http: { sources: { directories: [${dirname(clip)}] } }\n`;
     writeFileSync(file, http + header + source('first'));
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const port = await freePort();
     const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), 'run', file, '--http-port', String(port), '--data-dir', join(dataDir, 'service')], {
       cwd: root,
       env: { ...process.env, PANOPTES_LOG_LEVEL: 'silent', PANOPTES_API_TOKEN: 'the-token-of-this-test' },
@@ -165,7 +166,7 @@ describe('panoptes command', () => {
   });
 
   it('answers `panoptes query` from another shell while `run configs/demo.yaml --http-port` holds the results', { timeout: 180_000 }, async () => {
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const port = await freePort();
     const demo = join(dataDir, 'demo');
     const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'cli/main.ts'), 'run', 'configs/demo.yaml', '--http-port', String(port), '--data-dir', demo], {
       cwd: root,
@@ -173,14 +174,23 @@ describe('panoptes command', () => {
     });
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    let running = true;
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => {
+        running = false;
+        resolve(code);
+      }),
+    );
     try {
       let frames = 0;
-      for (const deadline = Date.now() + 150_000; frames === 0 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 1000))) {
+      let answered = '';
+      for (const deadline = Date.now() + 150_000; frames === 0 && running && Date.now() < deadline; await new Promise((r) => setTimeout(r, 2000))) {
         const query = await panoptes('query', 'SELECT count() AS n FROM frames', '--format', 'json', '--data-dir', demo);
+        answered = query.stdout + query.stderr;
         if (query.code === 0) frames = (JSON.parse(query.stdout) as { n: number }[])[0]?.n ?? 0;
       }
-      expect(frames).toBeGreaterThan(0);
+      // What both processes said, for a failure on a machine where it cannot be rerun.
+      expect(frames, `the last query answered: ${answered}\nthe run said: ${stderr.slice(-3000)}`).toBeGreaterThan(0);
       expect(stderr).toContain(`dashboard at http://127.0.0.1:${port}/`);
     } finally {
       child.kill('SIGTERM');

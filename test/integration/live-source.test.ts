@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus, frameContract, silentLogger, sourceSchema, Topics, type Frame } from '../../core/index.js';
 import { createLiveSource, resolveFfmpegPath, runIngest } from '../../ingest/index.js';
+import { freePort } from '../helpers.js';
 
 const ffmpeg = resolveFfmpegPath();
 let dir: string;
@@ -45,15 +46,6 @@ function camera(port = 0): Promise<{ server: Server; port: number; kill(): void 
       }),
     ),
   );
-}
-
-/** A TCP port nobody listens on now. */
-function freePort(): Promise<number> {
-  const server = createServer();
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as AddressInfo;
-    server.close(() => resolve(port));
-  }));
 }
 
 beforeAll(() => {
