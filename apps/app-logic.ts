@@ -112,13 +112,15 @@ export function createAppLogic(spec: AppSpec): AppLogic {
             y2: 0,
             track_id: trackOfInput,
             answered_by: output.answeredBy ?? '',
+            exit: output.exit?.at ?? '',
+            cache_variant: output.exit?.variant ?? '',
           }),
         );
       }
 
       if (output.kind === 'texts') {
         const recognition = (t: TextLine, rowId: string, fields: { kind: string; name: string; value: string; number: number }): ResultRow =>
-          row(RECOGNITIONS.name, rowId, { ...fields, score: Math.round(t.score * 1000) / 1000, object_id: root ? '' : inputId, ...boxFields(t.box), track_id: trackOfInput, answered_by: '' });
+          row(RECOGNITIONS.name, rowId, { ...fields, score: Math.round(t.score * 1000) / 1000, object_id: root ? '' : inputId, ...boxFields(t.box), track_id: trackOfInput, answered_by: '', exit: '', cache_variant: '' });
         const rows = output.texts.map((t, i) => recognition(t, outputId(inputId, node.id, i), { kind: 'text', name: '', value: t.text, number: numberIn(t.text) }));
         const parsing = parsers.get(node.id);
         if (!parsing) return rows;

@@ -83,6 +83,7 @@ export const RECOGNITIONS: TableSpec = {
     { name: 'track_id', type: 'String' },
     /** A specialized node's answerer: `oracle`, `cascade` or `fall-through`; else empty. */
     { name: 'answered_by', type: 'String' },
+    ...exitColumns,
   ],
   ...perFrame,
 };

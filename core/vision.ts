@@ -45,7 +45,7 @@ export type NodeOutput = (
    * nodes. `features`: a classifier's feature layer for the input, which a specialized model's
    * retrained top layer reads; no row holds it.
    */
-  | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy; features?: Float32Array }
+  | { kind: 'attributes'; attributes: Attribute[]; answeredBy?: AnsweredBy; features?: Float32Array; exit?: CacheExit }
 ) & {
   /** The model that made it, where not the node's own: a cheaper variant the plan chose, or an ingest worker's local model. Rows record it (`model`). */
   servedBy?: string;

@@ -85,7 +85,7 @@ export function statsRows(stats: Stats): ResultRow[] {
     }),
   );
   const cached = (stats.caches ?? []).map((c) =>
-    row(`${c.app}/${c.node}`, `${c.app}/${c.node}:${c.source}:cache`, {
+    row(`${c.app}/${c.node}`, `${c.app}/${c.node}:${c.source}:cache:${c.layer}`, {
       stream: c.source,
       cache_layer: c.layer,
       cache_variant: c.variant,

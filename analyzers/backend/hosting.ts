@@ -111,7 +111,7 @@ export function createHosting(options: HostingOptions): Hosting {
     let runner = runners.get(model);
     if (!runner) {
       const spec = options.models[model];
-      runner = spec ? loadModelRunner(spec, options.runtime) : Promise.reject(new Error(`model ${model} is not in this deployment's zoo`));
+      runner = spec ? loadModelRunner(spec, options.runtime, logger) : Promise.reject(new Error(`model ${model} is not in this deployment's zoo`));
       runners.set(model, runner);
       runner.then(
         (loaded) => runners.get(model) === runner && ready.set(model, loaded),

@@ -101,7 +101,7 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
 
   /** Those first nodes with their params checked for the local model, which loads on first need; worked out once per set of apps. */
   const firstNodes = async (apps: readonly string[]): Promise<FirstNode[]> => {
-    const model = await (runner ??= loadModelRunner(spec, options.runtime));
+    const model = await (runner ??= loadModelRunner(spec, options.runtime, logger));
     const key = apps.join(',');
     const known = firstNodesByApps.get(key);
     if (known) return known;

@@ -54,9 +54,13 @@ export interface CacheAdaptationOptions {
 export interface CacheAdaptation {
   /** Adds an input of the original (exploration) set, mixed into every retraining. */
   remember(feeds: NamedTensors): Promise<void>;
-  /** After each request, in order: samples it, and retrains when due (resolving once the new caches serve). */
-  observe(feeds: () => NamedTensors, answered: CachedAnswer): Promise<void>;
-  status(): { retrains: number; meanRetrainMs: number; samples: number };
+  /**
+   * After each request, in order: samples it, and retrains when due (resolving once the new caches
+   * serve). Resolves with the base's class of a sampled request, which checks a hit's answer.
+   */
+  observe(feeds: () => NamedTensors, answered: CachedAnswer): Promise<number | undefined>;
+  /** `variants`: those serving now, with the hit rate and precision of their last calibration. */
+  status(): { retrains: number; meanRetrainMs: number; samples: number; variants: readonly ExploredVariant[] };
   /** Disposes the lookup models it loaded (those of lookups still running, once they end). */
   close(): Promise<void>;
 }
@@ -118,10 +122,10 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       trainedVariants += 1;
       const { predicted, hit } = trained.evaluation!;
       const answers = calibration.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label }));
-      const { threshold } = calibrate(answers, accuracyTarget, { fallback: v.threshold });
+      const { threshold, hitRate, accuracy } = calibrate(answers, accuracyTarget, { fallback: v.threshold });
       const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
       await writeFile(file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
-      next.push({ ...v, weights: trained.weights, threshold, file });
+      next.push({ ...v, weights: trained.weights, threshold, hitRate, accuracy, file });
     }
     const caches = await Promise.all(
       next.map(async (v): Promise<EnabledCache> => {
@@ -153,19 +157,23 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       const i = requests++;
       if (answered.exit !== 'full') hitsInGroup += 1;
       if (i % group === 0) sampledInGroup = new Set(Array.from({ length: group }, (_, k) => k).sort(() => random() - 0.5).slice(0, sampled));
+      let label: number | undefined;
       if (sampledInGroup.has(i % group)) {
-        window.push(await rowOf(feeds()));
+        const row = await rowOf(feeds());
+        label = row.label;
+        window.push(row);
         if (window.length > windowSize) window.shift();
       }
-      if (i % group !== group - 1) return;
+      if (i % group !== group - 1) return label;
       const behind = hitsInGroup / group < lagging * expectedHitRate;
       hitsInGroup = 0;
       if (current.length > 0 && window.length >= minSamples && (i + 1 - lastRetrain >= period || behind)) {
         lastRetrain = i + 1;
         await retrain();
       }
+      return label;
     },
-    status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length }),
+    status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length, variants: current }),
     async close() {
       for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
     },

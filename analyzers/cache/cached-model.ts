@@ -26,10 +26,12 @@ export interface EnabledCache {
 export interface CachedAnswer {
   /** The base model's class index of the answer. */
   readonly answer: number;
+  /** A hit's probability of its answer, as the cache's predictor gives it. */
+  readonly score?: number;
   /** The layer whose cache answered, or `full` when the base ran to its end. */
   readonly exit: number | 'full';
   readonly variant?: string;
-  /** The base model's own outputs, where it ran to the end. */
+  /** The base model's own outputs (in a batch, the request's rows of them), where it ran to the end. */
   readonly outputs?: NamedTensors;
 }
 
@@ -76,8 +78,9 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     const hits = out[LOOKUP_HIT]!.data as Float32Array;
     const classes = cache.baseClassOf.length;
     return Array.from(hits, (hit, row) => {
-      const answer = cache.baseClassOf[argMax(probabilities.subarray(row * classes, (row + 1) * classes))] ?? -1;
-      return hit >= (cache.threshold ?? 0.5) && answer >= 0 ? { answer, exit: cache.layer, variant: cache.variant } : undefined;
+      const predicted = argMax(probabilities.subarray(row * classes, (row + 1) * classes));
+      const answer = cache.baseClassOf[predicted] ?? -1;
+      return hit >= (cache.threshold ?? 0.5) && answer >= 0 ? { answer, score: probabilities[row * classes + predicted]!, exit: cache.layer, variant: cache.variant } : undefined;
     });
   }
 
@@ -153,7 +156,8 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
         const now = performance.now() - started;
         rows.forEach((request, row) => {
           if (answers[request]) return;
-          answers[request] = { answer: answerOf(Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, sliceRows(t, [row])]))), exit: 'full' };
+          const own = Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, sliceRows(t, [row])]));
+          answers[request] = { answer: answerOf(own), exit: 'full', outputs: own };
         });
         // Waiting for all, every request ends with the batch.
         for (let i = 0; i < size; i++) if (!compact || answers[i]!.exit === 'full') doneMs[i] = now;

@@ -18,8 +18,9 @@ import { defaultVariants, parameterCount, variantName, type HiddenShape, type Va
  */
 export interface ExploreOptions {
   base: SegmentedModel;
-  /** The validation inputs, as feeds of segment 0 (any batch size). */
-  batches: Iterable<NamedTensors> | AsyncIterable<NamedTensors>;
+  /** The validation inputs, as feeds of segment 0 (any batch size); or the pass over them, `recorded` already. */
+  batches?: Iterable<NamedTensors> | AsyncIterable<NamedTensors>;
+  recorded?: Recorded;
   /** The base model's class distribution per input, row-major [batch, classes], from its outputs. */
   probabilitiesOf(outputs: NamedTensors): Float32Array;
   /** The cache's classes: the base's most frequent top classes, this many at most; the rest are "other". @defaultValue 16 */
@@ -78,19 +79,30 @@ async function medianMs(runs: number, call: () => Promise<unknown>): Promise<num
 
 const shapeOf = (t: TensorData): HiddenShape => ({ channels: t.dims[1]!, height: t.dims[2]!, width: t.dims[3]! });
 
+/** What one pass of the base over the validation inputs leaves: each layer's hidden outputs, and the base's distributions. */
+export interface Recorded {
+  readonly hidden: Float32Array[][];
+  readonly distributions: Float32Array[];
+  shapes: HiddenShape[];
+}
+
+export const emptyRecord = (base: SegmentedModel): Recorded => ({ hidden: base.layers.map(() => []), distributions: [], shapes: [] });
+
+/** Adds a run of the base (`runAll`'s) to `recorded`. */
+export function record(recorded: Recorded, run: { outputs: NamedTensors; hidden: TensorData[] }, probabilitiesOf: (outputs: NamedTensors) => Float32Array): void {
+  run.hidden.forEach((t, layer) => recorded.hidden[layer]!.push(t.data as Float32Array));
+  recorded.shapes = run.hidden.map(shapeOf);
+  recorded.distributions.push(probabilitiesOf(run.outputs));
+}
+
 export async function exploreCaches(options: ExploreOptions): Promise<Exploration> {
   const { base, probabilitiesOf, train, lookupRuntime, dir, maxClasses = 16, heldOut = 0.2, seed = 1, variantsOf = defaultVariants, accuracyTarget = DEFAULT_ACCURACY_TARGET } = options;
   // One pass: the hidden outputs per layer, and the base's distributions.
-  const hidden: Float32Array[][] = base.layers.map(() => []);
-  const distributions: Float32Array[] = [];
-  let shapes: HiddenShape[] = [];
-  for await (const feeds of options.batches) {
-    const run = await base.runAll(feeds);
-    run.hidden.forEach((t, layer) => hidden[layer]!.push(t.data as Float32Array));
-    shapes = run.hidden.map(shapeOf);
-    distributions.push(probabilitiesOf(run.outputs));
-  }
-  const probabilities = concat(distributions);
+  const recorded = options.recorded ?? emptyRecord(base);
+  for await (const feeds of options.batches ?? []) record(recorded, await base.runAll(feeds), probabilitiesOf);
+  const { hidden, shapes } = recorded;
+  if (recorded.distributions.length === 0) throw new RangeError(`${base.name}: no inputs to explore caches on`);
+  const probabilities = concat(recorded.distributions);
   const rows = hidden[0]!.reduce((n, batch) => n + batch.length, 0) / size(shapes[0]!);
   const baseClasses = probabilities.length / rows;
   const top = Array.from({ length: rows }, (_, r) => argMax(probabilities.subarray(r * baseClasses, (r + 1) * baseClasses)));

@@ -36,3 +36,4 @@ export { createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOption
 export { createFrameCache, type FrameCache, type FrameCacheConfig, type FrameCacheOptions, type FrameCacheStats, type FrameExit } from './frame-cache.js';
 export { framePriorFile, readFramePrior, writeFramePrior, type FramePrior } from './frame-prior.js';
 export { fitFrameSelector, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, frameSelectorModel, type FittedSelector, type FramePairs } from './frame-selector.js';
+export { createClassifierCache, type ClassifiedRow, type ClassifierCache, type ClassifierCacheOptions } from './classifier-cache.js';

@@ -1,8 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import { classifierCacheSchema, ErrorCode, PanoptesError, silentLogger, type ClassifierCacheConfig, type Logger, type NodeOutput, type ResolvedModel } from '../../core/index.js';
+import { createClassifierCache, pick, type ClassifiedRow, type ClassifierCache } from '../cache/index.js';
 import type { ImageInput } from '../image/index.js';
-import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
+import { blockOutputs, readOnnxModel } from '../onnx/index.js';
+import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
+import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 import { letterboxBatchNative } from './detector/index.js';
 import { float32Output, NO_INPUT, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
@@ -14,37 +17,120 @@ import { float32Output, NO_INPUT, parseWith, phasedRunner, type ModelRunner } fr
  * class, for a specialized node). Crops are letterboxed.
  */
 
-const classifierParams = z.strictObject({});
+const classifierParams = z.strictObject({
+  /** The node's `cache:` (a learned cache), which the DAG runner passes here. */
+  cache: classifierCacheSchema.optional(),
+});
+type ClassifierParams = z.infer<typeof classifierParams>;
 
-/** The class of each crop: one `attributes` output per crop, `class` with its probability. */
-export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner> {
+/** Block outputs spread evenly over the model: the candidate layers a cache explores unless told. */
+const DEFAULT_CACHE_LAYERS = 3;
+
+/**
+ * The class of each crop: one `attributes` output per crop, `class` with its probability. Rows of
+ * nodes with a `cache:` run through that node's learned caches (docs/learned-caches.md).
+ */
+export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRuntime, logger: Logger = silentLogger()): Promise<ModelRunner<ClassifierParams>> {
   const labels = classLabels(spec);
   const inputSize = classifierInputSize(spec);
   const model = await runtime.load({ name: spec.name, file: spec.file });
+  const inputName = model.inputNames[0] ?? 'images';
+  const candidateLayers = blockOutputs(await readOnnxModel(spec.file));
+  let trainer: HeadTrainer | undefined;
+  /** One cache per distinct `cache:` among the nodes. */
+  const caches = new Map<string, Promise<ClassifierCache>>();
+  const cacheFor = (config: ClassifierCacheConfig): Promise<ClassifierCache> => {
+    const id = JSON.stringify(config);
+    let cache = caches.get(id);
+    if (!cache) {
+      const count = Math.min(DEFAULT_CACHE_LAYERS, candidateLayers.length);
+      const layers = config.layers?.map((i) => candidateLayers[i]!) ?? Array.from({ length: count }, (_, i) => candidateLayers[Math.floor(((i + 1) * candidateLayers.length) / (count + 1))]!);
+      cache = createClassifierCache({
+        runtime,
+        model: { name: spec.name, file: spec.file, inputName, inputSize },
+        whole: model,
+        layers: [...new Set(layers)].sort((a, b) => candidateLayers.indexOf(a) - candidateLayers.indexOf(b)),
+        config,
+        probabilitiesOf: (outputs) => outputs.probabilities!.data as Float32Array,
+        train: async (job) => (trainer ??= createHeadTrainer()).trainCache(job),
+        logger: logger.child({ module: 'analyzers.cache', model: spec.name }),
+      });
+      caches.set(id, cache);
+      cache.catch(() => caches.delete(id));
+    }
+    return cache;
+  };
+  const loadedCaches = async (): Promise<ClassifierCache[]> => (await Promise.allSettled(caches.values())).flatMap((c) => (c.status === 'fulfilled' ? [c.value] : []));
+  let settledCaches: ClassifierCache[] = [];
+
+  /** Rows without a cache run the model whole (their `outputs`, in `plain`'s order); the others through their node's cache. */
+  const execute = async (input: TensorData, params: readonly ClassifierParams[], streams: readonly (string | undefined)[] | undefined) => {
+    const size = params.length;
+    if (params.every((p) => !p.cache)) return { size, outputs: await model.run({ [inputName]: input }), plain: undefined, cached: undefined };
+    const width = input.data.length / size;
+    const groups = new Map<ClassifierCacheConfig | undefined, number[]>();
+    params.forEach((p, i) => groups.set(p.cache, [...(groups.get(p.cache) ?? []), i]));
+    const rowsOf = (rows: readonly number[]): TensorData => ({ ...input, dims: [rows.length, ...input.dims.slice(1)], data: pick(input.data as Float32Array, rows, width) });
+    const cached = new Map<number, ClassifiedRow>();
+    let plain: { rows: number[]; outputs: NamedTensors } | undefined;
+    await Promise.all(
+      [...groups].map(async ([config, rows]) => {
+        if (!config) return void (plain = { rows, outputs: await model.run({ [inputName]: rowsOf(rows) }) });
+        const answers = await (await cacheFor(config)).run(rowsOf(rows), rows.map((r) => streams?.[r] ?? ''));
+        rows.forEach((r, i) => cached.set(r, answers[i]!));
+      }),
+    );
+    settledCaches = await loadedCaches();
+    return { size, outputs: plain?.outputs, plain: plain?.rows ?? [], cached };
+  };
+
   return phasedRunner({
     spec,
-    parseParams: (params) => parseWith(classifierParams, spec, params),
-    prepare: async (images) => ({ size: images.length, input: (await letterboxBatchNative(images, inputSize, spec.name)).input }),
-    async execute({ size, input }) {
-      return { size, outputs: await model.run({ [model.inputNames[0] ?? 'images']: input }) };
+    parseParams(params) {
+      const parsed = parseWith(classifierParams, spec, params);
+      const beyond = parsed.cache?.layers?.find((i) => i >= candidateLayers.length);
+      if (beyond !== undefined) {
+        throw new PanoptesError(ErrorCode.AppInvalid, `cache.layers: ${spec.name} has candidate layers 0..${candidateLayers.length - 1}, not ${beyond} (docs/learned-caches.md)`, { details: { model: spec.name } });
+      }
+      return parsed;
     },
-    finish: ({ size, outputs }) => {
-      const features = outputs.features ? float32Output(outputs, 'features', [size, outputs.features.dims[1] ?? 0], spec.name) : undefined;
-      const width = features ? features.length / size : 0;
-      return topClasses(float32Output(outputs, 'probabilities', [size, labels.length], spec.name), size, labels).map(({ label, score }, i) => ({
-        kind: 'attributes' as const,
-        attributes: [{ name: 'class', value: label, number: 0, score }],
-        ...(features ? { features: features.slice(i * width, (i + 1) * width) } : {}),
-      }));
+    prepare: async (images, params, streams) => ({ size: images.length, input: (await letterboxBatchNative(images, inputSize, spec.name)).input, params, streams }),
+    async execute({ input, params, streams }) {
+      return execute(input, params, streams);
     },
+    finish: ({ size, outputs, plain, cached }) => {
+      const results: NodeOutput[] = new Array(size);
+      const rows = plain ?? Array.from({ length: size }, (_, i) => i);
+      if (outputs) {
+        const features = outputs.features ? float32Output(outputs, 'features', [rows.length, outputs.features.dims[1] ?? 0], spec.name) : undefined;
+        const width = features ? features.length / rows.length : 0;
+        topClasses(float32Output(outputs, 'probabilities', [rows.length, labels.length], spec.name), rows.length, labels).forEach(({ label, score }, i) => {
+          results[rows[i]!] = {
+            kind: 'attributes' as const,
+            attributes: [{ name: 'class', value: label, number: 0, score }],
+            ...(features ? { features: features.slice(i * width, (i + 1) * width) } : {}),
+          };
+        });
+      }
+      for (const [row, { answer, score, exit }] of cached ?? []) {
+        results[row] = { kind: 'attributes' as const, attributes: [{ name: 'class', value: labels[answer] ?? `class${answer}`, number: 0, score }], exit };
+      }
+      return results;
+    },
+    cacheStats: () => settledCaches.flatMap((c) => c.stats()),
+    // In stages, a node's `cache:` does not apply: the deployment refuses the two together.
     stageable: {
       runtime,
       model: spec,
-      feeds: ({ input }) => ({ [model.inputNames[0] ?? 'images']: input }),
-      kept: ({ size }) => ({ size, input: NO_INPUT }),
-      executed: ({ size }, outputs) => ({ size, outputs }),
+      feeds: ({ input }) => ({ [inputName]: input }),
+      kept: (prepared) => ({ ...prepared, input: NO_INPUT }),
+      executed: ({ size }, outputs) => ({ size, outputs, plain: undefined, cached: undefined }),
     },
-    dispose: () => model.dispose(),
+    async dispose() {
+      await Promise.all((await loadedCaches()).map(async (c) => c.close()));
+      await trainer?.close();
+      await model.dispose();
+    },
   });
 }
 

@@ -1,4 +1,4 @@
-import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import { ErrorCode, PanoptesError, silentLogger, type Logger, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { loadImageClassifier } from './classifier-models.js';
 import { loadFaceAttributes, loadFaceDetector, loadFaceVerifier } from './face-models.js';
@@ -8,7 +8,7 @@ import type { ModelRunner } from './runner.js';
 import { loadTextDetector, loadTextRecognizer } from './text-models.js';
 
 /** Which code runs a zoo model, by the architecture its manifest entry names. */
-const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime) => Promise<ModelRunner>> = {
+const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime, logger: Logger) => Promise<ModelRunner>> = {
   centernet: loadObjectDetector,
   blazeface: loadFaceDetector,
   faceres: loadFaceAttributes,
@@ -18,8 +18,9 @@ const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime) => Pr
   'efficientnet-lite': loadImageClassifier,
 };
 
-export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner> {
-  if (spec.family) return loadFamilyRunner(spec, runtime, loadModelRunner) as Promise<ModelRunner>;
+/** `logger` hears what a runner does on its own beside the batches (a learned cache exploring, retraining, failing). */
+export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime, logger: Logger = silentLogger()): Promise<ModelRunner> {
+  if (spec.family) return loadFamilyRunner(spec, runtime, (member, on) => loadModelRunner(member, on, logger)) as Promise<ModelRunner>;
   const load = LOADERS[spec.architecture];
   if (!load) {
     throw new PanoptesError(
@@ -28,7 +29,7 @@ export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime
       { details: { model: spec.name } },
     );
   }
-  return load(spec, runtime);
+  return load(spec, runtime, logger);
 }
 
 export type { ModelRunner } from './runner.js';

@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { projectRoot, resolveConfigPath } from '../paths.js';
 import { configError, deepFreeze, loadConfigFile, parseConfig, type ConfigIssue } from './load.js';
 import { deploymentSchema, sourceSchema, type Deployment, type SourceConfig } from './deployment-schema.js';
-import { appSpecSchema, modelZooSchema, type AppSpec, type ModelSpec } from './schema.js';
+import { appSpecSchema, cacheSchemaFor, modelZooSchema, type AppSpec, type ModelSpec } from './schema.js';
 
 /** A model spec whose files are absolute paths that exist. */
 export type ResolvedModel = ModelSpec & {
@@ -87,9 +87,7 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
       issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" runs ${node.model} (${model.task}); track follows detections: use a detector` });
     }
     if (node.specialize) issues.push(...checkSpecialize(node, i, models));
-    if (node.cache && model && model.architecture !== 'centernet') {
-      issues.push({ path: `nodes[${i}].cache`, message: `node "${node.id}" runs ${node.model}; learned caches in apps run on object detectors (centernet) for now` });
-    }
+    if (node.cache && model) issues.push(...checkCache(node, i, model.architecture));
     if (node.cache && node.specialize) issues.push({ path: `nodes[${i}].cache`, message: `node "${node.id}" specializes; it cannot also have a cache` });
     for (const key of ['lines', 'zones'] as const) {
       if (node[key].length > 0 && !node.track) issues.push({ path: `nodes[${i}].${key}`, message: `node "${node.id}" has ${key} but no \`track\`; ${key} count tracked objects` });
@@ -121,8 +119,9 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
     if (node.track && cropper) {
       issues.push({ path: `nodes[${i}].track`, message: `node "${node.id}" is fed crops by "${cropper}"; only a node fed by "frames" (and nothing else) can track` });
     }
-    // A cache compares a frame with the stream's previous one; crops are not a stream.
-    if (node.cache && cropper) {
+    // A detector's cache compares a frame with the stream's previous one; crops are not a stream.
+    const detectorCache = node.cache && (models[node.model] as { architecture?: string } | undefined)?.architecture === 'centernet';
+    if (detectorCache && cropper) {
       issues.push({ path: `nodes[${i}].cache`, message: `node "${node.id}" is fed crops by "${cropper}"; only a node fed by "frames" (and nothing else) can have a cache` });
     }
   });
@@ -151,6 +150,20 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
  * of the zoo (a class list, and the `features` output a template's top layer is retrained on),
  * and a* + τ_a is an accuracy the cascade can reach.
  */
+/** A node's `cache:` against the schema of its model's kind of cache. */
+function checkCache(node: AppSpec['nodes'][number], i: number, architecture: string | undefined): Omit<ConfigIssue, 'file'>[] {
+  const schema = cacheSchemaFor(architecture);
+  if (!schema) {
+    return [{ path: `nodes[${i}].cache`, message: `node "${node.id}" runs ${node.model}; learned caches in apps run on object detectors (centernet) and image classifiers (efficientnet-lite)` }];
+  }
+  const parsed = schema.safeParse(node.cache);
+  if (parsed.success) return [];
+  return parsed.error.issues.map((issue) => ({
+    path: [`nodes[${i}].cache`, ...issue.path.map(String)].join('.'),
+    message: `${issue.message} (a cache on ${architecture}: docs/learned-caches.md)`,
+  }));
+}
+
 function checkSpecialize(node: AppSpec['nodes'][number], i: number, models: Readonly<Record<string, unknown>>): Omit<ConfigIssue, 'file'>[] {
   const { templates, oracleAccuracy, accuracyMargin } = node.specialize!;
   const issues: Omit<ConfigIssue, 'file'>[] = [];

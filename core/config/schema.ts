@@ -207,6 +207,53 @@ export const cacheSchema = z.strictObject({
   prior: z.boolean().default(true),
 });
 
+/**
+ * A learned cache on an image classifier node (GATI; docs/learned-caches.md): its first requests
+ * are recorded, variants are explored on them and the best set under the accuracy filter and the
+ * memory budget is enabled; a request whose lookup hits is answered at that layer. The enabled
+ * variants are retrained on a sample of the requests. Learned online from all the node's streams.
+ */
+export const classifierCacheSchema = z.strictObject({
+  /** Candidate layers explored, as indices into the model's block outputs; several evenly spread when absent. */
+  layers: z.array(z.number().int().min(0).max(100)).min(1).max(8).optional(),
+  /** Requests recorded before exploration (their hidden outputs are kept until it ends). */
+  explore: z.number().int().min(20).max(5_000).default(300),
+  /** The cache's classes: the model's commonest answers, this many; the rest are "other", which never answers. */
+  maxClasses: z.number().int().min(1).max(100).default(16),
+  /** Variants larger than this (parameters) are not explored: they take minutes to train on a CPU. */
+  maxParameters: z.number().int().min(1_000).max(100_000_000).default(1_000_000),
+  /** The memory budget of the enabled variants. */
+  memoryMB: z.number().positive().max(10_000).default(64),
+  /** Share of hits whose answer must be the model's, on held-out requests: the accuracy filter. */
+  accuracyTarget: z.number().gt(0).max(1).default(0.97),
+  /** w_FP: a wrong hit's weight in the selector's loss against a missed one's. */
+  falsePositiveWeight: z.number().positive().max(1000).default(4),
+  /** Of each `group` requests, `sampled` are labelled by a run of the whole model into the window. */
+  group: z.number().int().min(1).max(100_000).default(100),
+  sampled: z.number().int().min(0).max(100_000).default(20),
+  /** Labelled requests kept: the sliding window. */
+  window: z.number().int().min(20).max(100_000).default(300),
+  /** Requests between retrainings. */
+  period: z.number().int().min(1).max(1_000_000).default(200),
+});
+
+/**
+ * A node's `cache:` as the app file gives it: a detector's keys or a classifier's, none filled in
+ * here. The node's model decides which schema applies (`cacheSchemaFor`), and its runner fills in
+ * the defaults.
+ */
+export type NodeCacheConfig = Partial<z.input<typeof cacheSchema> & z.input<typeof classifierCacheSchema>>;
+export const nodeCacheSchema = z.strictObject(
+  Object.fromEntries(Object.entries({ ...cacheSchema.shape, ...classifierCacheSchema.shape }).map(([key, schema]) => [key, (schema instanceof z.ZodDefault ? schema.unwrap() : schema).optional()])),
+) as unknown as z.ZodType<NodeCacheConfig>;
+
+/** The schema of a `cache:` on a node running a model of `architecture`, where apps may have one. */
+export function cacheSchemaFor(architecture: string | undefined): typeof cacheSchema | typeof classifierCacheSchema | undefined {
+  if (architecture === 'centernet') return cacheSchema;
+  if (architecture === 'efficientnet-lite') return classifierCacheSchema;
+  return undefined;
+}
+
 export const appNodeSchema = z.strictObject({
   id,
   model: id,
@@ -224,8 +271,8 @@ export const appNodeSchema = z.strictObject({
   zones: z.array(zoneSchema).default([]),
   /** Specialize this classifier online for the classes each stream shows now. */
   specialize: specializeSchema.optional(),
-  /** Answer frames early from a learned cache: `cache: {}` for the defaults. Detector nodes. */
-  cache: cacheSchema.optional(),
+  /** Answer requests early from a learned cache: `cache: {}` for the defaults. Detector (centernet) and image classifier (efficientnet-lite) nodes. */
+  cache: nodeCacheSchema.optional(),
 });
 
 export const appEdgeSchema = z.strictObject({
@@ -262,3 +309,4 @@ export type LineSpec = z.infer<typeof lineSchema>;
 export type ZoneSpec = z.infer<typeof zoneSchema>;
 export type SpecializeConfig = z.infer<typeof specializeSchema>;
 export type CacheConfig = z.infer<typeof cacheSchema>;
+export type ClassifierCacheConfig = z.infer<typeof classifierCacheSchema>;

@@ -6,7 +6,9 @@ import type {
   PanoptesError} from '../../core/index.js';
 import {
   appSpecSchema,
+  cacheSchema,
   checkAppGraph,
+  classifierCacheSchema,
   CONFIG_KINDS,
   scheduledGraph,
   configJsonSchema,
@@ -317,25 +319,38 @@ describe('loadModelZoo and loadApp', () => {
     expect(detector.err.message).toContain('text recognizer');
   });
 
-  it('checks a cache: on an object detector fed whole frames, not on a specialized node; its defaults', () => {
+  it('checks a cache: on an object detector fed whole frames or an image classifier, not on a specialized node; each kind\'s keys and defaults', () => {
     const zoo = loadModelZoo();
-    const app = (detector: object, classifier: object = {}) =>
+    const app = (detector: object, classifier: object = {}, classifierModel = 'efficientnet-lite2') =>
       appSpecSchema.parse({
         name: 'cached',
         sloMs: 3000,
-        nodes: [{ id: 'vehicles', model: 'centernet', ...detector }, { id: 'kind', model: 'efficientnet-lite2', ...classifier }],
+        nodes: [{ id: 'vehicles', model: 'centernet', ...detector }, { id: 'kind', model: classifierModel, ...classifier }],
         edges: [{ from: 'frames', to: 'vehicles' }, { from: 'vehicles', to: 'kind' }],
       });
-    const good = app({ cache: {} });
+    const good = app({ cache: {} }, { cache: { layers: [5, 10], explore: 100 } });
     expect(checkAppGraph(good, zoo)).toEqual([]);
-    expect(good.nodes[0]!.cache).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4, prior: true });
-    const issues = checkAppGraph(app({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } }), zoo);
-    expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
-      'nodes[1].cache: node "kind" runs efficientnet-lite2; learned caches in apps run on object detectors (centernet) for now',
-      'nodes[1].cache: node "kind" specializes; it cannot also have a cache',
-      'nodes[1].cache: node "kind" is fed crops by "vehicles"; only a node fed by "frames" (and nothing else) can have a cache',
+    // The node keeps what the file says; its model's runner fills in the defaults of its kind.
+    expect(good.nodes[1]!.cache).toEqual({ layers: [5, 10], explore: 100 });
+    expect(cacheSchema.parse({})).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4, prior: true });
+    expect(classifierCacheSchema.parse({})).toEqual({ explore: 300, maxClasses: 16, maxParameters: 1_000_000, memoryMB: 64, accuracyTarget: 0.97, falsePositiveWeight: 4, group: 100, sampled: 20, window: 300, period: 200 });
+    const issues = (detector: object, classifier: object, model?: string) => checkAppGraph(app(detector, classifier, model), zoo).map((i) => `${i.path}: ${i.message}`);
+    expect(issues({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } })).toEqual(['nodes[1].cache: node "kind" specializes; it cannot also have a cache']);
+    expect(issues({}, { cache: { grid: 8 } })).toEqual(['nodes[1].cache: Unrecognized key: "grid" (a cache on efficientnet-lite: docs/learned-caches.md)']);
+    expect(issues({ cache: { explore: 100 } }, {})).toEqual(['nodes[0].cache: Unrecognized key: "explore" (a cache on centernet: docs/learned-caches.md)']);
+    expect(issues({}, { cache: {} }, 'faceres')).toEqual([
+      'nodes[1].cache: node "kind" runs faceres; learned caches in apps run on object detectors (centernet) and image classifiers (efficientnet-lite)',
     ]);
-    for (const [key, value] of [['accuracyTarget', 0], ['verifyRate', 2], ['maxAge', 0], ['bogus', 1]] as const) {
+    const cropped = appSpecSchema.parse({
+      name: 'cached',
+      sloMs: 3000,
+      nodes: [{ id: 'vehicles', model: 'centernet' }, { id: 'again', model: 'centernet', cache: {} }],
+      edges: [{ from: 'frames', to: 'vehicles' }, { from: 'vehicles', to: 'again' }],
+    });
+    expect(checkAppGraph(cropped, zoo).map((i) => `${i.path}: ${i.message}`)).toEqual([
+      'nodes[1].cache: node "again" is fed crops by "vehicles"; only a node fed by "frames" (and nothing else) can have a cache',
+    ]);
+    for (const [key, value] of [['accuracyTarget', 0], ['verifyRate', 2], ['maxAge', 0], ['explore', 5], ['bogus', 1]] as const) {
       const err = invalid(() => parseConfig(appSpecSchema, JSON.stringify({ name: 'cached', sloMs: 3000, nodes: [{ id: 'vehicles', model: 'centernet', cache: { [key]: value } }], edges: [{ from: 'frames', to: 'vehicles' }] }), 'cached.yaml'));
       expect(err.issues.map((i) => i.path)).toEqual([`nodes[0].cache.${key}`]);
     }

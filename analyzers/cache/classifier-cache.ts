@@ -1,0 +1,275 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { seededRandom, type CacheExit, type ClassifierCacheConfig, type Logger } from '../../core/index.js';
+import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
+import type { CacheHeadJob, TrainedCache } from '../training/index.js';
+import { createCacheAdaptation, type CacheAdaptation } from './adaptation.js';
+import { createCachedModel, type CachedAnswer, type CachedModel, type EnabledCache } from './cached-model.js';
+import { composeCaches, effectiveHitRates } from './composition.js';
+import { emptyRecord, exploreCaches, record, type ExploredVariant, type Recorded } from './explore.js';
+import type { FrameCacheStats } from './frame-cache.js';
+import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
+import { argMax } from './tensors.js';
+import { defaultVariants, parameterCount } from './variant.js';
+
+/**
+ * GATI's learned caches on an image classifier node of an app (docs/learned-caches.md), the whole
+ * loop online: the node's first `explore` requests run the model segment by segment and are
+ * recorded; exploration trains the variants on them (on the training thread) while requests run
+ * the whole model; the composition enables the best set; from then on each batch runs through
+ * the cached model (a request whose lookup hits leaves the batch at that layer), and adaptation
+ * retrains the enabled variants on a sample of the requests. One set of caches per node, learned
+ * from all its streams: a node fed crops sees the same objects from every camera's frames.
+ */
+export interface ClassifierCacheOptions {
+  runtime: ModelRuntime;
+  model: { name: string; file: string; inputName: string; inputSize: number };
+  /** The model whole: what runs while the caches are explored, or where none could be enabled. */
+  whole: LoadedModel;
+  /** The candidate layers (tensor names) explored. */
+  layers: readonly string[];
+  config: ClassifierCacheConfig;
+  probabilitiesOf(outputs: NamedTensors): Float32Array;
+  train(job: CacheHeadJob): Promise<TrainedCache>;
+  logger: Logger;
+  /** @defaultValue 1 */
+  seed?: number;
+}
+
+/** A request's answer: the model's class index, its probability, and where it was answered. */
+export interface ClassifiedRow {
+  readonly answer: number;
+  readonly score: number;
+  readonly exit: CacheExit;
+}
+
+export interface ClassifierCache {
+  /** A batch of the model's input; `keys` name each row's stream (app/node/source), for the figures. */
+  run(input: TensorData, keys: readonly string[]): Promise<ClassifiedRow[]>;
+  /** Per stream and enabled variant, once caches serve. */
+  stats(): FrameCacheStats[];
+  /** Resolves when exploration has ended (caches serve, or none could be enabled). */
+  readonly explored: Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Requests waiting to be observed by the adaptation, at most: beyond, they are not sampled. */
+const MAX_PENDING = 64;
+
+interface StreamFigures {
+  frames: number;
+  /** Per layer that answered: its hits, and of those the ones sampled and whether the model agreed. */
+  layers: Map<string, { hits: number; checked: number; checkedRight: number }>;
+}
+
+export async function createClassifierCache(options: ClassifierCacheOptions): Promise<ClassifierCache> {
+  const { runtime, model, whole, config, probabilitiesOf, logger } = options;
+  const dir = await mkdtemp(join(tmpdir(), 'panoptes-classifier-cache-'));
+  let base: SegmentedModel;
+  try {
+    base = await loadSegmentedModel(runtime, { name: model.name, file: model.file }, options.layers, dir);
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const train = (job: CacheHeadJob): Promise<TrainedCache> => options.train({ ...job, falsePositiveWeight: config.falsePositiveWeight });
+  const feedsOf = (input: TensorData): NamedTensors => ({ [model.inputName]: input });
+
+  let phase: 'recording' | 'exploring' | 'serving' | 'whole' = 'recording';
+  let recorded: Recorded | undefined = emptyRecord(base);
+  let recordedRows = 0;
+  let serving: { cached: CachedModel; adaptation: CacheAdaptation; initial: EnabledCache[] } | undefined;
+  const streams = new Map<string, StreamFigures>();
+  let [pending, failures] = [0, 0];
+  let observing = Promise.resolve();
+  let exploring: Promise<void> | undefined;
+  let explored!: () => void;
+  const exploredPromise = new Promise<void>((resolve) => (explored = resolve));
+
+  const rowsOf = (outputs: NamedTensors, size: number): ClassifiedRow[] => {
+    const probabilities = probabilitiesOf(outputs);
+    const classes = probabilities.length / size;
+    return Array.from({ length: size }, (_, i) => {
+      const row = probabilities.subarray(i * classes, (i + 1) * classes);
+      const answer = argMax(row);
+      return { answer, score: row[answer]!, exit: { at: 'full', variant: '' } };
+    });
+  };
+
+  async function explore(collected: Recorded): Promise<void> {
+    const started = performance.now();
+    const sizes = collected.shapes.flatMap((shape) => defaultVariants(shape).map((v) => parameterCount(v, shape, config.maxClasses + 1)));
+    const candidates = sizes.filter((parameters) => parameters <= config.maxParameters).length;
+    if (candidates === 0) {
+      phase = 'whole';
+      const smallest = Math.min(...sizes);
+      logger.warn({ model: model.name, maxParameters: config.maxParameters, smallest }, `cache.maxParameters ${config.maxParameters} leaves no variant of ${model.name} to explore on its layers (the smallest has ${smallest}); the model runs whole`);
+      return;
+    }
+    logger.info({ model: model.name, requests: recordedRows, layers: options.layers, variants: candidates }, 'exploring learned caches');
+    const exploration = await exploreCaches({
+      base,
+      recorded: collected,
+      probabilitiesOf,
+      maxClasses: config.maxClasses,
+      variantsOf: (shape) => defaultVariants(shape).filter((v) => parameterCount(v, shape, config.maxClasses + 1) <= config.maxParameters),
+      train,
+      lookupRuntime: runtime,
+      dir,
+      accuracyTarget: config.accuracyTarget,
+      seed: options.seed ?? 1,
+      timingFeeds: () => feedsOf({ type: 'float32', data: new Float32Array(model.inputSize * model.inputSize * 3).fill(128), dims: [1, model.inputSize, model.inputSize, 3] }),
+    });
+    const composition = composeCaches({ segmentMs: exploration.segmentMs, variants: exploration.variants, memoryBudgetBytes: config.memoryMB * 1e6, accuracyTarget: config.accuracyTarget });
+    const chosen = composition.variants as ExploredVariant[];
+    const exploreMs = Math.round(performance.now() - started);
+    if (chosen.length === 0) {
+      logger.info({ model: model.name, variants: exploration.variants.length, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}); the model runs whole`);
+      phase = 'whole';
+      return;
+    }
+    const initial = await Promise.all(
+      chosen.map(async (v): Promise<EnabledCache> => ({ layer: v.layer, variant: v.name, model: await runtime.load({ name: v.file, file: v.file }), baseClassOf: exploration.baseClassOf, threshold: v.threshold })),
+    );
+    const cached = createCachedModel({
+      base,
+      caches: initial,
+      answerOf: (outputs) => argMax(probabilitiesOf(outputs)),
+      mode: 'sync',
+      onLookupError: (err, cache) => logger.warn({ err, model: model.name, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on'),
+    });
+    const adaptation = createCacheAdaptation({
+      model: cached,
+      base,
+      variants: chosen,
+      exploration,
+      probabilitiesOf,
+      train,
+      lookupRuntime: runtime,
+      dir,
+      random: seededRandom((options.seed ?? 1) + 1),
+      group: config.group,
+      sampled: config.sampled,
+      window: config.window,
+      period: config.period,
+      minSamples: Math.min(50, config.window),
+      accuracyTarget: config.accuracyTarget,
+    });
+    serving = { cached, adaptation, initial };
+    phase = 'serving';
+    logger.info(
+      { model: model.name, exploreMs, expectedMs: composition.expectedMs, wholeMs: exploration.segmentMs.reduce((a, b) => a + b, 0), expectedAccuracy: composition.expectedAccuracy },
+      `learned caches of ${model.name} serve: ${chosen.map((v) => `${v.name} at ${base.layers[v.layer]}`).join(', ')}`,
+    );
+  }
+
+  /** Hands a served request to the adaptation, in order, off the request's path. */
+  function observe(figures: StreamFigures, feeds: () => NamedTensors, answered: CachedAnswer): void {
+    if (!serving || pending >= MAX_PENDING) return;
+    const { adaptation } = serving;
+    pending += 1;
+    observing = observing
+      .then(async () => {
+        const label = await adaptation.observe(feeds, answered);
+        if (label === undefined || answered.exit === 'full') return;
+        const layer = layerFigures(figures, base.layers[answered.exit]!);
+        layer.checked += 1;
+        if (label === answered.answer) layer.checkedRight += 1;
+      })
+      .catch((err: unknown) => {
+        failures += 1;
+        logger.warn({ err, model: model.name }, 'learned cache adaptation failed; the caches serving keep serving');
+      })
+      .finally(() => (pending -= 1));
+  }
+
+  const figuresOf = (key: string): StreamFigures => {
+    let figures = streams.get(key);
+    if (!figures) streams.set(key, (figures = { frames: 0, layers: new Map() }));
+    return figures;
+  };
+  const layerFigures = (figures: StreamFigures, at: string) => {
+    let layer = figures.layers.get(at);
+    if (!layer) figures.layers.set(at, (layer = { hits: 0, checked: 0, checkedRight: 0 }));
+    return layer;
+  };
+
+  return {
+    explored: exploredPromise,
+
+    async run(input, keys) {
+      const size = input.dims[0]!;
+      if (phase === 'recording') {
+        const ran = await base.runAll(feedsOf(input));
+        if (recorded) {
+          record(recorded, ran, probabilitiesOf);
+          recordedRows += size;
+          if (recordedRows >= config.explore) {
+            const collected = recorded;
+            recorded = undefined;
+            phase = 'exploring';
+            exploring = explore(collected)
+              .catch((err: unknown) => {
+                phase = 'whole';
+                logger.warn({ err, model: model.name }, 'learned cache exploration failed; the model runs whole');
+              })
+              .finally(explored);
+          }
+        }
+        return rowsOf(ran.outputs, size);
+      }
+      if (phase !== 'serving' || !serving) return rowsOf(await whole.run(feedsOf(input)), size);
+      // The adaptation samples requests after they are answered; the runtime takes the batch's buffers.
+      const kept = input.data.slice() as Float32Array;
+      const { answers } = await serving.cached.runBatch(feedsOf(input));
+      const width = kept.length / size;
+      return answers.map((answered, i) => {
+        const key = keys[i] ?? '';
+        const figures = figuresOf(key);
+        figures.frames += 1;
+        observe(figures, () => feedsOf({ ...input, dims: [1, ...input.dims.slice(1)], data: kept.slice(i * width, (i + 1) * width) }), answered);
+        if (answered.exit === 'full') return rowsOf(answered.outputs!, 1)[0]!;
+        const at = base.layers[answered.exit]!;
+        layerFigures(figures, at).hits += 1;
+        return { answer: answered.answer, score: answered.score ?? 0, exit: { at, variant: answered.variant ?? '' } };
+      });
+    },
+
+    stats() {
+      if (!serving) return [];
+      const status = serving.adaptation.status();
+      const effective = effectiveHitRates(status.variants);
+      return [...streams].flatMap(([key, figures]) =>
+        [...status.variants]
+          .sort((a, b) => a.layer - b.layer)
+          .map((v, i) => ({
+            key,
+            layer: base.layers[v.layer]!,
+            variant: v.name,
+            frames: figures.frames,
+            hits: 0,
+            checked: 0,
+            checkedRight: 0,
+            ...figures.layers.get(base.layers[v.layer]!),
+            expectedHitRate: effective[i]!,
+            expectedAccuracy: v.accuracy,
+            retrains: status.retrains,
+            retrainMs: status.meanRetrainMs,
+            failedRetrains: failures,
+          })),
+      );
+    },
+
+    async close() {
+      await exploring;
+      await observing;
+      if (serving) {
+        await serving.adaptation.close();
+        await Promise.all(serving.initial.map(async (c) => serving!.cached.retire(c.model)));
+      }
+      await base.dispose();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

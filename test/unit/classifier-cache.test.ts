@@ -1,0 +1,114 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cropImage, createOnnxRuntime, decodeJpeg, loadModelRunner, type ModelRunner, type RgbImage } from '../../analyzers/index.js';
+import { classifierCacheSchema, loadModelZoo, projectRoot, silentLogger, type NodeOutput } from '../../core/index.js';
+import { capturingLogger } from '../helpers.js';
+
+/**
+ * A learned cache on an image classifier node, the whole GATI loop in the runner: recorded
+ * requests, exploration, composition, serving with hits leaving the batch, adaptation. The inputs
+ * are a few pictures, each cropped a little differently many times: a stream that repeats itself.
+ */
+describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
+  const runtime = createOnnxRuntime({ logger: silentLogger() });
+  const zoo = loadModelZoo();
+  const { logger, warnings } = capturingLogger();
+  // Pool variants only (small: seconds to train) on one late layer; adaptation scaled down.
+  const cache = { layers: [10], explore: 40, maxClasses: 6, maxParameters: 20_000, group: 10, sampled: 4, window: 20, period: 20 };
+  const stream = 'vehicle-kinds/kind/camera-1';
+  let runner: ModelRunner;
+  let plain: ModelRunner;
+  let images: RgbImage[] = [];
+
+  beforeAll(async () => {
+    runner = await loadModelRunner(zoo['efficientnet-lite0']!, runtime, logger);
+    plain = await loadModelRunner(zoo['efficientnet-lite0']!, runtime);
+    const dir = join(projectRoot(), 'test/fixtures/images');
+    const pictures = await Promise.all(readdirSync(dir).filter((f) => f.endsWith('.jpg')).slice(0, 6).map(async (f) => decodeJpeg(readFileSync(join(dir, f)))));
+    // Each picture cropped eight ways, a few pixels apart: what a tracked object looks like frame after frame.
+    for (let k = 0; k < 8; k++) {
+      for (const picture of pictures) {
+        const dx = Math.round((picture.width * k) / 100);
+        images.push(await cropImage(picture, { x1: dx, y1: k, x2: picture.width - 8 + dx - Math.round((picture.width * 7) / 100), y2: picture.height - 8 + k }));
+      }
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await runner?.dispose();
+    await plain?.dispose();
+    await runtime.close();
+    images = [];
+  });
+
+  const classify = async (model: ModelRunner, batch: readonly RgbImage[], params: readonly object[]): Promise<NodeOutput[]> => {
+    const parsed = params.map((p) => model.parseParams(p as Record<string, unknown>));
+    return model.finish(await model.execute(await model.prepare(batch, parsed, batch.map(() => stream))));
+  };
+  const classOf = (output: NodeOutput | undefined) => (output?.kind === 'attributes' ? output.attributes[0]! : undefined);
+
+  it('records, explores, then answers: a miss is the model\'s answer, a hit its cache\'s at the layer it read; rows and figures say which', async () => {
+    // Recording: the model runs segment by segment, whole, every answer its own.
+    const whole: NodeOutput[] = [];
+    for (let i = 0; i < images.length; i += 4) whole.push(...(await classify(plain, images.slice(i, i + 4), images.slice(i, i + 4).map(() => ({})))));
+    for (let i = 0; i < cache.explore; i += 4) {
+      const outputs = await classify(runner, images.slice(i, i + 4), images.slice(i, i + 4).map(() => ({ cache })));
+      outputs.forEach((o, j) => {
+        expect(o).toMatchObject({ kind: 'attributes', exit: { at: 'full', variant: '' } });
+        expect(classOf(o)!.value).toBe(classOf(whole[i + j])!.value);
+        expect(classOf(o)!.score).toBeCloseTo(classOf(whole[i + j])!.score, 4);
+      });
+    }
+    // Exploration runs off the requests' path; until it ends, requests run the model whole.
+    for (let waited = 0; (runner.cacheStats?.() ?? []).length === 0 && waited < 120; waited++) {
+      await classify(runner, images.slice(0, 1), [{ cache }]);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    expect(warnings).toEqual([]);
+    // The request that found the caches serving counts among their figures.
+    const before = runner.cacheStats!()[0]!;
+    const layer = '_blocks/11/_project_conv/out';
+    let [hits, agreed] = [0, 0];
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < images.length; i += 4) {
+        // A row without a cache shares the batch, and keeps the model's features for a template.
+        const outputs = await classify(runner, images.slice(i, i + 4), [{}, ...images.slice(i + 1, i + 4).map(() => ({ cache }))]);
+        expect(outputs[0]).toMatchObject({ kind: 'attributes' });
+        expect(outputs[0]).not.toHaveProperty('exit');
+        expect((outputs[0] as { features?: Float32Array }).features).toHaveLength(1280);
+        outputs.slice(1).forEach((o, j) => {
+          const expected = classOf(whole[i + 1 + j])!;
+          const exit = o.kind === 'attributes' ? o.exit : undefined;
+          if (exit?.at === 'full') {
+            expect(classOf(o)!.value).toBe(expected.value);
+            expect(classOf(o)!.score).toBeCloseTo(expected.score, 4);
+            return;
+          }
+          expect(exit).toEqual({ at: layer, variant: expect.stringMatching(/^Pool\(\d+\)$/) });
+          hits += 1;
+          if (classOf(o)!.value === expected.value) agreed += 1;
+        });
+      }
+    }
+    // A stream this repetitive is what caches are for: hits, and right ones.
+    expect(hits).toBeGreaterThan(0);
+    expect(agreed / hits).toBeGreaterThanOrEqual(0.9);
+    const stats = runner.cacheStats!();
+    expect(stats).toHaveLength(1);
+    expect(stats[0]).toMatchObject({ key: stream, layer, hits: before.hits + hits, frames: before.frames + 2 * (images.length - Math.ceil(images.length / 4)) });
+    expect(stats[0]!.expectedHitRate).toBeGreaterThan(0);
+    expect(stats[0]!.expectedAccuracy).toBeGreaterThanOrEqual(0.97);
+    // Adaptation sampled the served requests and retrained the enabled variant, off their path.
+    for (let waited = 0; runner.cacheStats!()[0]!.retrains === 0 && waited < 60; waited++) await new Promise((r) => setTimeout(r, 1000));
+    expect(runner.cacheStats!()[0]).toMatchObject({ retrains: expect.any(Number), failedRetrains: 0 });
+    expect(runner.cacheStats!()[0]!.retrains).toBeGreaterThan(0);
+    expect(runner.cacheStats!()[0]!.retrainMs).toBeGreaterThan(0);
+    expect(warnings).toEqual([]);
+  }, 600_000);
+
+  it('BAD CONFIG: a layer the model does not have, or a detector\'s key, is named', () => {
+    expect(() => runner.parseParams({ cache: { layers: [14] } })).toThrow('cache.layers: efficientnet-lite0 has candidate layers 0..13, not 14');
+    expect(() => runner.parseParams({ cache: { grid: 8 } })).toThrow(/params\.cache: Unrecognized key: "grid"/);
+    expect(classifierCacheSchema.safeParse({ explore: 5 }).success).toBe(false);
+  });
+});
