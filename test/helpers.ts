@@ -72,10 +72,11 @@ export function clusteredFeatures(options: {
 /** A TCP port on 127.0.0.1 nobody listens on now (a random one may be a client's ephemeral port). */
 export function freePort(): Promise<number> {
   const server = createServer();
-  return new Promise((resolve) =>
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const { port } = server.address() as AddressInfo;
       server.close(() => resolve(port));
-    }),
-  );
+    });
+  });
 }

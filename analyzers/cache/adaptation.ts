@@ -26,7 +26,7 @@ import { variantName } from './variant.js';
 export interface CacheAdaptationOptions {
   model: CachedModel;
   base: SegmentedModel;
-  /** The enabled variants, as exploration left them. */
+  /** The enabled variants, as exploration left them, in the order of `model`'s caches. */
   variants: readonly ExploredVariant[];
   exploration: Pick<Exploration, 'baseClassOf' | 'shapes'>;
   probabilitiesOf(outputs: NamedTensors): Float32Array;
@@ -49,18 +49,25 @@ export interface CacheAdaptationOptions {
   minSamples?: number;
   /** @defaultValue 0.97 */
   accuracyTarget?: number;
+  /** The lookup models of the caches `model` starts with become the adaptation's own, disposed when swapped out. */
+  ownsInitialCaches?: boolean;
 }
 
 export interface CacheAdaptation {
   /** Adds an input of the original (exploration) set, mixed into every retraining. */
   remember(feeds: NamedTensors): Promise<void>;
+  /** The same, from a run of the base recorded already: its hidden output per layer and its distribution. */
+  rememberRun(hidden: readonly Float32Array[], probabilities: Float32Array): void;
   /**
    * After each request, in order: samples it, and retrains when due (resolving once the new caches
    * serve). Resolves with the base's class of a sampled request, which checks a hit's answer.
    */
   observe(feeds: () => NamedTensors, answered: CachedAnswer): Promise<number | undefined>;
-  /** `variants`: those serving now, with the hit rate and precision of their last calibration. */
-  status(): { retrains: number; meanRetrainMs: number; samples: number; variants: readonly ExploredVariant[] };
+  /**
+   * `variants`: those serving now, with the hit rate and precision of their last calibration;
+   * `rejected`: retrained variants kept out for missing the accuracy target on the window.
+   */
+  status(): { retrains: number; meanRetrainMs: number; samples: number; rejected: number; variants: readonly ExploredVariant[] };
   /** Disposes the lookup models it loaded (those of lookups still running, once they end). */
   close(): Promise<void>;
 }
@@ -80,14 +87,18 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
   const window: Row[] = [];
   let current = [...options.variants];
   let sampledInGroup = new Set<number>();
-  let [requests, hitsInGroup, lastRetrain, retrains, trainMs, trainedVariants] = [0, 0, 0, 0, 0, 0];
-  /** Lookup models this adaptation loaded and still owns (the caches it started with belong to its caller). */
-  const loaded: LoadedModel[] = [];
+  let [requests, hitsInGroup, lastRetrain, retrains, trainMs, trainedVariants, rejected] = [0, 0, 0, 0, 0, 0, 0];
+  /** Lookup models this adaptation loaded (or was given) and still owns. */
+  const loaded: LoadedModel[] = options.ownsInitialCaches ? model.caches.map((c) => c.model) : [];
 
+  const rowFrom = (hidden: readonly Float32Array[], probabilities: Float32Array): Row => ({
+    hidden: [...hidden],
+    targets: cacheTargets(probabilities, 1, probabilities.length, exploration.baseClassOf),
+    label: argMax(probabilities),
+  });
   const rowOf = async (feeds: NamedTensors): Promise<Row> => {
     const run = await base.runAll(feeds);
-    const probabilities = probabilitiesOf(run.outputs);
-    return { hidden: run.hidden.map((t) => t.data as Float32Array), targets: cacheTargets(probabilities, 1, probabilities.length, exploration.baseClassOf), label: argMax(probabilities) };
+    return rowFrom(run.hidden.map((t) => t.data as Float32Array), probabilitiesOf(run.outputs));
   };
   const stack = (rows: readonly Row[], pick: (row: Row) => Float32Array): Float32Array => {
     const width = rows.length > 0 ? pick(rows[0]!).length : 0;
@@ -123,18 +134,27 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       const { predicted, hit } = trained.evaluation!;
       const answers = calibration.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label }));
       const { threshold, hitRate, accuracy } = calibrate(answers, accuracyTarget, { fallback: v.threshold });
+      // A version that cannot vouch for its hits on the newest inputs does not replace the one serving.
+      if (accuracy < accuracyTarget) {
+        rejected += 1;
+        next.push(v);
+        continue;
+      }
       const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
       await writeFile(file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
       next.push({ ...v, weights: trained.weights, threshold, hitRate, accuracy, file });
     }
+    const serving = new Map(current.map((v, i) => [v, model.caches[i]!]));
     const caches = await Promise.all(
       next.map(async (v): Promise<EnabledCache> => {
+        const kept = serving.get(v);
+        if (kept) return kept;
         const lookup = await lookupRuntime.load({ name: v.file, file: v.file });
         loaded.push(lookup);
         return { layer: v.layer, variant: v.name, model: lookup, baseClassOf: exploration.baseClassOf, threshold: v.threshold };
       }),
     );
-    const swappedOut = model.caches;
+    const swappedOut = model.caches.filter((c) => !caches.includes(c));
     model.swap(caches);
     // Disposed once no lookup still runs on them.
     for (const c of swappedOut) if (release(c.model)) await model.retire(c.model);
@@ -152,6 +172,9 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
   return {
     async remember(feeds) {
       original.push(await rowOf(feeds));
+    },
+    rememberRun(hidden, probabilities) {
+      original.push(rowFrom(hidden, probabilities));
     },
     async observe(feeds, answered) {
       const i = requests++;
@@ -173,7 +196,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       }
       return label;
     },
-    status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length, variants: current }),
+    status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length, rejected, variants: current }),
     async close() {
       for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
     },

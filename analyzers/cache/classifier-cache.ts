@@ -45,20 +45,26 @@ export interface ClassifiedRow {
 }
 
 export interface ClassifierCache {
-  /** A batch of the model's input; `keys` name each row's stream (app/node/source), for the figures. */
+  /** A batch of the model's input; `keys` name each row's stream (app/node/source), for the figures; '' for none. */
   run(input: TensorData, keys: readonly string[]): Promise<ClassifiedRow[]>;
   /** Per stream and enabled variant, once caches serve. */
   stats(): FrameCacheStats[];
-  /** Resolves when exploration has ended (caches serve, or none could be enabled). */
-  readonly explored: Promise<void>;
+  /** Stops exploring and retraining (a training job under way fails), then frees what it holds. */
   close(): Promise<void>;
 }
 
-/** Requests waiting to be observed by the adaptation, at most: beyond, they are not sampled. */
+/** Requests waiting to be observed by the adaptation, at most: beyond, they go unsampled (counted, logged). */
 const MAX_PENDING = 64;
+/** The recorded hidden outputs, at most: `explore` is lowered to fit. */
+const MAX_RECORDED_BYTES = 512 * 2 ** 20;
+/** Exploration inputs kept for adaptation, mixed into every retraining against forgetting. */
+const ORIGINAL_ROWS = 50;
+/** A stream that sent nothing for this long is forgotten (a source removed, a camera gone). */
+const IDLE_STREAM_MS = 10 * 60_000;
 
 interface StreamFigures {
   frames: number;
+  lastSeenMs: number;
   /** Per layer that answered: its hits, and of those the ones sampled and whether the model agreed. */
   layers: Map<string, { hits: number; checked: number; checkedRight: number }>;
 }
@@ -73,19 +79,21 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
-  const train = (job: CacheHeadJob): Promise<TrainedCache> => options.train({ ...job, falsePositiveWeight: config.falsePositiveWeight });
+  let closed = false;
+  const train = async (job: CacheHeadJob): Promise<TrainedCache> => {
+    if (closed) throw new Error('the cache is closing');
+    return options.train({ ...job, falsePositiveWeight: config.falsePositiveWeight });
+  };
   const feedsOf = (input: TensorData): NamedTensors => ({ [model.inputName]: input });
 
   let phase: 'recording' | 'exploring' | 'serving' | 'whole' = 'recording';
   let recorded: Recorded | undefined = emptyRecord(base);
-  let recordedRows = 0;
-  let serving: { cached: CachedModel; adaptation: CacheAdaptation; initial: EnabledCache[] } | undefined;
+  let [recordedRows, toRecord] = [0, config.explore];
+  let serving: { cached: CachedModel; adaptation: CacheAdaptation } | undefined;
   const streams = new Map<string, StreamFigures>();
-  let [pending, failures] = [0, 0];
+  let [pending, unsampled, failures] = [0, 0, 0];
   let observing = Promise.resolve();
   let exploring: Promise<void> | undefined;
-  let explored!: () => void;
-  const exploredPromise = new Promise<void>((resolve) => (explored = resolve));
 
   const rowsOf = (outputs: NamedTensors, size: number): ClassifiedRow[] => {
     const probabilities = probabilitiesOf(outputs);
@@ -97,17 +105,34 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     });
   };
 
+  /** Up to ORIGINAL_ROWS recorded requests, row by row (copies), before exploration lets go of them. */
+  function originalRows(from: Recorded): { hidden: Float32Array[]; probabilities: Float32Array }[] {
+    const widths = from.shapes.map((s) => s.channels * s.height * s.width);
+    const rows: { hidden: Float32Array[]; probabilities: Float32Array }[] = [];
+    from.distributions.forEach((distribution, batch) => {
+      const size = from.hidden[0]![batch]!.length / widths[0]!;
+      const classes = distribution.length / size;
+      for (let r = 0; r < size && rows.length < ORIGINAL_ROWS; r++) {
+        rows.push({
+          hidden: from.hidden.map((layer, l) => layer[batch]!.slice(r * widths[l]!, (r + 1) * widths[l]!)),
+          probabilities: distribution.slice(r * classes, (r + 1) * classes),
+        });
+      }
+    });
+    return rows;
+  }
+
   async function explore(collected: Recorded): Promise<void> {
     const started = performance.now();
     const sizes = collected.shapes.flatMap((shape) => defaultVariants(shape).map((v) => parameterCount(v, shape, config.maxClasses + 1)));
     const candidates = sizes.filter((parameters) => parameters <= config.maxParameters).length;
     if (candidates === 0) {
       phase = 'whole';
-      const smallest = Math.min(...sizes);
-      logger.warn({ model: model.name, maxParameters: config.maxParameters, smallest }, `cache.maxParameters ${config.maxParameters} leaves no variant of ${model.name} to explore on its layers (the smallest has ${smallest}); the model runs whole`);
+      logger.warn({ maxParameters: config.maxParameters }, `cache.maxParameters ${config.maxParameters} leaves no variant of ${model.name} to explore on its layers (the smallest has ${Math.min(...sizes)}); the model runs whole`);
       return;
     }
-    logger.info({ model: model.name, requests: recordedRows, layers: options.layers, variants: candidates }, 'exploring learned caches');
+    logger.info({ requests: recordedRows, layers: options.layers, variants: candidates }, `exploring learned caches of ${model.name}`);
+    const original = originalRows(collected);
     const exploration = await exploreCaches({
       base,
       recorded: collected,
@@ -124,9 +149,9 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     const composition = composeCaches({ segmentMs: exploration.segmentMs, variants: exploration.variants, memoryBudgetBytes: config.memoryMB * 1e6, accuracyTarget: config.accuracyTarget });
     const chosen = composition.variants as ExploredVariant[];
     const exploreMs = Math.round(performance.now() - started);
-    if (chosen.length === 0) {
-      logger.info({ model: model.name, variants: exploration.variants.length, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}); the model runs whole`);
+    if (chosen.length === 0 || closed) {
       phase = 'whole';
+      if (!closed) logger.info({ variants: exploration.variants.length, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}); the model runs whole`);
       return;
     }
     const initial = await Promise.all(
@@ -137,7 +162,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       caches: initial,
       answerOf: (outputs) => argMax(probabilitiesOf(outputs)),
       mode: 'sync',
-      onLookupError: (err, cache) => logger.warn({ err, model: model.name, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on'),
+      onLookupError: (err, cache) => logger.warn({ err, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on'),
     });
     const adaptation = createCacheAdaptation({
       model: cached,
@@ -155,38 +180,64 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       period: config.period,
       minSamples: Math.min(50, config.window),
       accuracyTarget: config.accuracyTarget,
+      ownsInitialCaches: true,
     });
-    serving = { cached, adaptation, initial };
+    for (const row of original) adaptation.rememberRun(row.hidden, row.probabilities);
+    serving = { cached, adaptation };
     phase = 'serving';
     logger.info(
-      { model: model.name, exploreMs, expectedMs: composition.expectedMs, wholeMs: exploration.segmentMs.reduce((a, b) => a + b, 0), expectedAccuracy: composition.expectedAccuracy },
+      { exploreMs, expectedMs: composition.expectedMs, wholeMs: exploration.segmentMs.reduce((a, b) => a + b, 0), expectedAccuracy: composition.expectedAccuracy },
       `learned caches of ${model.name} serve: ${chosen.map((v) => `${v.name} at ${base.layers[v.layer]}`).join(', ')}`,
     );
   }
 
+  function recordRun(ran: { outputs: NamedTensors; hidden: TensorData[] }, size: number): void {
+    if (!recorded) return;
+    if (recordedRows === 0) {
+      // Within the memory bound, and enough for a fifth to measure each variant.
+      const rowBytes = ran.hidden.reduce((n, t) => n + t.data.byteLength, 0) / size;
+      toRecord = Math.min(config.explore, Math.floor(MAX_RECORDED_BYTES / rowBytes));
+      if (toRecord < config.explore) logger.warn({ explore: config.explore, recorded: toRecord, rowBytes }, `cache.explore ${config.explore}: the layers' outputs of ${model.name} fit ${toRecord} requests in ${MAX_RECORDED_BYTES / 2 ** 20} MB; exploring on those`);
+    }
+    record(recorded, ran, probabilitiesOf);
+    recordedRows += size;
+    if (recordedRows < toRecord) return;
+    const collected = recorded;
+    recorded = undefined;
+    phase = 'exploring';
+    exploring = explore(collected).catch((err: unknown) => {
+      phase = 'whole';
+      if (!closed) logger.warn({ err }, `learned cache exploration of ${model.name} failed; the model runs whole`);
+    });
+  }
+
   /** Hands a served request to the adaptation, in order, off the request's path. */
-  function observe(figures: StreamFigures, feeds: () => NamedTensors, answered: CachedAnswer): void {
-    if (!serving || pending >= MAX_PENDING) return;
+  function observe(figures: StreamFigures | undefined, feeds: () => NamedTensors, answered: CachedAnswer): void {
+    if (!serving) return;
     const { adaptation } = serving;
     pending += 1;
     observing = observing
       .then(async () => {
+        if (closed) return;
         const label = await adaptation.observe(feeds, answered);
-        if (label === undefined || answered.exit === 'full') return;
+        if (label === undefined || answered.exit === 'full' || !figures) return;
         const layer = layerFigures(figures, base.layers[answered.exit]!);
         layer.checked += 1;
         if (label === answered.answer) layer.checkedRight += 1;
       })
       .catch((err: unknown) => {
+        if (closed) return;
         failures += 1;
-        logger.warn({ err, model: model.name }, 'learned cache adaptation failed; the caches serving keep serving');
+        logger.warn({ err }, `learned cache adaptation of ${model.name} failed; the caches serving keep serving`);
       })
       .finally(() => (pending -= 1));
   }
 
-  const figuresOf = (key: string): StreamFigures => {
+  const figuresOf = (key: string, now: number): StreamFigures | undefined => {
+    if (key === '') return undefined;
     let figures = streams.get(key);
-    if (!figures) streams.set(key, (figures = { frames: 0, layers: new Map() }));
+    if (!figures) streams.set(key, (figures = { frames: 0, lastSeenMs: now, layers: new Map() }));
+    figures.lastSeenMs = now;
     return figures;
   };
   const layerFigures = (figures: StreamFigures, at: string) => {
@@ -196,42 +247,35 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   };
 
   return {
-    explored: exploredPromise,
-
     async run(input, keys) {
       const size = input.dims[0]!;
       if (phase === 'recording') {
         const ran = await base.runAll(feedsOf(input));
-        if (recorded) {
-          record(recorded, ran, probabilitiesOf);
-          recordedRows += size;
-          if (recordedRows >= config.explore) {
-            const collected = recorded;
-            recorded = undefined;
-            phase = 'exploring';
-            exploring = explore(collected)
-              .catch((err: unknown) => {
-                phase = 'whole';
-                logger.warn({ err, model: model.name }, 'learned cache exploration failed; the model runs whole');
-              })
-              .finally(explored);
-          }
-        }
+        recordRun(ran, size);
         return rowsOf(ran.outputs, size);
       }
       if (phase !== 'serving' || !serving) return rowsOf(await whole.run(feedsOf(input)), size);
-      // The adaptation samples requests after they are answered; the runtime takes the batch's buffers.
-      const kept = input.data.slice() as Float32Array;
+      // The adaptation samples requests after they are answered, and the runtime takes the batch's
+      // buffers: the rows it has room for are kept.
+      const width = input.data.length / size;
+      const room = Math.max(0, Math.min(size, MAX_PENDING - pending));
+      const kept = room > 0 ? (input.data.slice(0, width * room) as Float32Array) : undefined;
+      if (room < size) {
+        // Said the first time, then every thousand.
+        if (Math.floor((unsampled + size - room) / 1000) > Math.floor(unsampled / 1000) || unsampled === 0) {
+          logger.warn({ unsampled: unsampled + size - room }, `learned cache adaptation of ${model.name} falls behind the requests; those it has no room for are not sampled`);
+        }
+        unsampled += size - room;
+      }
       const { answers } = await serving.cached.runBatch(feedsOf(input));
-      const width = kept.length / size;
+      const now = Date.now();
       return answers.map((answered, i) => {
-        const key = keys[i] ?? '';
-        const figures = figuresOf(key);
-        figures.frames += 1;
-        observe(figures, () => feedsOf({ ...input, dims: [1, ...input.dims.slice(1)], data: kept.slice(i * width, (i + 1) * width) }), answered);
+        const figures = figuresOf(keys[i] ?? '', now);
+        if (figures) figures.frames += 1;
+        if (kept && i < room) observe(figures, () => feedsOf({ ...input, dims: [1, ...input.dims.slice(1)], data: kept.slice(i * width, (i + 1) * width) }), answered);
         if (answered.exit === 'full') return rowsOf(answered.outputs!, 1)[0]!;
         const at = base.layers[answered.exit]!;
-        layerFigures(figures, at).hits += 1;
+        if (figures) layerFigures(figures, at).hits += 1;
         return { answer: answered.answer, score: answered.score ?? 0, exit: { at, variant: answered.variant ?? '' } };
       });
     },
@@ -239,35 +283,35 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     stats() {
       if (!serving) return [];
       const status = serving.adaptation.status();
-      const effective = effectiveHitRates(status.variants);
+      const variants = [...status.variants].sort((a, b) => a.layer - b.layer);
+      // A layer's expected share of requests: what its hits add to those of the layers before it (GATI's effective hit rate).
+      const effective = effectiveHitRates(variants);
+      const now = Date.now();
+      for (const [key, figures] of streams) if (now - figures.lastSeenMs >= IDLE_STREAM_MS) streams.delete(key);
       return [...streams].flatMap(([key, figures]) =>
-        [...status.variants]
-          .sort((a, b) => a.layer - b.layer)
-          .map((v, i) => ({
-            key,
-            layer: base.layers[v.layer]!,
-            variant: v.name,
-            frames: figures.frames,
-            hits: 0,
-            checked: 0,
-            checkedRight: 0,
-            ...figures.layers.get(base.layers[v.layer]!),
-            expectedHitRate: effective[i]!,
-            expectedAccuracy: v.accuracy,
-            retrains: status.retrains,
-            retrainMs: status.meanRetrainMs,
-            failedRetrains: failures,
-          })),
+        variants.map((v, i) => ({
+          key,
+          layer: base.layers[v.layer]!,
+          variant: v.name,
+          frames: figures.frames,
+          hits: 0,
+          checked: 0,
+          checkedRight: 0,
+          ...figures.layers.get(base.layers[v.layer]!),
+          expectedHitRate: effective[i]!,
+          expectedAccuracy: v.accuracy,
+          retrains: status.retrains,
+          retrainMs: status.meanRetrainMs,
+          failedRetrains: failures + status.rejected,
+        })),
       );
     },
 
     async close() {
+      closed = true;
       await exploring;
       await observing;
-      if (serving) {
-        await serving.adaptation.close();
-        await Promise.all(serving.initial.map(async (c) => serving!.cached.retire(c.model)));
-      }
+      await serving?.adaptation.close();
       await base.dispose();
       await rm(dir, { recursive: true, force: true });
     },

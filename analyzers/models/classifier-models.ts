@@ -4,7 +4,7 @@ import { classifierCacheSchema, ErrorCode, PanoptesError, silentLogger, type Cla
 import { createClassifierCache, pick, type ClassifiedRow, type ClassifierCache } from '../cache/index.js';
 import type { ImageInput } from '../image/index.js';
 import { blockOutputs, readOnnxModel } from '../onnx/index.js';
-import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
+import type { LoadedModel, ModelRuntime, TensorData } from '../runtime/index.js';
 import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 import { letterboxBatchNative } from './detector/index.js';
 import { float32Output, NO_INPUT, parseWith, phasedRunner, type ModelRunner } from './runner.js';
@@ -37,30 +37,39 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
   const inputName = model.inputNames[0] ?? 'images';
   const candidateLayers = blockOutputs(await readOnnxModel(spec.file));
   let trainer: HeadTrainer | undefined;
-  /** One cache per distinct `cache:` among the nodes. */
-  const caches = new Map<string, Promise<ClassifierCache>>();
-  const cacheFor = (config: ClassifierCacheConfig): Promise<ClassifierCache> => {
+  /**
+   * One cache per distinct `cache:` among the nodes; undefined where it could not be set up (said
+   * once; those rows run the model whole). A cheaper variant serving the node for a plan gets the
+   * node's `cache:` too, with layers it may not have.
+   */
+  const caches = new Map<string, Promise<ClassifierCache | undefined>>();
+  const cacheFor = (config: ClassifierCacheConfig): Promise<ClassifierCache | undefined> => {
     const id = JSON.stringify(config);
     let cache = caches.get(id);
     if (!cache) {
       const count = Math.min(DEFAULT_CACHE_LAYERS, candidateLayers.length);
-      const layers = config.layers?.map((i) => candidateLayers[i]!) ?? Array.from({ length: count }, (_, i) => candidateLayers[Math.floor(((i + 1) * candidateLayers.length) / (count + 1))]!);
-      cache = createClassifierCache({
-        runtime,
-        model: { name: spec.name, file: spec.file, inputName, inputSize },
-        whole: model,
-        layers: [...new Set(layers)].sort((a, b) => candidateLayers.indexOf(a) - candidateLayers.indexOf(b)),
-        config,
-        probabilitiesOf: (outputs) => outputs.probabilities!.data as Float32Array,
-        train: async (job) => (trainer ??= createHeadTrainer()).trainCache(job),
-        logger: logger.child({ module: 'analyzers.cache', model: spec.name }),
+      const indices = config.layers ?? Array.from({ length: count }, (_, i) => Math.floor(((i + 1) * candidateLayers.length) / (count + 1)));
+      const beyond = indices.find((i) => i >= candidateLayers.length);
+      cache = (beyond !== undefined
+        ? Promise.reject(new PanoptesError(ErrorCode.AppInvalid, `cache.layers: ${spec.name} has candidate layers 0..${candidateLayers.length - 1}, not ${beyond}`))
+        : createClassifierCache({
+            runtime,
+            model: { name: spec.name, file: spec.file, inputName, inputSize },
+            whole: model,
+            layers: [...new Set(indices)].sort((a, b) => a - b).map((i) => candidateLayers[i]!),
+            config,
+            probabilitiesOf: (outputs) => float32Output(outputs, 'probabilities', [outputs.probabilities?.dims[0] ?? 0, labels.length], spec.name),
+            train: async (job) => (trainer ??= createHeadTrainer()).trainCache(job),
+            logger: logger.child({ module: 'analyzers.cache', model: spec.name }),
+          })
+      ).catch((err: unknown) => {
+        logger.warn({ err, model: spec.name }, `learned cache of ${spec.name} not set up; its rows run the model whole`);
+        return undefined;
       });
       caches.set(id, cache);
-      cache.catch(() => caches.delete(id));
     }
     return cache;
   };
-  const loadedCaches = async (): Promise<ClassifierCache[]> => (await Promise.allSettled(caches.values())).flatMap((c) => (c.status === 'fulfilled' ? [c.value] : []));
   let settledCaches: ClassifierCache[] = [];
 
   /** Rows without a cache run the model whole (their `outputs`, in `plain`'s order); the others through their node's cache. */
@@ -68,20 +77,26 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
     const size = params.length;
     if (params.every((p) => !p.cache)) return { size, outputs: await model.run({ [inputName]: input }), plain: undefined, cached: undefined };
     const width = input.data.length / size;
-    const groups = new Map<ClassifierCacheConfig | undefined, number[]>();
-    params.forEach((p, i) => groups.set(p.cache, [...(groups.get(p.cache) ?? []), i]));
+    const groups = new Map<string, { cache: ClassifierCache | undefined; rows: number[] }>();
+    for (const [i, p] of params.entries()) {
+      const id = p.cache ? JSON.stringify(p.cache) : '';
+      const group = groups.get(id) ?? { cache: p.cache && (await cacheFor(p.cache)), rows: [] };
+      group.rows.push(i);
+      groups.set(id, group);
+    }
     const rowsOf = (rows: readonly number[]): TensorData => ({ ...input, dims: [rows.length, ...input.dims.slice(1)], data: pick(input.data as Float32Array, rows, width) });
+    const plain = [...groups.values()].filter((g) => !g.cache).flatMap((g) => g.rows).sort((a, b) => a - b);
     const cached = new Map<number, ClassifiedRow>();
-    let plain: { rows: number[]; outputs: NamedTensors } | undefined;
-    await Promise.all(
-      [...groups].map(async ([config, rows]) => {
-        if (!config) return void (plain = { rows, outputs: await model.run({ [inputName]: rowsOf(rows) }) });
-        const answers = await (await cacheFor(config)).run(rowsOf(rows), rows.map((r) => streams?.[r] ?? ''));
+    const [outputs] = await Promise.all([
+      plain.length > 0 ? model.run({ [inputName]: rowsOf(plain) }) : undefined,
+      ...[...groups.values()].map(async ({ cache, rows }) => {
+        if (!cache) return;
+        const answers = await cache.run(rowsOf(rows), rows.map((r) => streams?.[r] ?? ''));
         rows.forEach((r, i) => cached.set(r, answers[i]!));
       }),
-    );
-    settledCaches = await loadedCaches();
-    return { size, outputs: plain?.outputs, plain: plain?.rows ?? [], cached };
+    ]);
+    settledCaches = (await Promise.all(caches.values())).filter((c) => c !== undefined);
+    return { size, outputs, plain, cached };
   };
 
   return phasedRunner({
@@ -127,8 +142,10 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
       executed: ({ size }, outputs) => ({ size, outputs, plain: undefined, cached: undefined }),
     },
     async dispose() {
-      await Promise.all((await loadedCaches()).map(async (c) => c.close()));
+      // Closing first stops exploring and retraining; closing the trainer then fails a job under way.
+      const closing = (await Promise.all(caches.values())).map(async (c) => c?.close());
       await trainer?.close();
+      await Promise.all(closing);
       await model.dispose();
     },
   });

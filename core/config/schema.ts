@@ -216,12 +216,15 @@ export const cacheSchema = z.strictObject({
 export const classifierCacheSchema = z.strictObject({
   /** Candidate layers explored, as indices into the model's block outputs; several evenly spread when absent. */
   layers: z.array(z.number().int().min(0).max(100)).min(1).max(8).optional(),
-  /** Requests recorded before exploration (their hidden outputs are kept until it ends). */
-  explore: z.number().int().min(20).max(5_000).default(300),
+  /**
+   * Requests recorded before exploration (their hidden outputs are kept until it ends, within
+   * 512 MB: fewer are recorded where the layers' outputs are larger). A fifth measure each variant.
+   */
+  explore: z.number().int().min(50).max(5_000).default(300),
   /** The cache's classes: the model's commonest answers, this many; the rest are "other", which never answers. */
   maxClasses: z.number().int().min(1).max(100).default(16),
   /** Variants larger than this (parameters) are not explored: they take minutes to train on a CPU. */
-  maxParameters: z.number().int().min(1_000).max(100_000_000).default(1_000_000),
+  maxParameters: z.number().int().min(1_000).max(5_000_000).default(1_000_000),
   /** The memory budget of the enabled variants. */
   memoryMB: z.number().positive().max(10_000).default(64),
   /** Share of hits whose answer must be the model's, on held-out requests: the accuracy filter. */
@@ -235,7 +238,7 @@ export const classifierCacheSchema = z.strictObject({
   window: z.number().int().min(20).max(100_000).default(300),
   /** Requests between retrainings. */
   period: z.number().int().min(1).max(1_000_000).default(200),
-});
+}).refine((c) => c.sampled <= c.group, { message: 'sampled must be at most group (requests sampled of each group)', path: ['sampled'] });
 
 /**
  * A node's `cache:` as the app file gives it: a detector's keys or a classifier's, none filled in
