@@ -36,6 +36,12 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
   const model = await runtime.load({ name: spec.name, file: spec.file });
   const inputName = model.inputNames[0] ?? 'images';
   const candidateLayers = blockOutputs(await readOnnxModel(spec.file));
+  /** A node's `cache.layers` that this model lacks, as an error; undefined where it has them all. */
+  const missingLayer = (indices: readonly number[]): PanoptesError | undefined => {
+    const beyond = indices.find((i) => i >= candidateLayers.length);
+    if (beyond === undefined) return undefined;
+    return new PanoptesError(ErrorCode.AppInvalid, `cache.layers: ${spec.name} has candidate layers 0..${candidateLayers.length - 1}, not ${beyond} (docs/learned-caches.md)`, { details: { model: spec.name } });
+  };
   let trainer: HeadTrainer | undefined;
   /**
    * One cache per distinct `cache:` among the nodes; undefined where it could not be set up (said
@@ -49,9 +55,9 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
     if (!cache) {
       const count = Math.min(DEFAULT_CACHE_LAYERS, candidateLayers.length);
       const indices = config.layers ?? Array.from({ length: count }, (_, i) => Math.floor(((i + 1) * candidateLayers.length) / (count + 1)));
-      const beyond = indices.find((i) => i >= candidateLayers.length);
-      cache = (beyond !== undefined
-        ? Promise.reject(new PanoptesError(ErrorCode.AppInvalid, `cache.layers: ${spec.name} has candidate layers 0..${candidateLayers.length - 1}, not ${beyond}`))
+      const missing = missingLayer(indices);
+      cache = (missing
+        ? Promise.reject(missing)
         : createClassifierCache({
             runtime,
             model: { name: spec.name, file: spec.file, inputName, inputSize },
@@ -103,10 +109,8 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
     spec,
     parseParams(params) {
       const parsed = parseWith(classifierParams, spec, params);
-      const beyond = parsed.cache?.layers?.find((i) => i >= candidateLayers.length);
-      if (beyond !== undefined) {
-        throw new PanoptesError(ErrorCode.AppInvalid, `cache.layers: ${spec.name} has candidate layers 0..${candidateLayers.length - 1}, not ${beyond} (docs/learned-caches.md)`, { details: { model: spec.name } });
-      }
+      const missing = missingLayer(parsed.cache?.layers ?? []);
+      if (missing) throw missing;
       return parsed;
     },
     prepare: async (images, params, streams) => ({ size: images.length, input: (await letterboxBatchNative(images, inputSize, spec.name)).input, params, streams }),
