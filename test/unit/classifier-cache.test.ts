@@ -47,7 +47,7 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
   };
   const classOf = (output: NodeOutput | undefined) => (output?.kind === 'attributes' ? output.attributes[0]! : undefined);
   /** The model's own answer on each image, without a cache. */
-  let whole: NodeOutput[] = [];
+  const whole: NodeOutput[] = [];
 
   it('records, explores, then answers: a miss is the model\'s answer, a hit its cache\'s at the layer it read; rows and figures say which', async () => {
     // Recording: the model runs segment by segment, whole, every answer its own.
