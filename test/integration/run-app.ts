@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runDeployment, type RunSummary } from '../../cli/deployment.js';
-import { compileDeployment, createLogger, deploymentSchema, projectRoot, silentLogger, type DeploymentInput } from '../../core/index.js';
+import { compileDeployment, deploymentSchema, projectRoot, silentLogger, type DeploymentInput } from '../../core/index.js';
 
 const root = projectRoot();
 
@@ -25,7 +25,7 @@ export async function runApps(
     const config = compileDeployment(deployment, join(root, 'configs/test.yaml'), { dataDir });
     const rows: Record<string, Record<string, unknown>[]> = {};
     const summary = await runDeployment(config, {
-      logger: process.env.PANOPTES_TEST_LOG ? createLogger({ level: "info" }) : silentLogger(),
+      logger: silentLogger(),
       beforeClose: async (sink) => {
         for (const [name, sql] of Object.entries(queries)) rows[name] = (await sink.query(sql)).rows;
       },
