@@ -29,16 +29,18 @@ export function f32(t: TensorData): Float32Array {
 }
 
 /** A logger whose warnings a test can read. */
-export function capturingLogger(): { logger: Logger; warnings: string[] } {
+export function capturingLogger(level: 'warn' | 'info' = 'warn'): { logger: Logger; warnings: string[]; messages: string[] } {
   const warnings: string[] = [];
+  const messages: string[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, done) {
       const line = JSON.parse(chunk.toString()) as { level: number; msg: string };
       if (line.level === 40) warnings.push(line.msg);
+      messages.push(line.msg);
       done();
     },
   });
-  return { logger: createLogger({ level: 'warn', destination }), warnings };
+  return { logger: createLogger({ level, destination }), warnings, messages };
 }
 
 /**

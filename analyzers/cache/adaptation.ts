@@ -5,7 +5,7 @@ import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import type { CachedAnswer, CachedModel, EnabledCache } from './cached-model.js';
 import { effectiveHitRates, DEFAULT_ACCURACY_TARGET } from './composition.js';
 import { cacheTargets, calibrate, type Exploration, type ExploredVariant } from './explore.js';
-import { encodeLookupModel } from './lookup-model.js';
+import { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES } from './lookup-model.js';
 import type { SegmentedModel } from './segmented-model.js';
 import { argMax } from './tensors.js';
 import { variantName } from './variant.js';
@@ -17,8 +17,9 @@ import { variantName } from './variant.js';
  * forgetting) every `period` requests, or at the end of a group whose hit rate fell below
  * `lagging` × the expected one; each selector's threshold is calibrated again on the window's
  * newest fifth and half the original inputs (kept where they have too few hits to vouch for
- * another); the new set
- * swaps in whole. Fine-tuning retrains the predictor's last layer and the selector, the layers
+ * another); the new set swaps in whole. A retrained version that cannot vouch for its hits on
+ * those inputs leaves the one serving in place if that one can (at its threshold calibrated
+ * again), and otherwise the variant stops serving: no cache below the accuracy filter answers. Fine-tuning retrains the predictor's last layer and the selector, the layers
  * below kept (the paper retrains whole predictors in ~480 ms on a GPU; here a Conv predictor's
  * lower layer alone takes seconds on a CPU core). The window, period and shares are the paper's scaled
  * down (its 100-request groups with 20% sampled, a 60-minute window, a 15-minute period).
@@ -64,10 +65,12 @@ export interface CacheAdaptation {
    */
   observe(feeds: () => NamedTensors, answered: CachedAnswer): Promise<number | undefined>;
   /**
-   * `variants`: those serving now, with the hit rate and precision of their last calibration;
-   * `rejected`: retrained variants kept out for missing the accuracy target on the window.
+   * `variants`: those serving now, with the hit rate and precision of their last calibration (none
+   * once every one has been disabled); `rejected`: retrained versions kept out for missing the
+   * accuracy target on the window; `disabled`: variants that stopped serving because neither
+   * their retrained version nor the serving one met it.
    */
-  status(): { retrains: number; meanRetrainMs: number; samples: number; rejected: number; variants: readonly ExploredVariant[] };
+  status(): { retrains: number; meanRetrainMs: number; samples: number; rejected: number; disabled: number; variants: readonly ExploredVariant[] };
   /** Disposes the lookup models it loaded (those of lookups still running, once they end). */
   close(): Promise<void>;
 }
@@ -87,7 +90,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
   const window: Row[] = [];
   let current = [...options.variants];
   let sampledInGroup = new Set<number>();
-  let [requests, hitsInGroup, lastRetrain, retrains, trainMs, trainedVariants, rejected] = [0, 0, 0, 0, 0, 0, 0];
+  let [requests, hitsInGroup, lastRetrain, retrains, trainMs, trainedVariants, rejected, disabled] = [0, 0, 0, 0, 0, 0, 0, 0];
   /** Lookup models this adaptation loaded (or was given) and still owns. */
   const loaded: LoadedModel[] = options.ownsInitialCaches ? model.caches.map((c) => c.model) : [];
 
@@ -107,14 +110,28 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     return out;
   };
 
+  /** A lookup's answers on `rows`, as calibration reads them: its selector's output (0 where it says "other") and whether its class is the base's. */
+  const answersOf = (rows: readonly Row[], predicted: ArrayLike<number>, hit: ArrayLike<number>) =>
+    rows.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label }));
+
+  /** The serving version of a cache on `rows`: what its lookup model answers there. */
+  async function servingAnswers(cache: EnabledCache, rows: readonly Row[]) {
+    const shape = exploration.shapes[cache.layer]!;
+    const out = await cache.model.run({ [LOOKUP_INPUT]: { type: 'float32', data: stack(rows, (r) => r.hidden[cache.layer]!), dims: [rows.length, shape.channels, shape.height, shape.width] } });
+    const probabilities = out[LOOKUP_PROBABILITIES]!.data as Float32Array;
+    const predicted = rows.map((_, i) => argMax(probabilities.subarray(i * classes, (i + 1) * classes)));
+    return answersOf(rows, predicted, out[LOOKUP_HIT]!.data as Float32Array);
+  }
+
   async function retrain(): Promise<void> {
     // Calibrated on the window's newest fifth and half the original inputs, trained on the rest.
     const newest = window.slice(-Math.round(window.length / 5));
     const half = Math.floor(original.length / 2);
     const calibration = [...newest, ...original.slice(half)];
     const training = [...window.slice(0, window.length - newest.length), ...original.slice(0, half)];
-    const next: ExploredVariant[] = [];
-    for (const v of current) {
+    /** Each variant kept, with the lookup model it keeps serving on where it was not retrained. */
+    const next: { variant: ExploredVariant; serving?: EnabledCache }[] = [];
+    for (const [i, v] of current.entries()) {
       const trained = await train({
         variant: v.spec,
         shape: exploration.shapes[v.layer]!,
@@ -132,33 +149,41 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       trainMs += trained.trainMs;
       trainedVariants += 1;
       const { predicted, hit } = trained.evaluation!;
-      const answers = calibration.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: exploration.baseClassOf[predicted[i]!] === r.label }));
-      const { threshold, hitRate, accuracy } = calibrate(answers, accuracyTarget, { fallback: v.threshold });
-      // A version that cannot vouch for its hits on the newest inputs does not replace the one serving.
-      if (accuracy < accuracyTarget) {
-        rejected += 1;
-        next.push(v);
+      const { threshold, hitRate, accuracy } = calibrate(answersOf(calibration, predicted, hit), accuracyTarget, { fallback: v.threshold });
+      if (accuracy >= accuracyTarget) {
+        const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
+        await writeFile(file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
+        next.push({ variant: { ...v, weights: trained.weights, threshold, hitRate, accuracy, file } });
         continue;
       }
-      const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
-      await writeFile(file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
-      next.push({ ...v, weights: trained.weights, threshold, hitRate, accuracy, file });
+      // A version that cannot vouch for its hits on the newest inputs does not replace the one
+      // serving. That one goes on at a threshold calibrated again where it can vouch, as it is
+      // where its hits are too few to say, and not at all where they rule the target out.
+      rejected += 1;
+      const serving = model.caches[i]!;
+      const answers = await servingAnswers(serving, calibration);
+      const recalibrated = calibrate(answers, accuracyTarget, { fallback: v.threshold });
+      if (recalibrated.accuracy >= accuracyTarget) {
+        next.push({ variant: { ...v, ...recalibrated }, serving: { ...serving, threshold: recalibrated.threshold } });
+        continue;
+      }
+      const hits = answers.filter((a) => a.hit >= v.threshold);
+      if (belowTarget(hits.length, hits.filter((a) => !a.right).length, accuracyTarget)) disabled += 1;
+      else next.push({ variant: v, serving });
     }
-    const serving = new Map(current.map((v, i) => [v, model.caches[i]!]));
     const caches = await Promise.all(
-      next.map(async (v): Promise<EnabledCache> => {
-        const kept = serving.get(v);
-        if (kept) return kept;
+      next.map(async ({ variant: v, serving }): Promise<EnabledCache> => {
+        if (serving) return serving;
         const lookup = await lookupRuntime.load({ name: v.file, file: v.file });
         loaded.push(lookup);
         return { layer: v.layer, variant: v.name, model: lookup, baseClassOf: exploration.baseClassOf, threshold: v.threshold };
       }),
     );
-    const swappedOut = model.caches.filter((c) => !caches.includes(c));
+    const swappedOut = model.caches.filter((c) => !caches.some((kept) => kept.model === c.model));
     model.swap(caches);
     // Disposed once no lookup still runs on them.
     for (const c of swappedOut) if (release(c.model)) await model.retire(c.model);
-    current = next;
+    current = next.map((n) => n.variant);
     retrains += 1;
   }
 
@@ -196,9 +221,28 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       }
       return label;
     },
-    status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length, rejected, variants: current }),
+    status: () => ({ retrains, meanRetrainMs: trainedVariants === 0 ? 0 : trainMs / trainedVariants, samples: window.length, rejected, disabled, variants: current }),
     async close() {
+      // Those serving once no lookup runs on them; any other (a retraining that failed between
+      // loading and swapping in) at once.
       for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
+      await Promise.all(loaded.splice(0).map((lookup) => lookup.dispose()));
     },
   };
+}
+
+/**
+ * Whether `wrong` wrong answers among `hits` rule out an accuracy of `target` at 95% confidence:
+ * a cache that met it would answer that many wrong less than once in twenty times.
+ */
+export function belowTarget(hits: number, wrong: number, target: number): boolean {
+  const p = 1 - target;
+  // P(fewer than `wrong` wrong answers) for a cache exactly at the target.
+  let below = 0;
+  let term = (1 - p) ** hits;
+  for (let k = 0; k < wrong; k++) {
+    below += term;
+    term *= ((hits - k) / (k + 1)) * (p / (1 - p));
+  }
+  return wrong > 0 && 1 - below < 0.05;
 }

@@ -19,8 +19,11 @@ import { defaultVariants, parameterCount } from './variant.js';
  * recorded; exploration trains the variants on them (on the training thread) while requests run
  * the whole model; the composition enables the best set; from then on each batch runs through
  * the cached model (a request whose lookup hits leaves the batch at that layer), and adaptation
- * retrains the enabled variants on a sample of the requests. One set of caches per node, learned
- * from all its streams: a node fed crops sees the same objects from every camera's frames.
+ * retrains the enabled variants on a sample of the requests. Where exploration enables none, or
+ * adaptation disables every one (none meets the accuracy filter on the newest requests), the
+ * model runs whole, and after `reexplore` requests the loop starts again from recording: a
+ * stream's content changes. One set of caches per node, learned from all its streams: a node fed
+ * crops sees the same objects from every camera's frames.
  */
 export interface ClassifierCacheOptions {
   runtime: ModelRuntime;
@@ -89,6 +92,8 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   let phase: 'recording' | 'exploring' | 'serving' | 'whole' = 'recording';
   let recorded: Recorded | undefined = emptyRecord(base);
   let [recordedRows, toRecord] = [0, config.explore];
+  /** Requests to run whole before exploring again (undefined: never again), and the wait after the next exploration that enables none. */
+  let [wholeUntilExplore, nextWait] = [undefined as number | undefined, config.reexplore];
   let serving: { cached: CachedModel; adaptation: CacheAdaptation } | undefined;
   const streams = new Map<string, StreamFigures>();
   let [pending, unsampled, failures] = [0, 0, 0];
@@ -150,10 +155,12 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     const chosen = composition.variants as ExploredVariant[];
     const exploreMs = Math.round(performance.now() - started);
     if (chosen.length === 0 || closed) {
-      phase = 'whole';
-      if (!closed) logger.info({ variants: exploration.variants.length, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}); the model runs whole`);
+      runWhole(nextWait);
+      nextWait *= 2;
+      if (!closed) logger.info({ variants: exploration.variants.length, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}) within the memory budget (${config.memoryMB} MB); the model runs whole${exploringAgain()}`);
       return;
     }
+    nextWait = config.reexplore;
     const initial = await Promise.all(
       chosen.map(async (v): Promise<EnabledCache> => ({ layer: v.layer, variant: v.name, model: await runtime.load({ name: v.file, file: v.file }), baseClassOf: exploration.baseClassOf, threshold: v.threshold })),
     );
@@ -191,6 +198,31 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     );
   }
 
+  /** Whole from now on; exploring again after `wait` requests, where re-exploration is on. */
+  function runWhole(wait: number): void {
+    phase = 'whole';
+    wholeUntilExplore = config.reexplore > 0 ? wait : undefined;
+  }
+  const exploringAgain = () => (wholeUntilExplore === undefined ? '' : `, and explores again after ${wholeUntilExplore} requests`);
+
+  /** Counts requests run whole; back to recording once re-exploration is due. */
+  function ranWhole(size: number): void {
+    if (wholeUntilExplore === undefined || closed) return;
+    wholeUntilExplore -= size;
+    if (wholeUntilExplore > 0) return;
+    wholeUntilExplore = undefined;
+    [recorded, recordedRows, phase] = [emptyRecord(base), 0, 'recording'];
+  }
+
+  /** Adaptation disabled every cache: they stop serving, and the model runs whole until the next exploration. */
+  async function stopServing(stopped: NonNullable<typeof serving>): Promise<void> {
+    if (serving !== stopped) return;
+    serving = undefined;
+    runWhole(config.reexplore);
+    logger.info({ accuracyTarget: config.accuracyTarget }, `every learned cache of ${model.name} stopped meeting the accuracy filter on the newest requests; the model runs whole${exploringAgain()}`);
+    await stopped.adaptation.close();
+  }
+
   function recordRun(ran: { outputs: NamedTensors; hidden: TensorData[] }, size: number): void {
     if (!recorded) return;
     if (recordedRows === 0) {
@@ -214,12 +246,14 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   /** Hands a served request to the adaptation, in order, off the request's path. */
   function observe(figures: StreamFigures | undefined, feeds: () => NamedTensors, answered: CachedAnswer): void {
     if (!serving) return;
-    const { adaptation } = serving;
+    const current = serving;
+    const { adaptation } = current;
     pending += 1;
     observing = observing
       .then(async () => {
-        if (closed) return;
+        if (closed || serving !== current) return;
         const label = await adaptation.observe(feeds, answered);
+        if (adaptation.status().variants.length === 0) await stopServing(current);
         if (label === undefined || answered.exit === 'full' || !figures) return;
         const layer = layerFigures(figures, base.layers[answered.exit]!);
         layer.checked += 1;
@@ -254,7 +288,11 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
         recordRun(ran, size);
         return rowsOf(ran.outputs, size);
       }
-      if (phase !== 'serving' || !serving) return rowsOf(await whole.run(feedsOf(input)), size);
+      if (phase !== 'serving' || !serving) {
+        const rows = rowsOf(await whole.run(feedsOf(input)), size);
+        if (phase === 'whole') ranWhole(size);
+        return rows;
+      }
       // The adaptation samples requests after they are answered, and the runtime takes the batch's
       // buffers: the rows it has room for are kept.
       const width = input.data.length / size;

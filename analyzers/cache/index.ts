@@ -32,7 +32,7 @@ export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
 export { argMax, concat, pick } from './tensors.js';
-export { createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';
+export { belowTarget, createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';
 export { createFrameCache, type FrameCache, type FrameCacheConfig, type FrameCacheOptions, type FrameCacheStats, type FrameExit } from './frame-cache.js';
 export { framePriorFile, readFramePrior, writeFramePrior, type FramePrior } from './frame-prior.js';
 export { fitFrameSelector, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, frameSelectorModel, type FittedSelector, type FramePairs } from './frame-selector.js';

@@ -75,6 +75,7 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
   const variables = initialVariables(tf, variant, shape, classes, seed, job.init);
   const x = tf.tensor4d(hidden, [rows, shape.channels, shape.height, shape.width]);
   const y = tf.tensor2d(targets, [rows, classes]);
+  let frozen: Tensor | undefined;
   try {
     const order = Array.from({ length: rows }, (_, i) => i);
     const selectorVariables = Object.entries(variables).filter(([name]) => name.startsWith('sel')).map(([, value]) => value);
@@ -83,9 +84,10 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
       .filter(([name]) => (headOnly ? name.startsWith('out/') : !name.startsWith('sel')))
       .map(([, value]) => value);
     // Frozen layers: their output computed once.
-    const frozen = headOnly ? tf.tidy(() => denseFeatures(tf, x, variables, variant, shape)) : undefined;
+    frozen = headOnly ? tf.tidy(() => denseFeatures(tf, x, variables, variant, shape)) : undefined;
+    const features = frozen;
     const logitsOf = (rowsOf: Tensor): Tensor =>
-      frozen ? dense(tf, tf.gather(frozen, rowsOf), variables, 'out') : predictorLogits(tf, tf.gather(x, rowsOf), variables, variant, shape);
+      features ? dense(tf, tf.gather(features, rowsOf), variables, 'out') : predictorLogits(tf, tf.gather(x, rowsOf), variables, variant, shape);
     /** Adam over shuffled minibatches; `step` gets the batch's row indices and targets. */
     const minibatches = async (step: (rowsOf: Tensor, yb: Tensor) => Scalar, optimizer: TensorFlow.Optimizer, passes: number, trained: Variable[]): Promise<number> => {
       let loss = NaN;
@@ -118,13 +120,12 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
       predictorOptimizer,
       epochs,
       predictorVariables,
-    );
-    predictorOptimizer.dispose();
+    ).finally(() => predictorOptimizer.dispose());
 
     // The selector learns from what the trained (now fixed) predictor answers: a hit is right
     // when its top class is the base's and is not "other".
-    const probabilities = tf.tidy(() => tf.softmax(frozen ? dense(tf, frozen, variables, 'out') : predictorLogits(tf, x, variables, variant, shape)));
-    tf.dispose(frozen);
+    const probabilities = tf.tidy(() => tf.softmax(features ? dense(tf, features, variables, 'out') : predictorLogits(tf, x, variables, variant, shape)));
+    tf.dispose(features);
     const selectorOptimizer = tf.train.adam(learningRate * 2);
     try {
       await minibatches(
@@ -153,7 +154,8 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
       ...(job.evaluate ? { evaluation: await lookUp(tf, job.evaluate, variables, variant, shape) } : {}),
     };
   } finally {
-    tf.dispose([x, y, ...Object.values(variables)]);
+    // `frozen` too where training failed before letting go of it (disposing twice is harmless).
+    tf.dispose([x, y, ...Object.values(variables), ...(frozen ? [frozen] : [])]);
   }
 }
 

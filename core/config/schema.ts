@@ -238,6 +238,12 @@ export const classifierCacheSchema = z.strictObject({
   window: z.number().int().min(20).max(100_000).default(300),
   /** Requests between retrainings. */
   period: z.number().int().min(1).max(1_000_000).default(200),
+  /**
+   * Requests the model runs whole before the caches are explored again, where exploration
+   * enabled none or every enabled one stopped meeting the accuracy filter; doubled each time
+   * exploration enables none. 0: never explored again.
+   */
+  reexplore: z.number().int().min(0).max(100_000_000).default(3_000),
 }).refine((c) => c.sampled <= c.group, { message: 'sampled must be at most group (requests sampled of each group)', path: ['sampled'] });
 
 /**

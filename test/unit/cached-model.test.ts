@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  belowTarget,
   createCacheAdaptation,
   createCachedModel,
   exploreCaches,
@@ -12,6 +13,7 @@ import {
   loadSegmentedModel,
   type EnabledCache,
   type Exploration,
+  type ExploredVariant,
   type SegmentedModel,
 } from '../../analyzers/cache/index.js';
 import { blockOutputs, createOnnxRuntime, readOnnxModel, type LoadedModel, type NamedTensors } from '../../analyzers/index.js';
@@ -51,6 +53,20 @@ const answerOf = (outputs: NamedTensors): number => {
   return p.indexOf(Math.max(...p));
 };
 
+describe('belowTarget: wrong hits that rule out the accuracy target at 95% confidence', () => {
+  it.each([
+    [3, 1, 0.97, false], // 1 − 0.97³ = 8.7% of the time for a cache at 97%
+    [5, 2, 0.97, true], // 0.85%
+    [20, 2, 0.97, false], // 12%
+    [20, 3, 0.97, true], // 2.1%
+    [0, 0, 0.97, false],
+    [40, 0, 0.97, false],
+    [1, 1, 1, true],
+  ])('%i hits, %i wrong, target %f: %s', (hits, wrong, target, expected) => {
+    expect(belowTarget(hits, wrong, target)).toBe(expected);
+  });
+});
+
 describe('learned caches on EfficientNet-Lite0', () => {
   const baseRuntime = createOnnxRuntime({ logger: silentLogger(), workers: 1, intraOpThreads: 1 });
   const lookupRuntime = createOnnxRuntime({ logger: silentLogger(), workers: 1, intraOpThreads: 1 });
@@ -60,17 +76,16 @@ describe('learned caches on EfficientNet-Lite0', () => {
   let base: SegmentedModel;
   let explored: Exploration;
   const loaded: LoadedModel[] = [];
+  const enableVariant = async (v: ExploredVariant): Promise<EnabledCache> => {
+    const model = await lookupRuntime.load({ name: v.file, file: v.file });
+    loaded.push(model);
+    return { layer: v.layer, variant: v.name, model, baseClassOf: explored.baseClassOf, threshold: v.threshold };
+  };
   /** Enabled caches for the explored variants at `layers` named `name`. */
   const enable = async (name: string, layers: number[]): Promise<EnabledCache[]> =>
-    Promise.all(
-      explored.variants
-        .filter((v) => v.name.startsWith(name) && layers.includes(v.layer))
-        .map(async (v) => {
-          const model = await lookupRuntime.load({ name: v.file, file: v.file });
-          loaded.push(model);
-          return { layer: v.layer, variant: v.name, model, baseClassOf: explored.baseClassOf, threshold: v.threshold };
-        }),
-    );
+    Promise.all(explored.variants.filter((v) => v.name.startsWith(name) && layers.includes(v.layer)).map(enableVariant));
+  /** The deepest layer's variant that passes the accuracy filter with the most hits: what the composition would enable there. */
+  const passing = (): ExploredVariant => explored.variants.filter((v) => v.layer === 2 && v.accuracy >= 0.97).sort((a, b) => b.hitRate - a.hitRate)[0]!;
 
   beforeAll(async () => {
     const layers = blockOutputs(await readOnnxModel(LITE0.file)).filter((_, i) => [1, 4, 8].includes(i));
@@ -157,8 +172,8 @@ describe('learned caches on EfficientNet-Lite0', () => {
   });
 
   it('adapts online: samples requests into a window, retrains the enabled caches from their weights, and swaps them in', async () => {
-    const chosen = explored.variants.filter((v) => v.layer === 2 && v.name.startsWith('Pool'));
-    const initial = await enable('Pool', [2]);
+    const chosen = [passing()];
+    const initial = [await enableVariant(chosen[0]!)];
     const model = createCachedModel({ base, caches: initial, answerOf });
     const adaptation = createCacheAdaptation({
       model,
@@ -186,6 +201,63 @@ describe('learned caches on EfficientNet-Lite0', () => {
     expect(meanRetrainMs).toBeGreaterThan(0);
     expect(model.caches[0]!.model).not.toBe(initial[0]!.model);
     expect(model.caches[0]!.variant).toBe(chosen[0]!.name);
+    await adaptation.close();
+  });
+
+  it.each([
+    ['keeps a serving cache that still vouches for its hits, at a threshold calibrated again', false],
+    ['disables a serving cache whose hits are wrong on the newest requests', true],
+  ])('when a retrained version misses the accuracy target, %s', async (_, stale) => {
+    const chosen = passing();
+    const known = explored.baseClassOf.slice(0, -1);
+    // A stale cache: each of its classes stands for another class of the base than the one it learned.
+    const baseClassOf = stale ? [...known.slice(1), known[0]!, -1] : explored.baseClassOf;
+    const initial = await enableVariant(chosen);
+    const model = createCachedModel({ base, caches: [{ ...initial, baseClassOf }], answerOf });
+    const classes = baseClassOf.length;
+    const adaptation = createCacheAdaptation({
+      model,
+      base,
+      variants: [chosen],
+      exploration: { ...explored, baseClassOf },
+      probabilitiesOf: (outputs) => f32(outputs.probabilities!),
+      // Every retrained version answers "other" on the calibration inputs: it cannot vouch for anything.
+      train: async (job) => {
+        const rows = job.evaluate!.length / (job.hidden.length / (job.targets.length / classes));
+        return { weights: job.init!, loss: 0, backend: 'none', trainMs: 1, evaluation: { predicted: new Int32Array(rows).fill(classes - 1), hit: new Float32Array(rows) } };
+      },
+      lookupRuntime,
+      dir,
+      random: seededRandom(5),
+      ...{ group: 10, sampled: 5, window: 30, period: 20, minSamples: 10 },
+    });
+    const remembered = images(40, 10);
+    for (let i = 0; i < 40; i++) await adaptation.remember(one(remembered, i));
+    const batch = images(30, 11);
+    const exits: (number | 'full')[] = [];
+    for (let i = 0; i < 30; i++) {
+      const answered = await model.run(one(batch, i));
+      exits.push(answered.exit);
+      await adaptation.observe(() => one(batch, i), answered);
+    }
+    const status = adaptation.status();
+    expect(status.retrains).toBeGreaterThanOrEqual(1);
+    expect(status.rejected).toBe(status.retrains);
+    if (stale) {
+      // Its hits were answered wrong until the retraining at request 20; none after it.
+      expect(exits.slice(0, 20).some((e) => e !== 'full')).toBe(true);
+      expect(exits.slice(20)).toEqual(Array(10).fill('full'));
+      expect(status).toMatchObject({ disabled: 1, variants: [] });
+      expect(model.caches).toEqual([]);
+    } else {
+      expect(status.disabled).toBe(0);
+      expect(status.variants).toHaveLength(1);
+      expect(status.variants[0]!.accuracy).toBeGreaterThanOrEqual(0.97);
+      // The same lookup model serves, at the threshold calibrated again.
+      expect(model.caches).toHaveLength(1);
+      expect(model.caches[0]!.model).toBe(initial.model);
+      expect(model.caches[0]!.threshold).toBe(status.variants[0]!.threshold);
+    }
     await adaptation.close();
   });
 

@@ -129,6 +129,34 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
     expect(said).toEqual([]);
   }, 120_000);
 
+  it('explores again after `reexplore` requests run whole where exploration enabled no cache, waiting twice as long each time', async () => {
+    const { logger: own, messages } = capturingLogger('info');
+    const again = await loadModelRunner(zoo['efficientnet-lite0']!, runtime, own);
+    // No variant fits in 1 KB: every exploration enables none.
+    const hopeless = { ...cache, memoryMB: 0.001, reexplore: 8 };
+    const explorations = () => messages.filter((m) => m.startsWith('exploring learned caches'));
+    const foundNone = () => messages.filter((m) => m.startsWith('no learned cache of efficientnet-lite0 passes'));
+    try {
+      let i = 0;
+      for (const wait of [8, 16]) {
+        const before = explorations().length;
+        // Requests run whole (the first time, none), then are recorded until exploration starts.
+        for (let sent = 0; explorations().length === before && sent < 100; sent++, i = (i + 4) % images.length) {
+          const outputs = await classify(again, images.slice(i, i + 4), images.slice(i, i + 4).map(() => ({ cache: hopeless })));
+          outputs.forEach((o, j) => expect(classOf(o)!.value).toBe(classOf(whole[i + j])!.value));
+        }
+        expect(explorations()).toHaveLength(before + 1);
+        for (let waited = 0; foundNone().length === before && waited < 240; waited++) await new Promise((r) => setTimeout(r, 500));
+        expect(foundNone().length, messages.join('\n')).toBeGreaterThan(before);
+        expect(foundNone().at(-1)).toMatch(new RegExp(`explores again after ${wait} requests$`));
+      }
+      expect(explorations()).toHaveLength(2);
+      expect(again.cacheStats?.()).toEqual([]);
+    } finally {
+      await again.dispose();
+    }
+  }, 300_000);
+
   it('runs the model whole, and says so once, for a cache it cannot set up (a stand-in model given the node\'s layers)', async () => {
     const { logger: own, warnings: said } = capturingLogger();
     const standIn = await loadModelRunner(zoo['efficientnet-lite0']!, runtime, own);

@@ -333,7 +333,7 @@ describe('loadModelZoo and loadApp', () => {
     // The node keeps what the file says; its model's runner fills in the defaults of its kind.
     expect(good.nodes[1]!.cache).toEqual({ layers: [5, 10], explore: 100 });
     expect(cacheSchema.parse({})).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4, prior: true });
-    expect(classifierCacheSchema.parse({})).toEqual({ explore: 300, maxClasses: 16, maxParameters: 1_000_000, memoryMB: 64, accuracyTarget: 0.97, falsePositiveWeight: 4, group: 100, sampled: 20, window: 300, period: 200 });
+    expect(classifierCacheSchema.parse({})).toEqual({ explore: 300, maxClasses: 16, maxParameters: 1_000_000, memoryMB: 64, accuracyTarget: 0.97, falsePositiveWeight: 4, group: 100, sampled: 20, window: 300, period: 200, reexplore: 3000 });
     const issues = (detector: object, classifier: object, model?: string) => checkAppGraph(app(detector, classifier, model), zoo).map((i) => `${i.path}: ${i.message}`);
     expect(issues({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } })).toEqual(['nodes[1].cache: node "kind" specializes; it cannot also have a cache']);
     expect(issues({}, { cache: { grid: 8 } })).toEqual(['nodes[1].cache: Unrecognized key: "grid" (a cache on efficientnet-lite: docs/learned-caches.md)']);
