@@ -136,7 +136,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
     const training = { skew: config.trainingSkew ?? TRAINING_SKEW[config.workload], maxRows: MAX_TRAINING_ROWS };
     const pools = config.templates.map((model) => ({
       template: { app: node.app, node: templateNodeId(node.node, model), model },
-      pool: createStreamPool({ rowsPerClass: config.poolRowsPerClass, training, random }),
+      pool: createStreamPool({ rowsPerClass: config.poolRowsPerClass, maxClasses: config.poolClasses, training, random }),
     }));
     const templates: SpecializerTemplate<StreamInput>[] = pools.map(({ template, pool }) => ({
       name: template.model,

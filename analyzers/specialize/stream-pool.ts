@@ -7,7 +7,9 @@ import { measureBehaviour, type LabelledPool, type MeasuredBehaviour } from './p
  * (§5.2); a deployment has none, so the stream labels its own: inputs the oracle labelled,
  * pre-forwarded once through the template's feature layers, at most `rowsPerClass` per class, a
  * uniform sample of those seen (reservoir sampling: whether an input stays is decided before its
- * features are computed, so most inputs cost nothing here).
+ * features are computed, so most inputs cost nothing here). It keeps rows of `maxClasses` classes
+ * at most, those seen most recently: a stream of many classes (identities, a thousand ImageNet
+ * labels) lets the longest unseen go, and dominant sets are drawn from recent classes anyway.
  *
  * Eq. 5.1 needs the template's behaviour once specialized. It is measured on the pool the
  * thesis' way (`measureBehaviour`: heads for random dominant sets, trained on half of each
@@ -21,6 +23,8 @@ const GRID = [1, 2, 5, 10, 15, 20];
 
 export interface StreamPoolOptions {
   rowsPerClass: number;
+  /** Classes kept. @defaultValue 64 */
+  maxClasses?: number;
   /** A class is drawn into measured dominant sets only with this many rows in each half. @defaultValue 5 */
   minRows?: number;
   /** The training set's skew and size, as for h_D itself. */
@@ -31,7 +35,7 @@ export interface StreamPoolOptions {
 export interface StreamPool {
   /** Where an input the oracle labelled `label` goes in the pool, or undefined when it is not kept. */
   admit(label: string): number | undefined;
-  /** The features of an admitted input; copied. */
+  /** The features of an admitted input; copied. Nothing is kept for a class let go since the input was admitted. */
   fill(label: string, slot: number, features: Float32Array): void;
   /** The rows kept now. */
   readonly pool: LabelledPool;
@@ -46,7 +50,9 @@ export interface StreamPool {
 export function createStreamPool(options: StreamPoolOptions): StreamPool {
   const { rowsPerClass, random } = options;
   const minRows = options.minRows ?? 5;
+  const maxClasses = options.maxClasses ?? 64;
   const rows = new Map<string, (Float32Array | undefined)[]>();
+  /** Inputs seen per class kept, the class seen longest ago first. */
   const seen = new Map<string, number>();
   let snapshot: LabelledPool | undefined;
   let featureCount: number | undefined;
@@ -66,16 +72,26 @@ export function createStreamPool(options: StreamPoolOptions): StreamPool {
   return {
     admit(label) {
       const count = (seen.get(label) ?? 0) + 1;
+      seen.delete(label);
       seen.set(label, count);
       let slots = rows.get(label);
-      if (!slots) rows.set(label, (slots = []));
+      if (!slots) {
+        if (rows.size >= maxClasses) {
+          const [oldest] = seen.keys();
+          seen.delete(oldest!);
+          rows.delete(oldest!);
+          snapshot = undefined;
+        }
+        rows.set(label, (slots = []));
+      }
       if (slots.length < rowsPerClass) return slots.push(undefined) - 1;
       const slot = Math.floor(random() * count);
       return slot < rowsPerClass ? slot : undefined;
     },
     fill(label, slot, features) {
       const slots = rows.get(label);
-      if (!slots || slot >= slots.length) throw new RangeError(`stream pool: no slot ${slot} of class ${label} was admitted`);
+      if (!slots) return;
+      if (slot >= slots.length) throw new RangeError(`stream pool: no slot ${slot} of class ${label} was admitted`);
       featureCount ??= features.length;
       if (features.length !== featureCount) throw new RangeError(`stream pool: ${features.length} features for class ${label}; the pool's rows have ${featureCount}`);
       slots[slot] = features.slice();

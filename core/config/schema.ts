@@ -172,6 +172,8 @@ export const specializeSchema = z.strictObject({
    * template. A class is specialized on once it has 10 (half to train on, half to test).
    */
   poolRowsPerClass: z.number().int().min(10).max(200).default(20),
+  /** Classes the stream's pool keeps rows of, those seen most recently: a new class lets the one seen longest ago go. */
+  poolClasses: z.number().int().min(2).max(1_000).default(64),
 });
 
 /**

@@ -377,6 +377,7 @@ describe('loadModelZoo and loadApp', () => {
       epsilon: 0.01,
       maxDisagreement: 0.5,
       poolRowsPerClass: 20,
+      poolClasses: 64,
     });
     const issues = checkAppGraph(app({ model: 'centernet', specialize: { templates: ['efficientnet-lite0', 'nope', 'faceres', 'efficientnet-lite0'] } }), zoo);
     expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([

@@ -41,7 +41,24 @@ describe("a stream's own labelled pool", () => {
     const pool = createStreamPool({ rowsPerClass: 4, training, random: seededRandom(1) });
     pool.fill('a', pool.admit('a')!, new Float32Array(FEATURES));
     expect(() => pool.fill('a', pool.admit('a')!, new Float32Array(FEATURES + 1))).toThrow(/17 features for class a; the pool's rows have 16/);
-    expect(() => pool.fill('b', 0, new Float32Array(FEATURES))).toThrow(/no slot 0 of class b/);
+    expect(() => pool.fill('a', 3, new Float32Array(FEATURES))).toThrow(/no slot 3 of class a/);
+  });
+
+  it('keeps maxClasses classes, those seen most recently: a new class lets the one seen longest ago go', () => {
+    const pool = createStreamPool({ rowsPerClass: 2, maxClasses: 3, training, random: seededRandom(1) });
+    const add = (label: string): void => {
+      const slot = pool.admit(label);
+      if (slot !== undefined) pool.fill(label, slot, new Float32Array(FEATURES));
+    };
+    for (const label of ['a', 'b', 'c', 'a', 'd']) add(label);
+    // b was seen longest ago when d came (a was seen again after c).
+    expect([...new Set(pool.pool.labels)].sort()).toEqual(['a', 'c', 'd']);
+    expect(pool.pool.labels).toHaveLength(2 + 1 + 1);
+    // An input of a class let go while its features were computed joins nothing.
+    const slot = pool.admit('e')!;
+    for (const label of ['f', 'g', 'h']) add(label);
+    pool.fill('e', slot, new Float32Array(FEATURES));
+    expect([...new Set(pool.pool.labels)].sort()).toEqual(['f', 'g', 'h']);
   });
 
   it("measures the template's behaviour once two classes have rows enough, and again when their number has grown by half", async () => {
