@@ -37,6 +37,7 @@ export {
 export { annotatedJpeg, decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type JpegImage, type LabelledBox, type RgbImage } from './image/index.js';
 export {
   cpuDeviceName,
+  createIdentityGallery,
   cropImage,
   findPrefixFamilies,
   letterboxBatchNative,
@@ -47,6 +48,7 @@ export {
   profileModel,
   type BatchTiming,
   type FeatureExtractor,
+  type IdentityGallery,
   type Letterbox,
   type ModelRunner,
   type ModelTimings,

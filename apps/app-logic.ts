@@ -81,103 +81,109 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     }
   };
 
+  /** The rows of a node's output; `trackOfInput` is the track its input belongs to ('' for none). */
+  const outputRows = ({ node, frame, output, inputId, root }: NodeResult, trackOfInput: string): ResultRow[] => {
+    const common = { frame_seq: frame.seq, frame_time: frameTime(frame), node: node.id, model: output.servedBy ?? node.model };
+    const row = (table: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
+      app: spec.name,
+      table,
+      rowId,
+      source: frame.source,
+      fields: { ...common, ...fields },
+    });
+
+    if (output.kind === 'attributes') {
+      return output.attributes.map((a, i) =>
+        row(RECOGNITIONS.name, outputId(inputId, node.id, i), {
+          kind: 'attribute',
+          name: a.name,
+          value: a.value,
+          number: a.number,
+          score: Math.round(a.score * 1000) / 1000,
+          object_id: root ? '' : inputId,
+          x1: 0,
+          y1: 0,
+          x2: 0,
+          y2: 0,
+          track_id: trackOfInput,
+          answered_by: output.answeredBy ?? '',
+          exit: output.exit?.at ?? '',
+          cache_variant: output.exit?.variant ?? '',
+        }),
+      );
+    }
+
+    if (output.kind === 'texts') {
+      const recognition = (t: TextLine, rowId: string, fields: { kind: string; name: string; value: string; number: number }): ResultRow =>
+        row(RECOGNITIONS.name, rowId, { ...fields, score: Math.round(t.score * 1000) / 1000, object_id: root ? '' : inputId, ...boxFields(t.box), track_id: trackOfInput, answered_by: '', exit: '', cache_variant: '' });
+      const rows = output.texts.map((t, i) => recognition(t, outputId(inputId, node.id, i), { kind: 'text', name: '', value: t.text, number: numberIn(t.text) }));
+      const parsing = parsers.get(node.id);
+      if (!parsing) return rows;
+      output.texts.forEach((t, i) => {
+        // Full-width digits (０６), which a Chinese-trained recognizer emits at times, are digits.
+        const [parsed] = parsing.parser.parse([t.text.normalize('NFKC')]);
+        if (!parsed) return;
+        const { field, value } = parsed;
+        // A time keeps its text (04:46) as the value; its number is seconds.
+        const text = node.parse?.type === 'time' ? parsed.text : String(value);
+        rows.push(recognition(t, `${outputId(inputId, node.id, i)}/field`, { kind: 'field', name: field, value: text, number: typeof value === 'number' ? value : 0 }));
+        let changes = parsing.changes.get(frame.source);
+        if (!changes) parsing.changes.set(frame.source, (changes = createChangeDetector({ confirmFrames: parsing.confirmFrames })));
+        const change = changes.update(field, value, { seq: frame.seq, timeMs: common.frame_time });
+        if (!change) return;
+        rows.push({
+          app: spec.name,
+          table: EVENTS.name,
+          rowId: `${frameId(spec.name, frame.source, change.seq)}/change/${field}`,
+          source: frame.source,
+          fields: { frame_seq: change.seq, frame_time: change.timeMs, node: node.id, event: 'change', name: field, track_id: '', class: '', direction: '', value: String(value), previous: valueText(change.previous), duration_ms: 0, snapshot: '' },
+        });
+      });
+      return rows;
+    }
+
+    const { detections } = output;
+    let trackIds: (string | undefined)[] = [];
+    const events: ResultRow[] = [];
+    if (node.track && root) {
+      const update = sourceTracking(node.id, frame.source).update({ seq: frame.seq, timeMs: common.frame_time, width: frame.width, height: frame.height }, detections);
+      trackIds = update.trackIds;
+      trackIds.forEach((trackId, i) => {
+        if (trackId !== undefined) owners.set(outputId(inputId, node.id, i), { node: node.id, source: frame.source, trackId });
+      });
+      for (const id of owners.keys()) {
+        if (owners.size <= MAX_TRACKED_OUTPUTS) break;
+        owners.delete(id);
+      }
+      events.push(...update.events.map((e) => eventRow(frame.source, node.id, e)));
+    }
+    const counts: Record<string, number> = {};
+    for (const d of detections) counts[d.className] = (counts[d.className] ?? 0) + 1;
+    const exit = { exit: output.exit?.at ?? '', cache_variant: output.exit?.variant ?? '' };
+    const rows = detections.map((d, i) =>
+      row(DETECTIONS.name, outputId(inputId, node.id, i), { class: d.className, score: Math.round(d.score * 1000) / 1000, ...boxFields(d.box), track_id: trackIds[i] ?? trackOfInput, ...exit }),
+    );
+    if (root) {
+      rows.push(row(FRAMES.name, `${inputId}/${node.id}`, {
+        width: frame.width,
+        height: frame.height,
+        objects: detections.length,
+        class_counts: JSON.stringify(counts),
+        ...exit,
+      }));
+    }
+    return [...rows, ...events];
+  };
+
   return {
     spec,
     tables: APP_TABLES,
-    rowsFor({ node, frame, output, inputId, root }: NodeResult): ResultRow[] {
-      const common = { frame_seq: frame.seq, frame_time: frameTime(frame), node: node.id, model: output.servedBy ?? node.model };
-      const row = (table: string, rowId: string, fields: ResultRow['fields']): ResultRow => ({
-        app: spec.name,
-        table,
-        rowId,
-        source: frame.source,
-        fields: { ...common, ...fields },
-      });
-      const owner = root ? undefined : ownerOf(inputId);
-      if (owner) sourceTracking(owner.node, owner.source).observe(owner.trackId, node.id, frame.seq, output);
-      const trackOfInput = owner?.trackId ?? '';
-
-      if (output.kind === 'attributes') {
-        return output.attributes.map((a, i) =>
-          row(RECOGNITIONS.name, outputId(inputId, node.id, i), {
-            kind: 'attribute',
-            name: a.name,
-            value: a.value,
-            number: a.number,
-            score: Math.round(a.score * 1000) / 1000,
-            object_id: root ? '' : inputId,
-            x1: 0,
-            y1: 0,
-            x2: 0,
-            y2: 0,
-            track_id: trackOfInput,
-            answered_by: output.answeredBy ?? '',
-            exit: output.exit?.at ?? '',
-            cache_variant: output.exit?.variant ?? '',
-          }),
-        );
-      }
-
-      if (output.kind === 'texts') {
-        const recognition = (t: TextLine, rowId: string, fields: { kind: string; name: string; value: string; number: number }): ResultRow =>
-          row(RECOGNITIONS.name, rowId, { ...fields, score: Math.round(t.score * 1000) / 1000, object_id: root ? '' : inputId, ...boxFields(t.box), track_id: trackOfInput, answered_by: '', exit: '', cache_variant: '' });
-        const rows = output.texts.map((t, i) => recognition(t, outputId(inputId, node.id, i), { kind: 'text', name: '', value: t.text, number: numberIn(t.text) }));
-        const parsing = parsers.get(node.id);
-        if (!parsing) return rows;
-        output.texts.forEach((t, i) => {
-          // Full-width digits (０６), which a Chinese-trained recognizer emits at times, are digits.
-          const [parsed] = parsing.parser.parse([t.text.normalize('NFKC')]);
-          if (!parsed) return;
-          const { field, value } = parsed;
-          // A time keeps its text (04:46) as the value; its number is seconds.
-          const text = node.parse?.type === 'time' ? parsed.text : String(value);
-          rows.push(recognition(t, `${outputId(inputId, node.id, i)}/field`, { kind: 'field', name: field, value: text, number: typeof value === 'number' ? value : 0 }));
-          let changes = parsing.changes.get(frame.source);
-          if (!changes) parsing.changes.set(frame.source, (changes = createChangeDetector({ confirmFrames: parsing.confirmFrames })));
-          const change = changes.update(field, value, { seq: frame.seq, timeMs: common.frame_time });
-          if (!change) return;
-          rows.push({
-            app: spec.name,
-            table: EVENTS.name,
-            rowId: `${frameId(spec.name, frame.source, change.seq)}/change/${field}`,
-            source: frame.source,
-            fields: { frame_seq: change.seq, frame_time: change.timeMs, node: node.id, event: 'change', name: field, track_id: '', class: '', direction: '', value: String(value), previous: valueText(change.previous), duration_ms: 0, snapshot: '' },
-          });
-        });
-        return rows;
-      }
-
-      const { detections } = output;
-      let trackIds: (string | undefined)[] = [];
-      const events: ResultRow[] = [];
-      if (node.track && root) {
-        const update = sourceTracking(node.id, frame.source).update({ seq: frame.seq, timeMs: common.frame_time, width: frame.width, height: frame.height }, detections);
-        trackIds = update.trackIds;
-        trackIds.forEach((trackId, i) => {
-          if (trackId !== undefined) owners.set(outputId(inputId, node.id, i), { node: node.id, source: frame.source, trackId });
-        });
-        for (const id of owners.keys()) {
-          if (owners.size <= MAX_TRACKED_OUTPUTS) break;
-          owners.delete(id);
-        }
-        events.push(...update.events.map((e) => eventRow(frame.source, node.id, e)));
-      }
-      const counts: Record<string, number> = {};
-      for (const d of detections) counts[d.className] = (counts[d.className] ?? 0) + 1;
-      const exit = { exit: output.exit?.at ?? '', cache_variant: output.exit?.variant ?? '' };
-      const rows = detections.map((d, i) =>
-        row(DETECTIONS.name, outputId(inputId, node.id, i), { class: d.className, score: Math.round(d.score * 1000) / 1000, ...boxFields(d.box), track_id: trackIds[i] ?? trackOfInput, ...exit }),
-      );
-      if (root) {
-        rows.push(row(FRAMES.name, `${inputId}/${node.id}`, {
-          width: frame.width,
-          height: frame.height,
-          objects: detections.length,
-          class_counts: JSON.stringify(counts),
-          ...exit,
-        }));
-      }
-      return [...rows, ...events];
+    rowsFor(result: NodeResult): ResultRow[] {
+      const owner = result.root ? undefined : ownerOf(result.inputId);
+      // A result on a track that has ended already writes its `track` event again, with what it adds (the row replaces the first).
+      const revised = owner && sourceTracking(owner.node, owner.source).observe(owner.trackId, result.node.id, result.frame.seq, result.output);
+      const rows = outputRows(result, owner?.trackId ?? '');
+      return revised ? [...rows, eventRow(owner.source, owner.node, revised)] : rows;
     },
 
     flush() {

@@ -25,16 +25,25 @@ export interface TrackSummary {
   /** Median age and voted gender of the attributes read on it (or on its face). */
   age?: number;
   gender?: Gender;
+  /** The face identity (`person-N`) read on it most, by score, where a face-identity model read any. */
+  identity?: string;
 }
 
 export interface SourceTracking {
   /** Track ids for a frame's detections, in their order (undefined: not a tracked class, or a stale frame), and the events it ends. */
   update(frame: FrameInfo, detections: readonly Detection[]): { trackIds: (string | undefined)[]; events: TrackEvent[] };
-  /** A descendant node's output on a tracked object: counted in its summary, attributes aggregated. */
-  observe(trackId: string, node: string, seq: number, output: NodeOutput): void;
+  /**
+   * A descendant node's output on a tracked object: counted in its summary, attributes
+   * aggregated. For a track that has ended already (its descendants' work on its last frames can
+   * finish after the root has moved on), the `track` event again, to be written over the first.
+   */
+  observe(trackId: string, node: string, seq: number, output: NodeOutput): TrackEvent | undefined;
   /** Ends every track (the end of a stream): their `track` and `dwell` events. */
   flush(): TrackEvent[];
 }
+
+/** Ended tracks whose events are kept ready to be written again, per source and tracking node: the latest. */
+const MAX_ENDED_KEPT = 256;
 
 const isEmpty = (output: NodeOutput): boolean =>
   (output.kind === 'detections' ? output.detections : output.kind === 'texts' ? output.texts : output.attributes).length === 0;
@@ -44,6 +53,8 @@ interface Gathered {
   votes: Map<string, number>;
   /** Per descendant node, the frames on which it found something. */
   seen: Map<string, Set<number>>;
+  /** Score per face identity read on it. */
+  identities: Map<string, number>;
 }
 
 /**
@@ -61,35 +72,44 @@ export function createSourceTracking(node: AppNode): SourceTracking {
   const wanted = track.classes ? new Set(track.classes) : undefined;
   const gathered = new Map<string, Gathered>();
   const attributes = createAttributeAggregator();
+  /** Tracks whose `track` event was written, the one ended longest ago first. */
+  const written = new Map<string, EndedTrack>();
 
-  const classOf = (trackId: string, fallback: string): string => {
-    let best = fallback;
-    let most = -1;
-    for (const [name, score] of gathered.get(trackId)?.votes ?? []) {
-      if (score > most) [best, most] = [name, score];
-    }
-    return best;
-  };
+  const classOf = (trackId: string, fallback: string): string => mostVoted(gathered.get(trackId)?.votes) ?? fallback;
 
   const dwellEvents = (visits: ReturnType<ZoneDwell['flush']>): TrackEvent[] =>
     visits
       .filter((v) => v.dwellMs >= (minDwellMs.get(v.zone) ?? 0))
       .map((v) => ({ event: 'dwell', name: v.zone, trackId: v.trackId, className: classOf(v.trackId, v.className), seq: v.enterSeq, timeMs: v.enterMs, durationMs: v.dwellMs }));
 
-  const ended = (tracks: readonly EndedTrack[]): TrackEvent[] =>
-    tracks.filter((t) => t.age >= track.minFrames).map((t): TrackEvent => {
-      const seen = gathered.get(t.trackId)?.seen ?? new Map<string, Set<number>>();
-      const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, seqs]) => [n, seqs.size])) };
-      const read = attributes.summary(t.trackId);
-      if (read?.age !== undefined) summary.age = Math.round(read.age);
-      if (read?.gender !== undefined) summary.gender = read.gender;
-      return { event: 'track', trackId: t.trackId, className: classOf(t.trackId, t.className), seq: t.firstSeq, timeMs: t.firstSeenMs, durationMs: t.lastSeenMs - t.firstSeenMs, summary };
-    });
+  const trackEvent = (t: EndedTrack): TrackEvent => {
+    const seen = gathered.get(t.trackId)?.seen ?? new Map<string, Set<number>>();
+    const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, seqs]) => [n, seqs.size])) };
+    const read = attributes.summary(t.trackId);
+    if (read?.age !== undefined) summary.age = Math.round(read.age);
+    if (read?.gender !== undefined) summary.gender = read.gender;
+    const identity = mostVoted(gathered.get(t.trackId)?.identities);
+    if (identity !== undefined) summary.identity = identity;
+    return { event: 'track', trackId: t.trackId, className: classOf(t.trackId, t.className), seq: t.firstSeq, timeMs: t.firstSeenMs, durationMs: t.lastSeenMs - t.firstSeenMs, summary };
+  };
+  const ended = (tracks: readonly EndedTrack[]): TrackEvent[] => tracks.filter((t) => t.age >= track.minFrames).map(trackEvent);
 
+  const drop = (trackId: string): void => {
+    gathered.delete(trackId);
+    attributes.forget(trackId);
+  };
+  /** What an ended track gathered is kept while its event is: a late result revises it. */
   const forget = (tracks: readonly EndedTrack[]): void => {
     for (const t of tracks) {
-      gathered.delete(t.trackId);
-      attributes.forget(t.trackId);
+      if (t.age < track.minFrames) {
+        drop(t.trackId);
+        continue;
+      }
+      written.set(t.trackId, t);
+      if (written.size <= MAX_ENDED_KEPT) continue;
+      const [oldest] = written.keys();
+      written.delete(oldest!);
+      drop(oldest!);
     }
   };
 
@@ -101,7 +121,7 @@ export function createSourceTracking(node: AppNode): SourceTracking {
       update.tracks.forEach((t, k) => {
         trackIds[indices[k]!] = t.trackId;
         let g = gathered.get(t.trackId);
-        if (!g) gathered.set(t.trackId, (g = { votes: new Map(), seen: new Map() }));
+        if (!g) gathered.set(t.trackId, (g = { votes: new Map(), seen: new Map(), identities: new Map() }));
         g.votes.set(t.detection.className, (g.votes.get(t.detection.className) ?? 0) + t.detection.score);
       });
       if (update.stale) return { trackIds, events: [] };
@@ -121,17 +141,21 @@ export function createSourceTracking(node: AppNode): SourceTracking {
 
     observe(trackId, node, seq, output) {
       const g = gathered.get(trackId);
-      if (!g || isEmpty(output)) return;
+      if (!g || isEmpty(output)) return undefined;
       // Two faces found on one person in one frame are one frame with a face; crops come in any order.
       const seen = g.seen.get(node) ?? new Set<number>();
       g.seen.set(node, seen.add(seq));
-      if (output.kind !== 'attributes') return;
+      const done = written.get(trackId);
+      if (output.kind !== 'attributes') return done && trackEvent(done);
       const age = output.attributes.find((a) => a.name === 'age');
       const gender = output.attributes.find((a) => a.name === 'gender');
+      const identity = output.attributes.find((a) => a.name === 'identity');
+      if (identity) g.identities.set(identity.value, (g.identities.get(identity.value) ?? 0) + identity.score);
       attributes.observe(trackId, {
         ...(age ? { age: age.number } : {}),
         ...(gender && (gender.value === 'male' || gender.value === 'female') ? { gender: gender.value, score: gender.score } : {}),
       });
+      return done && trackEvent(done);
     },
 
     flush() {
@@ -142,4 +166,11 @@ export function createSourceTracking(node: AppNode): SourceTracking {
       return events;
     },
   };
+}
+
+/** The key with the most score; undefined for none. */
+function mostVoted(votes: ReadonlyMap<string, number> | undefined): string | undefined {
+  let [best, most] = [undefined as string | undefined, -Infinity];
+  for (const [key, score] of votes ?? []) if (score > most) [best, most] = [key, score];
+  return best;
 }

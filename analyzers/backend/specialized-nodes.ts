@@ -25,8 +25,8 @@ export type SpecializationStats = NonNullable<Stats['specializations']>[number];
 export interface SpecializedNodesOptions {
   apps: readonly AppLogic[];
   runtime: ModelRuntime;
-  /** Runs one image through a node's session by its deadline. */
-  infer(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number): Promise<NodeOutput>;
+  /** Runs one image of `frame`'s stream through a node's session by its deadline. */
+  infer(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
   /** A model's params, parsed once: a template runs with its defaults. */
   parseParams(model: string, params: Record<string, unknown>): Promise<unknown>;
   logger: Logger;
@@ -62,6 +62,8 @@ interface StreamInput {
   image: ImageInput;
   deadlineMs: number;
   params: unknown;
+  /** The frame it came from: the models that keep state per stream (identities, caches) key it by its source. */
+  frame: FrameRef;
   /** The oracle's whole answer, where it ran. */
   oracle?: NodeOutput;
 }
@@ -115,7 +117,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
   /** A template runs with its model's default params, parsed once. */
   const templateParams = new Map<string, Promise<unknown>>();
   /** The template's feature layer for an image of the stream, from the template's own session. */
-  const features = async (stream: Stream, template: DagNode, image: ImageInput, deadlineMs: number): Promise<Float32Array> => {
+  const features = async (stream: Stream, template: DagNode, { image, frame }: StreamInput, deadlineMs: number): Promise<Float32Array> => {
     stream.templateRuns.set(template.model, (stream.templateRuns.get(template.model) ?? 0) + 1);
     let params = templateParams.get(template.model);
     if (!params) {
@@ -123,7 +125,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       // A model that failed to load is tried again with the next input.
       params.catch(() => templateParams.delete(template.model));
     }
-    const output = await options.infer(template, image, await params, deadlineMs);
+    const output = await options.infer(template, image, await params, deadlineMs, frame);
     if (output.kind !== 'attributes' || !output.features) throw new TypeError(`${template.app}/${template.node}: ${template.model} gave no features; a template needs a \`features\` output`);
     return output.features;
   };
@@ -144,7 +146,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       get pool() {
         return pool.pool;
       },
-      features: async ([input]) => features(created, template, input!.image, input!.deadlineMs),
+      features: async ([input]) => features(created, template, input!, input!.deadlineMs),
     }));
     const created: Stream = {
       node,
@@ -167,7 +169,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
         oracle: async (inputs) =>
           Promise.all(
             inputs.map(async (input) => {
-              const output = await options.infer(node, input.image, input.params, input.deadlineMs);
+              const output = await options.infer(node, input.image, input.params, input.deadlineMs, input.frame);
               const label = output.kind === 'attributes' ? output.attributes[0]?.value : undefined;
               if (label === undefined) throw new TypeError(`${node.app}/${node.node}: the oracle ${node.model} answered no class (${output.kind})`);
               input.oracle = output;
@@ -181,14 +183,14 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
   };
 
   /** An input the oracle labelled joins each template's pool where the pool keeps it; one template failing keeps no other from it. */
-  const remember = async (stream: Stream, image: ImageInput, label: string): Promise<void> => {
+  const remember = async (stream: Stream, input: StreamInput, label: string): Promise<void> => {
     for (const { template, pool } of stream.pools) {
       const slot = pool.admit(label);
       if (slot === undefined) continue;
       const where = `${template.app}/${template.node}`;
       try {
         // Delay-tolerant: served after the requests that have deadlines, never dropped for time.
-        pool.fill(label, slot, await features(stream, template, image, Infinity));
+        pool.fill(label, slot, await features(stream, template, input, Infinity));
       } catch (err) {
         warn(`pool ${where}`, err, `${where}: an input could not join the specialization pool`);
         continue;
@@ -204,7 +206,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       const name = oracle?.kind === 'attributes' ? oracle.attributes[0]!.name : 'class';
       return { kind: 'attributes', attributes: [{ name, value: result.label, number: 0, score: result.score ?? 0 }], answeredBy: result.answeredBy };
     }
-    inBackground(remember(stream, input.image, result.label));
+    inBackground(remember(stream, input, result.label));
     return { kind: 'attributes', attributes: oracle.attributes, answeredBy: result.answeredBy };
   };
 
@@ -238,7 +240,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       const stream = streamOf(node, frame.source);
       stream.lastInputMs = Date.now();
       return new Promise<NodeOutput>((resolve, reject) => {
-        stream.waiting.push({ input: { image, deadlineMs, params }, timeMs: frame.captureTimeMs, resolve, reject });
+        stream.waiting.push({ input: { image, deadlineMs, params, frame }, timeMs: frame.captureTimeMs, resolve, reject });
         if (!stream.running) inBackground(drain(stream));
       });
     },

@@ -12,9 +12,12 @@ import {
   decodeFacemesh,
   decodeFaceres,
   decodeFaces,
+  createIdentityGallery,
+  unit,
+  type IdentityGallery,
 } from './face/index.js';
 import { letterboxBatchNative } from './detector/index.js';
-import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
+import { float32Output, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const faceDetectorParams = z.strictObject({
   minScore: z.number().min(0).max(1).default(BLAZEFACE_DEFAULT_MIN_SCORE),
@@ -102,6 +105,53 @@ export async function loadFaceVerifier(spec: ResolvedModel, runtime: ModelRuntim
     },
     finish: ({ outputs, letterboxes, params }) =>
       decodeFacemesh(outputs, letterboxes, params).map((detections) => ({ kind: 'detections' as const, detections })),
+    dispose: () => model.dispose(),
+  });
+}
+
+const faceIdentityParams = z.strictObject({
+  /** Cosine similarity of descriptors from which a face is an identity's (the weg bench enrols at 0.7). */
+  sameIdentity: z.number().gt(0).max(1).default(0.7),
+  /** Identities a node keeps; a new one lets the one seen longest ago go. */
+  maxIdentities: z.number().int().min(1).max(100_000).default(1_000),
+});
+type FaceIdentityParams = z.infer<typeof faceIdentityParams>;
+
+/**
+ * Identities of face crops from a face-embedding network's `features` output (FaceRes' 1024-d
+ * descriptor, MobileFace's 256-d): one `identity` attribute per crop, `person-N`, enrolled online
+ * per node across its streams (`face/identities.ts`; the same person before two cameras is one
+ * identity). The crop's unit descriptor is handed on as its `features`, so the model can also be a
+ * specialization template.
+ */
+export async function loadFaceIdentities(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<FaceIdentityParams>> {
+  const inputSize = spec.inputSize ?? FACERES.inputSize;
+  const model = await runtime.load({ name: spec.name, file: spec.file });
+  /** One gallery per app node (a stream is app/node/source). */
+  const galleries = new Map<string, IdentityGallery>();
+  const galleryOf = (stream: string | undefined, params: FaceIdentityParams): IdentityGallery => {
+    const node = stream?.split('/').slice(0, 2).join('/') ?? '';
+    let gallery = galleries.get(node);
+    if (!gallery) galleries.set(node, (gallery = createIdentityGallery(params)));
+    return gallery;
+  };
+  return phasedRunner({
+    spec,
+    parseParams: (params) => parseWith(faceIdentityParams, spec, params),
+    prepare: async (images, params, streams) => ({ size: images.length, input: (await letterboxBatchNative(images, inputSize, spec.name)).input, params, streams }),
+    async execute({ size, input, params, streams }) {
+      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
+      return { size, outputs, params, streams };
+    },
+    finish: ({ size, outputs, params, streams }) => {
+      const width = outputs.features?.dims[1] ?? 0;
+      const descriptors = float32Output(outputs, 'features', [size, width], spec.name);
+      return params.map((p, i) => {
+        const features = unit(descriptors.subarray(i * width, (i + 1) * width));
+        const { id, similarity } = galleryOf(streams?.[i], p).identify(features);
+        return { kind: 'attributes' as const, attributes: [{ name: 'identity', value: id, number: 0, score: Math.max(0, similarity) }], features };
+      });
+    },
     dispose: () => model.dispose(),
   });
 }

@@ -1,7 +1,7 @@
 import { ErrorCode, PanoptesError, silentLogger, type Logger, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import { loadImageClassifier } from './classifier-models.js';
-import { loadFaceAttributes, loadFaceDetector, loadFaceVerifier } from './face-models.js';
+import { loadFaceAttributes, loadFaceDetector, loadFaceIdentities, loadFaceVerifier } from './face-models.js';
 import { loadFamilyRunner } from './family.js';
 import { loadObjectDetector } from './object-detector.js';
 import type { ModelRunner } from './runner.js';
@@ -13,6 +13,7 @@ const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime, logge
   blazeface: loadFaceDetector,
   faceres: loadFaceAttributes,
   facemesh: loadFaceVerifier,
+  'face-embedding': loadFaceIdentities,
   'ppocr-det': loadTextDetector,
   'ppocr-rec': loadTextRecognizer,
   'efficientnet-lite': loadImageClassifier,

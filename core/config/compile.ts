@@ -167,12 +167,13 @@ function checkCache(node: AppSpec['nodes'][number], i: number, architecture: str
 function checkSpecialize(node: AppSpec['nodes'][number], i: number, models: Readonly<Record<string, unknown>>): Omit<ConfigIssue, 'file'>[] {
   const { templates, oracleAccuracy, accuracyMargin } = node.specialize!;
   const issues: Omit<ConfigIssue, 'file'>[] = [];
+  // One class per crop, and the features a template's head reads: an image classifier, or a face-embedding model's identities.
   const classifier = (name: string): boolean => {
-    const model = models[name] as { task?: string; labelsFile?: string } | undefined;
-    return model?.task === 'recognize-attributes' && model.labelsFile !== undefined;
+    const model = models[name] as { task?: string; labelsFile?: string; architecture?: string } | undefined;
+    return model?.task === 'recognize-attributes' && (model.labelsFile !== undefined || model.architecture === 'face-embedding');
   };
   if (models[node.model] && !classifier(node.model)) {
-    issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" runs ${node.model}, which is not an image classifier (a model with a labelsFile); the oracle of a specialized node is one` });
+    issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" runs ${node.model}, which is not a classifier (an image classifier with a labelsFile, or a face-identity model); the oracle of a specialized node is one` });
   }
   if (node.parse || node.track) issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" specializes; it cannot also ${node.parse ? 'parse text' : 'track'}` });
   if (oracleAccuracy + accuracyMargin > 1) {
@@ -184,7 +185,7 @@ function checkSpecialize(node: AppSpec['nodes'][number], i: number, models: Read
   templates.forEach((name, j) => {
     const at = `nodes[${i}].specialize.templates[${j}]`;
     if (!models[name]) issues.push({ path: at, message: `got "${name}"; expected a model from the zoo: ${Object.keys(models).join(', ')}` });
-    else if (!classifier(name)) issues.push({ path: at, message: `got "${name}", which is not an image classifier; a template is a cheaper classifier with a \`features\` output (e.g. efficientnet-lite0)` });
+    else if (!classifier(name)) issues.push({ path: at, message: `got "${name}", which is not a classifier; a template is a cheaper classifier with a \`features\` output (e.g. efficientnet-lite0, mobileface)` });
     else if (name === node.model) issues.push({ path: at, message: `got "${name}", the oracle itself; a template is a cheaper model` });
     if (templates.indexOf(name) !== j) issues.push({ path: at, message: `template "${name}" is listed twice` });
   });

@@ -82,9 +82,9 @@ describe('app logic with track, lines and zones', () => {
     const personId = (seq: number): string => outputId(frameId('lobby', 'cam', seq), 'people', 0);
     const faceId = (seq: number): string => outputId(personId(seq), 'faces', 0);
     const readings = [
-      [{ name: 'age', value: '30', number: 30, score: 1 }, { name: 'gender', value: 'female', number: 0, score: 0.9 }],
-      [{ name: 'age', value: '34', number: 34, score: 1 }, { name: 'gender', value: 'male', number: 0, score: 0.6 }],
-      [{ name: 'age', value: '70', number: 70, score: 1 }, { name: 'gender', value: 'female', number: 0, score: 0.8 }],
+      [{ name: 'age', value: '30', number: 30, score: 1 }, { name: 'gender', value: 'female', number: 0, score: 0.9 }, { name: 'identity', value: 'person-2', number: 0, score: 0.9 }],
+      [{ name: 'age', value: '34', number: 34, score: 1 }, { name: 'gender', value: 'male', number: 0, score: 0.6 }, { name: 'identity', value: 'person-5', number: 0, score: 1 }],
+      [{ name: 'age', value: '70', number: 70, score: 1 }, { name: 'gender', value: 'female', number: 0, score: 0.8 }, { name: 'identity', value: 'person-2', number: 0, score: 0.85 }],
     ];
     const childRows: ResultRow[] = [];
     for (let seq = 0; seq < 3; seq++) {
@@ -101,8 +101,31 @@ describe('app logic with track, lines and zones', () => {
     for (const row of childRows) expect(rowProblem(APP_TABLES.find((t) => t.name === row.table)!, row)).toBeUndefined();
 
     const track = logic.flush().find((r) => r.fields.event === 'track');
-    // Median age 34; gender by score: female 1.7 against male 0.6.
-    expect(JSON.parse(String(track!.fields.value))).toEqual({ frames: 3, seen: { faces: 3, attributes: 3 }, age: 34, gender: 'female' });
+    // Median age 34; gender by score: female 1.7 against male 0.6; identity by score: person-2 1.75 against person-5 1.
+    expect(JSON.parse(String(track!.fields.value))).toEqual({ frames: 3, seen: { faces: 3, attributes: 3 }, age: 34, gender: 'female', identity: 'person-2' });
+  });
+
+  it("writes a track's event again when a descendant's result on it arrives after the track ended, over the first", () => {
+    const logic = createAppLogic(spec);
+    const personId = (seq: number): string => outputId(frameId('lobby', 'cam', seq), 'people', 0);
+    rootRows(logic, 0, detected(person(10, 10)));
+    rootRows(logic, 1, detected(person(10, 11)));
+    // The face on frame 1 is found in time; frame 0's attributes are still on their way when the person leaves.
+    logic.rowsFor({ node: faces, frame: frameAt(1), output: detected(person(12, 12, 'face')), inputId: personId(1), root: false });
+    rootRows(logic, 2, detected());
+    const first = events(rootRows(logic, 3, detected())).find((e) => e.event === 'track');
+    expect(first).toMatchObject({ event: 'track', track_id: '0-0', value: '{"frames":2,"seen":{"faces":1}}' });
+    const late = logic.rowsFor({
+      node: attributes,
+      frame: frameAt(0),
+      output: { kind: 'attributes', attributes: [{ name: 'age', value: '41', number: 41, score: 1 }, { name: 'identity', value: 'person-3', number: 0, score: 0.9 }] },
+      inputId: outputId(personId(0), 'faces', 0),
+      root: false,
+    });
+    expect(late.filter((r) => r.table === 'recognitions')).toHaveLength(2);
+    expect(events(late)).toEqual([{ ...first, value: '{"frames":2,"seen":{"faces":1,"attributes":1},"age":41,"identity":"person-3"}' }]);
+    // An empty result adds nothing and writes nothing again.
+    expect(events(logic.rowsFor({ node: faces, frame: frameAt(0), output: detected(), inputId: personId(0), root: false }))).toEqual([]);
   });
 
   it('keeps one tracker per source', () => {

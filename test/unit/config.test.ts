@@ -381,9 +381,9 @@ describe('loadModelZoo and loadApp', () => {
     });
     const issues = checkAppGraph(app({ model: 'centernet', specialize: { templates: ['efficientnet-lite0', 'nope', 'faceres', 'efficientnet-lite0'] } }), zoo);
     expect(issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
-      'nodes[1].specialize: node "kind" runs centernet, which is not an image classifier (a model with a labelsFile); the oracle of a specialized node is one',
+      'nodes[1].specialize: node "kind" runs centernet, which is not a classifier (an image classifier with a labelsFile, or a face-identity model); the oracle of a specialized node is one',
       'nodes[1].specialize.templates[1]: got "nope"; expected a model from the zoo: ' + Object.keys(zoo).join(', '),
-      'nodes[1].specialize.templates[2]: got "faceres", which is not an image classifier; a template is a cheaper classifier with a `features` output (e.g. efficientnet-lite0)',
+      'nodes[1].specialize.templates[2]: got "faceres", which is not a classifier; a template is a cheaper classifier with a `features` output (e.g. efficientnet-lite0, mobileface)',
       'nodes[1].specialize.templates[3]: template "efficientnet-lite0" is listed twice',
     ]);
     expect(checkAppGraph(app({ specialize: { templates: ['efficientnet-lite2'] } }), zoo)[0]!.message).toContain('the oracle itself');
@@ -589,7 +589,7 @@ describe('loadDeployment', () => {
     const ids = [...demo.sources.map((s) => s.id), ...demo.skipped.map((s) => s.id)].sort();
     expect(ids).toEqual(['car-detection', 'game-hud', 'lobby', 'person-bicycle-car', 'synthetic-testcard', 'walkway']);
     const models = loadModelZoo();
-    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'centernet-256', 'centernet-384', 'efficientnet-lite0', 'efficientnet-lite0-128', 'efficientnet-lite2', 'facemesh', 'faceres', 'ppocr-det', 'ppocr-rec']);
+    expect(Object.keys(models).sort()).toEqual(['blazeface', 'centernet', 'centernet-256', 'centernet-384', 'efficientnet-lite0', 'efficientnet-lite0-128', 'efficientnet-lite2', 'face-identity', 'facemesh', 'faceres', 'mobileface', 'ppocr-det', 'ppocr-rec']);
     expect(models['ppocr-rec']?.charset).toMatch(/ppocr_keys_v1\.txt$/);
   });
 });

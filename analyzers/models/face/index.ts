@@ -19,3 +19,4 @@ export {
   decodeFacemesh,
   type FacemeshDecodeOptions,
 } from './facemesh.js';
+export { createIdentityGallery, unit, type Identified, type IdentityGallery, type IdentityGalleryOptions } from './identities.js';
