@@ -186,11 +186,11 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
   const remember = async (stream: Stream, input: StreamInput, label: string): Promise<void> => {
     for (const { template, pool } of stream.pools) {
       const slot = pool.admit(label);
-      if (slot === undefined) continue;
+      if (!slot) continue;
       const where = `${template.app}/${template.node}`;
       try {
         // Delay-tolerant: served after the requests that have deadlines, never dropped for time.
-        pool.fill(label, slot, await features(stream, template, input, Infinity));
+        pool.fill(slot, await features(stream, template, input, Infinity));
       } catch (err) {
         warn(`pool ${where}`, err, `${where}: an input could not join the specialization pool`);
         continue;

@@ -85,7 +85,9 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
   const { model, base, exploration, train, lookupRuntime, dir, random, probabilitiesOf } = options;
   const { group = 100, sampled = 20, window: windowSize = 300, period = 200, lagging = 0.8, minSamples = 50, accuracyTarget = DEFAULT_ACCURACY_TARGET } = options;
   const classes = exploration.baseClassOf.length;
-  const expectedHitRate = effectiveHitRates(options.variants).reduce((a, b) => a + b, 0);
+  /** The serving set's expected hit rate: a group below `lagging` of it retrains early. */
+  const expectedOf = (variants: readonly ExploredVariant[]) => effectiveHitRates(variants).reduce((a, b) => a + b, 0);
+  let expectedHitRate = expectedOf(options.variants);
   const original: Row[] = [];
   const window: Row[] = [];
   let current = [...options.variants];
@@ -184,6 +186,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     // Disposed once no lookup still runs on them.
     for (const c of swappedOut) if (release(c.model)) await model.retire(c.model);
     current = next.map((n) => n.variant);
+    expectedHitRate = expectedOf(current);
     retrains += 1;
   }
 

@@ -62,6 +62,8 @@ const MAX_PENDING = 64;
 const MAX_RECORDED_BYTES = 512 * 2 ** 20;
 /** Exploration inputs kept for adaptation, mixed into every retraining against forgetting. */
 const ORIGINAL_ROWS = 50;
+/** The wait before exploring again doubles while explorations enable none, up to this many times `reexplore`. */
+const MAX_REEXPLORE_FACTOR = 64;
 /** A stream that sent nothing for this long is forgotten (a source removed, a camera gone). */
 const IDLE_STREAM_MS = 10 * 60_000;
 
@@ -155,8 +157,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     const chosen = composition.variants as ExploredVariant[];
     const exploreMs = Math.round(performance.now() - started);
     if (chosen.length === 0 || closed) {
-      runWhole(nextWait);
-      nextWait *= 2;
+      exploreLater();
       if (!closed) logger.info({ variants: exploration.variants.length, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}) within the memory budget (${config.memoryMB} MB); the model runs whole${exploringAgain()}`);
       return;
     }
@@ -203,6 +204,11 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     phase = 'whole';
     wholeUntilExplore = config.reexplore > 0 ? wait : undefined;
   }
+  /** Whole after an exploration that enabled none: exploring again later, each time later still. */
+  function exploreLater(): void {
+    runWhole(nextWait);
+    nextWait = Math.min(nextWait * 2, MAX_REEXPLORE_FACTOR * config.reexplore);
+  }
   const exploringAgain = () => (wholeUntilExplore === undefined ? '' : `, and explores again after ${wholeUntilExplore} requests`);
 
   /** Counts requests run whole; back to recording once re-exploration is due. */
@@ -218,6 +224,8 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   async function stopServing(stopped: NonNullable<typeof serving>): Promise<void> {
     if (serving !== stopped) return;
     serving = undefined;
+    // The next caches' figures start afresh.
+    streams.clear();
     runWhole(config.reexplore);
     logger.info({ accuracyTarget: config.accuracyTarget }, `every learned cache of ${model.name} stopped meeting the accuracy filter on the newest requests; the model runs whole${exploringAgain()}`);
     await stopped.adaptation.close();
@@ -238,8 +246,8 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     recorded = undefined;
     phase = 'exploring';
     exploring = explore(collected).catch((err: unknown) => {
-      phase = 'whole';
-      if (!closed) logger.warn({ err }, `learned cache exploration of ${model.name} failed; the model runs whole`);
+      exploreLater();
+      if (!closed) logger.warn({ err }, `learned cache exploration of ${model.name} failed; the model runs whole${exploringAgain()}`);
     });
   }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import { randomBytes } from 'node:crypto';
+import { ErrorCode, PanoptesError, specializedNodeOf, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import {
   BLAZEFACE,
@@ -112,27 +113,35 @@ export async function loadFaceVerifier(spec: ResolvedModel, runtime: ModelRuntim
 const faceIdentityParams = z.strictObject({
   /** Cosine similarity of descriptors from which a face is an identity's (the weg bench enrols at 0.7). */
   sameIdentity: z.number().gt(0).max(1).default(0.7),
-  /** Identities a node keeps; a new one lets the one seen longest ago go. */
-  maxIdentities: z.number().int().min(1).max(100_000).default(1_000),
+  /** Identities a node keeps; a new one lets the one seen longest ago go (each face is compared with every one, on the event loop). */
+  maxIdentities: z.number().int().min(1).max(10_000).default(1_000),
 });
 type FaceIdentityParams = z.infer<typeof faceIdentityParams>;
 
 /**
+ * The process's identity galleries, per model and app node: they outlive a runner that a plan
+ * unloads and loads again. Each gallery's ids carry a tag of their own (`person-k3x9-12`), so two
+ * processes (backends) enrolling for one node never give one id to two people.
+ */
+const galleries = new Map<string, IdentityGallery>();
+
+/**
  * Identities of face crops from a face-embedding network's `features` output (FaceRes' 1024-d
- * descriptor, MobileFace's 256-d): one `identity` attribute per crop, `person-N`, enrolled online
- * per node across its streams (`face/identities.ts`; the same person before two cameras is one
- * identity). The crop's unit descriptor is handed on as its `features`, so the model can also be a
- * specialization template.
+ * descriptor, MobileFace's 256-d): one `identity` attribute per crop, enrolled online per node
+ * across its streams (`face/identities.ts`; the same person before two cameras of one backend is
+ * one identity). The crop's unit descriptor is handed on as its `features`, so the model can also
+ * be a specialization template; as one (a node id `node~template`) it enrols no identities.
  */
 export async function loadFaceIdentities(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<FaceIdentityParams>> {
   const inputSize = spec.inputSize ?? FACERES.inputSize;
   const model = await runtime.load({ name: spec.name, file: spec.file });
-  /** One gallery per app node (a stream is app/node/source). */
-  const galleries = new Map<string, IdentityGallery>();
-  const galleryOf = (stream: string | undefined, params: FaceIdentityParams): IdentityGallery => {
+  /** The gallery of a stream's node (a stream is app/node/source); none for a template's runs. */
+  const galleryOf = (stream: string | undefined, params: FaceIdentityParams): IdentityGallery | undefined => {
     const node = stream?.split('/').slice(0, 2).join('/') ?? '';
-    let gallery = galleries.get(node);
-    if (!gallery) galleries.set(node, (gallery = createIdentityGallery(params)));
+    if (specializedNodeOf(node) !== undefined) return undefined;
+    const key = `${spec.name}:${node}`;
+    let gallery = galleries.get(key);
+    if (!gallery) galleries.set(key, (gallery = createIdentityGallery({ ...params, prefix: `person-${randomBytes(3).toString('hex')}-` })));
     return gallery;
   };
   return phasedRunner({
@@ -148,8 +157,9 @@ export async function loadFaceIdentities(spec: ResolvedModel, runtime: ModelRunt
       const descriptors = float32Output(outputs, 'features', [size, width], spec.name);
       return params.map((p, i) => {
         const features = unit(descriptors.subarray(i * width, (i + 1) * width));
-        const { id, similarity } = galleryOf(streams?.[i], p).identify(features);
-        return { kind: 'attributes' as const, attributes: [{ name: 'identity', value: id, number: 0, score: Math.max(0, similarity) }], features };
+        const identified = galleryOf(streams?.[i], p)?.identify(features);
+        const attributes = identified ? [{ name: 'identity', value: identified.id, number: 0, score: Math.max(0, identified.similarity) }] : [];
+        return { kind: 'attributes' as const, attributes, features };
       });
     },
     dispose: () => model.dispose(),

@@ -32,11 +32,19 @@ export interface StreamPoolOptions {
   random: () => number;
 }
 
+/** Where an admitted input's features go. */
+export interface PoolSlot {
+  readonly label: string;
+  readonly slot: number;
+  /** The class's rows when it was admitted: a class let go (and maybe admitted again since) has others. */
+  readonly rows: readonly (Float32Array | undefined)[];
+}
+
 export interface StreamPool {
   /** Where an input the oracle labelled `label` goes in the pool, or undefined when it is not kept. */
-  admit(label: string): number | undefined;
+  admit(label: string): PoolSlot | undefined;
   /** The features of an admitted input; copied. Nothing is kept for a class let go since the input was admitted. */
-  fill(label: string, slot: number, features: Float32Array): void;
+  fill(at: PoolSlot, features: Float32Array): void;
   /** The rows kept now. */
   readonly pool: LabelledPool;
   /** Undefined until measured, and for more dominant classes than it was measured at. */
@@ -59,6 +67,8 @@ export function createStreamPool(options: StreamPoolOptions): StreamPool {
   let measured: MeasuredBehaviour[] = [];
   let estimate: (dominant: number) => SpecializedBehaviour | undefined = () => undefined;
   let measuredClasses = 0;
+  /** Classes let go since the last measurement: once half the measured number, it is measured again. */
+  let letGo = 0;
   let measuring = false;
 
   const filled = (label: string): Float32Array[] => (rows.get(label) ?? []).filter((r): r is Float32Array => r !== undefined);
@@ -80,18 +90,18 @@ export function createStreamPool(options: StreamPoolOptions): StreamPool {
           const [oldest] = seen.keys();
           seen.delete(oldest!);
           rows.delete(oldest!);
+          letGo += 1;
           snapshot = undefined;
         }
         rows.set(label, (slots = []));
       }
-      if (slots.length < rowsPerClass) return slots.push(undefined) - 1;
+      if (slots.length < rowsPerClass) return { label, slot: slots.push(undefined) - 1, rows: slots };
       const slot = Math.floor(random() * count);
-      return slot < rowsPerClass ? slot : undefined;
+      return slot < rowsPerClass ? { label, slot, rows: slots } : undefined;
     },
-    fill(label, slot, features) {
+    fill({ label, slot, rows: admitted }, features) {
       const slots = rows.get(label);
-      if (!slots) return;
-      if (slot >= slots.length) throw new RangeError(`stream pool: no slot ${slot} of class ${label} was admitted`);
+      if (slots !== admitted) return;
       featureCount ??= features.length;
       if (features.length !== featureCount) throw new RangeError(`stream pool: ${features.length} features for class ${label}; the pool's rows have ${featureCount}`);
       slots[slot] = features.slice();
@@ -108,7 +118,9 @@ export function createStreamPool(options: StreamPoolOptions): StreamPool {
     },
     async measureIfDue(train) {
       const eligible = [...rows.keys()].filter((label) => filled(label).length >= 2 * minRows);
-      if (measuring || eligible.length < 2 || eligible.length < Math.max(2, Math.ceil(measuredClasses * 1.5))) return;
+      const grown = eligible.length >= Math.max(2, Math.ceil(measuredClasses * 1.5));
+      const changed = measuredClasses > 0 && letGo >= measuredClasses / 2;
+      if (measuring || eligible.length < 2 || !(grown || changed)) return;
       measuring = true;
       try {
         // Every other row of each class to each half, so both hold every class.
@@ -119,6 +131,7 @@ export function createStreamPool(options: StreamPoolOptions): StreamPool {
           measured = grid;
           estimate = behaviourByDominant(grid);
           measuredClasses = eligible.length;
+          letGo = 0;
         }
       } finally {
         measuring = false;

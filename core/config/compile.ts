@@ -146,9 +146,10 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
 }
 
 /**
- * A specialized node classifies: its model (the oracle) and its templates are image classifiers
- * of the zoo (a class list, and the `features` output a template's top layer is retrained on),
- * and a* + τ_a is an accuracy the cascade can reach.
+ * A specialized node classifies: its model (the oracle) and its templates are classifiers of the
+ * zoo of one kind (image classifiers with a class list, or face-embedding models giving
+ * identities), each with the `features` output a template's top layer is retrained on; and
+ * a* + τ_a is an accuracy the cascade can reach.
  */
 /** A node's `cache:` against the schema of its model's kind of cache. */
 function checkCache(node: AppSpec['nodes'][number], i: number, architecture: string | undefined): Omit<ConfigIssue, 'file'>[] {
@@ -168,10 +169,13 @@ function checkSpecialize(node: AppSpec['nodes'][number], i: number, models: Read
   const { templates, oracleAccuracy, accuracyMargin } = node.specialize!;
   const issues: Omit<ConfigIssue, 'file'>[] = [];
   // One class per crop, and the features a template's head reads: an image classifier, or a face-embedding model's identities.
-  const classifier = (name: string): boolean => {
+  const kindOf = (name: string): 'image classifier' | 'face-embedding model' | undefined => {
     const model = models[name] as { task?: string; labelsFile?: string; architecture?: string } | undefined;
-    return model?.task === 'recognize-attributes' && (model.labelsFile !== undefined || model.architecture === 'face-embedding');
+    if (model?.task !== 'recognize-attributes') return undefined;
+    if (model.architecture === 'face-embedding') return 'face-embedding model';
+    return model.labelsFile !== undefined ? 'image classifier' : undefined;
   };
+  const classifier = (name: string): boolean => kindOf(name) !== undefined;
   if (models[node.model] && !classifier(node.model)) {
     issues.push({ path: `nodes[${i}].specialize`, message: `node "${node.id}" runs ${node.model}, which is not a classifier (an image classifier with a labelsFile, or a face-identity model); the oracle of a specialized node is one` });
   }
@@ -187,6 +191,9 @@ function checkSpecialize(node: AppSpec['nodes'][number], i: number, models: Read
     if (!models[name]) issues.push({ path: at, message: `got "${name}"; expected a model from the zoo: ${Object.keys(models).join(', ')}` });
     else if (!classifier(name)) issues.push({ path: at, message: `got "${name}", which is not a classifier; a template is a cheaper classifier with a \`features\` output (e.g. efficientnet-lite0, mobileface)` });
     else if (name === node.model) issues.push({ path: at, message: `got "${name}", the oracle itself; a template is a cheaper model` });
+    else if (classifier(node.model) && kindOf(name) !== kindOf(node.model)) {
+      issues.push({ path: at, message: `got "${name}" (${kindOf(name)}) for ${node.model} (${kindOf(node.model)}): a template answers what its oracle does` });
+    }
     if (templates.indexOf(name) !== j) issues.push({ path: at, message: `template "${name}" is listed twice` });
   });
   return issues;

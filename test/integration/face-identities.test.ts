@@ -54,9 +54,9 @@ describe.skipIf(!existsSync(clip))('face identities on face-demographics-walking
     // Each visit on which a face was seen names an identity; the person seen most, who comes by on
     // each pass, is one identity over several visits.
     const visits = rows.visits as { track_id: string; identity: string }[];
-    for (const v of visits) expect(v.identity).toMatch(/^person-\d+$/);
+    for (const v of visits) expect(v.identity).toMatch(/^person-[0-9a-f]{6}-\d+$/);
     const identities = rows.identities as { value: string; n: number }[];
-    for (const i of identities) expect(i.value).toMatch(/^person-\d+$/);
+    for (const i of identities) expect(i.value).toMatch(/^person-[0-9a-f]{6}-\d+$/);
     expect(visits.filter((v) => v.identity === identities[0]!.value).length).toBeGreaterThanOrEqual(2);
 
     expect((rows.stats as { stream: string }[]).map((s) => s.stream)).toEqual(['walkway']);

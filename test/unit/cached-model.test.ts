@@ -253,10 +253,11 @@ describe('learned caches on EfficientNet-Lite0', () => {
       expect(status.disabled).toBe(0);
       expect(status.variants).toHaveLength(1);
       expect(status.variants[0]!.accuracy).toBeGreaterThanOrEqual(0.97);
-      // The same lookup model serves, at the threshold calibrated again.
+      // The same lookup model serves, at the threshold calibrated again (on these inputs, a lower one).
       expect(model.caches).toHaveLength(1);
       expect(model.caches[0]!.model).toBe(initial.model);
       expect(model.caches[0]!.threshold).toBe(status.variants[0]!.threshold);
+      expect(model.caches[0]!.threshold).toBeLessThan(chosen.threshold);
     }
     await adaptation.close();
   });

@@ -387,6 +387,11 @@ describe('loadModelZoo and loadApp', () => {
       'nodes[1].specialize.templates[3]: template "efficientnet-lite0" is listed twice',
     ]);
     expect(checkAppGraph(app({ specialize: { templates: ['efficientnet-lite2'] } }), zoo)[0]!.message).toContain('the oracle itself');
+    // A face template for an ImageNet oracle, and the other way round, answer different things.
+    expect(checkAppGraph(app({ specialize: { templates: ['mobileface'] } }), zoo).map((i) => i.message)).toEqual([
+      'got "mobileface" (face-embedding model) for efficientnet-lite2 (image classifier): a template answers what its oracle does',
+    ]);
+    expect(checkAppGraph(app({ model: 'face-identity', specialize: { templates: ['mobileface'], workload: 'faces' } }), zoo)).toEqual([]);
     // FaceRes classifies (age, gender) but has no class list: not an oracle to specialize.
     expect(checkAppGraph(app({ model: 'faceres', specialize: { templates: ['efficientnet-lite0'] } }), zoo)[0]!.path).toBe('nodes[1].specialize');
     // The thesis' +0.05 with a* = 1: no cascade reaches 1.05, so it is refused rather than never specializing.

@@ -20,9 +20,9 @@ describe("a stream's own labelled pool", () => {
       const holder: number[] = [];
       for (let input = 0; input < 100; input++) {
         const slot = pool.admit('car');
-        if (slot === undefined) continue;
-        pool.fill('car', slot, Float32Array.of(input));
-        holder[slot] = input;
+        if (!slot) continue;
+        pool.fill(slot, Float32Array.of(input));
+        holder[slot.slot] = input;
       }
       expect(pool.pool.labels).toHaveLength(10);
       expect([...pool.pool.features].sort((a, b) => a - b)).toEqual([...holder].sort((a, b) => a - b));
@@ -37,29 +37,58 @@ describe("a stream's own labelled pool", () => {
     expect(last).toBeLessThan(50);
   });
 
-  it('refuses features of another width and slots never admitted', () => {
+  it('refuses features of another width', () => {
     const pool = createStreamPool({ rowsPerClass: 4, training, random: seededRandom(1) });
-    pool.fill('a', pool.admit('a')!, new Float32Array(FEATURES));
-    expect(() => pool.fill('a', pool.admit('a')!, new Float32Array(FEATURES + 1))).toThrow(/17 features for class a; the pool's rows have 16/);
-    expect(() => pool.fill('a', 3, new Float32Array(FEATURES))).toThrow(/no slot 3 of class a/);
+    pool.fill(pool.admit('a')!, new Float32Array(FEATURES));
+    expect(() => pool.fill(pool.admit('a')!, new Float32Array(FEATURES + 1))).toThrow(/17 features for class a; the pool's rows have 16/);
   });
 
   it('keeps maxClasses classes, those seen most recently: a new class lets the one seen longest ago go', () => {
     const pool = createStreamPool({ rowsPerClass: 2, maxClasses: 3, training, random: seededRandom(1) });
     const add = (label: string): void => {
       const slot = pool.admit(label);
-      if (slot !== undefined) pool.fill(label, slot, new Float32Array(FEATURES));
+      if (slot) pool.fill(slot, new Float32Array(FEATURES));
     };
     for (const label of ['a', 'b', 'c', 'a', 'd']) add(label);
     // b was seen longest ago when d came (a was seen again after c).
     expect([...new Set(pool.pool.labels)].sort()).toEqual(['a', 'c', 'd']);
     expect(pool.pool.labels).toHaveLength(2 + 1 + 1);
-    // An input of a class let go while its features were computed joins nothing.
+    // An input of a class let go while its features were computed joins nothing, even where the
+    // class has been admitted again since.
     const slot = pool.admit('e')!;
     for (const label of ['f', 'g', 'h']) add(label);
-    pool.fill('e', slot, new Float32Array(FEATURES));
+    pool.fill(slot, new Float32Array(FEATURES));
     expect([...new Set(pool.pool.labels)].sort()).toEqual(['f', 'g', 'h']);
+    const stale = pool.admit('i')!;
+    for (const label of ['j', 'k', 'l', 'i']) add(label);
+    pool.fill(stale, Float32Array.of(...Array<number>(FEATURES).fill(7)));
+    expect(pool.pool.labels.filter((l) => l === 'i')).toHaveLength(1);
+    expect(pool.pool.features.includes(7)).toBe(false);
   });
+
+  it('measures again once half the classes measured have been let go (a stream of many classes)', async () => {
+    const classes = 5;
+    const { features, labels } = clusteredFeatures({ rows: 500, featureCount: FEATURES, classes, classOf: (r) => r % classes, seed: 2, centreSeed: 3, centreScale: 3 });
+    const pool = createStreamPool({ rowsPerClass: 10, maxClasses: 3, minRows: 5, training, random: seededRandom(4) });
+    const addClass = async (c: number): Promise<void> => {
+      for (let row = 0; row < 500; row++) {
+        if (labels[row] !== c) continue;
+        const slot = pool.admit(`c${c}`);
+        if (slot) pool.fill(slot, features.subarray(row * FEATURES, (row + 1) * FEATURES));
+        await pool.measureIfDue((job) => trainer.train(job));
+      }
+    };
+    for (const c of [0, 1, 2]) await addClass(c);
+    const before = pool.measured;
+    expect(before.length).toBeGreaterThan(0);
+    // c3 lets c0 go: one of three is not half.
+    await addClass(3);
+    expect(pool.measured).toBe(before);
+    // c4 lets c1 go: two of three are.
+    await addClass(4);
+    expect(pool.measured).not.toBe(before);
+    expect([...new Set(pool.pool.labels)].sort()).toEqual(['c2', 'c3', 'c4']);
+  }, 60_000);
 
   it("measures the template's behaviour once two classes have rows enough, and again when their number has grown by half", async () => {
     const classes = 6;
@@ -70,7 +99,7 @@ describe("a stream's own labelled pool", () => {
     const add = async (row: number): Promise<void> => {
       const label = `c${labels[row]}`;
       const slot = pool.admit(label);
-      if (slot !== undefined) pool.fill(label, slot, features.subarray(row * FEATURES, (row + 1) * FEATURES));
+      if (slot) pool.fill(slot, features.subarray(row * FEATURES, (row + 1) * FEATURES));
       await pool.measureIfDue((job) => trainer.train(job));
     };
     // Classes c0 and c1 only: 10 rows each (5 in each half) make them eligible.

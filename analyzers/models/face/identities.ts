@@ -2,25 +2,30 @@
  * Identities from face descriptors, enrolled online: leader clustering, as `npm run bench -- weg`
  * enrols the faces of the shared footage offline. A face joins the identity whose centre (the
  * mean of its faces' unit descriptors) is nearest by cosine similarity, where that similarity is
- * at least `sameIdentity`; otherwise it starts a new identity. Ids are never reused: `person-7`
- * is one person for as long as the gallery lives (the process: identities are not persisted).
- * At most `maxIdentities` are kept; a new one lets the one seen longest ago go.
+ * at least `sameIdentity`; otherwise it starts a new identity. Ids are never reused: `<prefix>7`
+ * is one person for as long as the gallery lives (identities are not persisted). At most
+ * `maxIdentities` are kept; a new one lets the one seen longest ago go.
  */
 export interface IdentityGalleryOptions {
   /** Cosine similarity from which a face is an identity's. */
   sameIdentity: number;
   maxIdentities: number;
+  /** Ids are this and a number. @defaultValue 'person-' */
+  prefix?: string;
 }
 
 export interface Identified {
   id: string;
-  /** Cosine similarity to the identity's centre before this face joined it; 1 for a face that starts one. */
+  /**
+   * Cosine similarity to the identity's centre before this face joined it; `sameIdentity` for a
+   * face that starts one (no match is surer than the threshold it missed).
+   */
   similarity: number;
 }
 
 export interface IdentityGallery {
-  /** The identity of a face, by its descriptor (any length; scaled to unit length here). */
-  identify(descriptor: Float32Array): Identified;
+  /** The identity of a face, by its descriptor (any length; scaled to unit length here); none for a descriptor of zeros or not-numbers. */
+  identify(descriptor: Float32Array): Identified | undefined;
   readonly size: number;
 }
 
@@ -39,6 +44,8 @@ export function createIdentityGallery(options: IdentityGalleryOptions): Identity
       return identities.size;
     },
     identify(descriptor) {
+      const norm = Math.sqrt(dot(descriptor, descriptor));
+      if (!Number.isFinite(norm) || norm === 0) return undefined;
       const face = unit(descriptor);
       let [best, similarity] = [undefined as string | undefined, -Infinity];
       for (const [id, identity] of identities) {
@@ -55,9 +62,9 @@ export function createIdentityGallery(options: IdentityGalleryOptions): Identity
         return { id: best, similarity };
       }
       if (identities.size >= options.maxIdentities) identities.delete(identities.keys().next().value!);
-      const id = `person-${++enrolled}`;
+      const id = `${options.prefix ?? 'person-'}${++enrolled}`;
       identities.set(id, { sum: face, norm: 1 });
-      return { id, similarity: 1 };
+      return { id, similarity: options.sameIdentity };
     },
   };
 }
