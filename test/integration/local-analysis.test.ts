@@ -93,7 +93,10 @@ describe('collaborative processing', () => {
       // The person in the room (the detector's golden test finds her at 0.75).
       expect(analyzed.local![0]!.detections.map((d) => d.className)).toContain('person');
       expect(local.status().localMs).toBeGreaterThan(0);
-      // A frame already late still goes where it is done soonest: here, while the backends miss deadlines.
+      // A frame already late still goes where it is done soonest: here, while the backends miss
+      // deadlines (reported again, so the report has not expired while the first frame ran).
+      await producer.send(Topics.stats, [{ key: 'b1', value: statsContract.encode(congestedStats(0.3)) }]);
+      await new Promise((r) => setTimeout(r, 100));
       expect((await local.analyze({ ...frame, captureTimeMs: Date.now() - 10_000 }, source)).local).toHaveLength(1);
 
       // Through the ingest worker: frames go out with their detections while congestion lasts.
