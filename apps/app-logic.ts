@@ -44,17 +44,17 @@ export function createAppLogic(spec: AppSpec): AppLogic {
   for (const node of spec.nodes) {
     if (node.parse) parsers.set(node.id, { parser: createTextParser([node.parse]), changes: new Map(), confirmFrames: node.parse.confirmFrames });
   }
-  /** Per tracking node, per source. */
-  const tracking = new Map<string, Map<string, SourceTracking>>();
+  /** Per tracking node, per source: its operators, and when its last frame came (wall clock). */
+  const tracking = new Map<string, Map<string, { state: SourceTracking; lastFrameMs: number }>>();
   for (const node of spec.nodes) if (node.track) tracking.set(node.id, new Map());
   /** Output id of a tracked detection → its track. */
   const owners = new Map<string, Owner>();
 
-  const sourceTracking = (nodeId: string, source: string): SourceTracking => {
+  const sourceTracking = (nodeId: string, source: string): { state: SourceTracking; lastFrameMs: number } => {
     const bySource = tracking.get(nodeId)!;
-    let state = bySource.get(source);
-    if (!state) bySource.set(source, (state = createSourceTracking(spec.nodes.find((n) => n.id === nodeId)!)));
-    return state;
+    let entry = bySource.get(source);
+    if (!entry) bySource.set(source, (entry = { state: createSourceTracking(spec.nodes.find((n) => n.id === nodeId)!), lastFrameMs: Date.now() }));
+    return entry;
   };
 
   /** The tracked detection an input descends from: the input itself, or its nearest ancestor (ids nest as `<parent>/<node>/<index>`). */
@@ -146,7 +146,9 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     let trackIds: (string | undefined)[] = [];
     const events: ResultRow[] = [];
     if (node.track && root) {
-      const update = sourceTracking(node.id, frame.source).update({ seq: frame.seq, timeMs: common.frame_time, width: frame.width, height: frame.height }, detections);
+      const tracked = sourceTracking(node.id, frame.source);
+      tracked.lastFrameMs = Date.now();
+      const update = tracked.state.update({ seq: frame.seq, timeMs: common.frame_time, width: frame.width, height: frame.height }, detections);
       trackIds = update.trackIds;
       trackIds.forEach((trackId, i) => {
         if (trackId !== undefined) owners.set(outputId(inputId, node.id, i), { node: node.id, source: frame.source, trackId });
@@ -181,13 +183,24 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     rowsFor(result: NodeResult): ResultRow[] {
       const owner = result.root ? undefined : ownerOf(result.inputId);
       // A result on a track that has ended already writes its `track` event again, with what it adds (the row replaces the first).
-      const revised = owner && sourceTracking(owner.node, owner.source).observe(owner.trackId, result.node.id, result.frame.seq, result.output);
+      const revised = owner && tracking.get(owner.node)?.get(owner.source)?.state.observe(owner.trackId, result.node.id, result.frame.seq, result.output);
       const rows = outputRows(result, owner?.trackId ?? '');
       return revised ? [...rows, eventRow(owner.source, owner.node, revised)] : rows;
     },
 
     flush() {
-      return [...tracking].flatMap(([node, bySource]) => [...bySource].flatMap(([source, state]) => state.flush().map((e) => eventRow(source, node, e))));
+      return [...tracking].flatMap(([node, bySource]) => [...bySource].flatMap(([source, { state }]) => state.flush().map((e) => eventRow(source, node, e))));
+    },
+
+    flushIdle(idleMs) {
+      const now = Date.now();
+      return [...tracking].flatMap(([node, bySource]) =>
+        [...bySource].flatMap(([source, { state, lastFrameMs }]) => {
+          if (now - lastFrameMs < idleMs) return [];
+          bySource.delete(source);
+          return state.flush().map((e) => eventRow(source, node, e));
+        }),
+      );
     },
   };
 }

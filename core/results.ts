@@ -57,6 +57,11 @@ export interface AppLogic {
   rowsFor(result: NodeResult): ResultRow[];
   /** Rows the operators still hold (tracks in view, stays in zones), for the end of the streams. */
   flush(): ResultRow[];
+  /**
+   * The same for each source no frame has come from for `idleMs` (a replay that ended, a camera
+   * gone), whose operators' state is then let go: a source that comes back starts afresh.
+   */
+  flushIdle(idleMs: number): ResultRow[];
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   type NodeOutput,
   type Plan,
   type ResolvedModel,
+  type ResultRow,
   type Stats,
 } from '../../core/index.js';
 import { createDagRunner, DeadlineMissed, type DagNode, type SnapshotStore, type StageBudgets } from '../dag/index.js';
@@ -52,6 +53,11 @@ export interface BackendOptions {
   planAhead?: boolean;
   /** Stats go to `panoptes.stats` this often, ms. @defaultValue 1000 */
   statsIntervalMs?: number;
+  /**
+   * A source no frame has come from for this long (a replay that ended, a camera gone) has what
+   * its operators hold written (tracks in view, stays in zones), and is forgotten. @defaultValue 60000
+   */
+  idleSourceMs?: number;
   /** Called with each interval's stats too (for metrics). */
   onStats?: (stats: Stats) => void;
   logger: Logger;
@@ -235,6 +241,15 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   };
   let statsTimer: NodeJS.Timeout | undefined;
 
+  /** Rows the operators held, written now. */
+  const writeHeld = async (rows: readonly ResultRow[]): Promise<void> => {
+    if (rows.length === 0) return;
+    const out = new Outbox(`backend:${options.id}`, tally, logger);
+    for (const row of rows) out.row(row);
+    await out.send(producer);
+  };
+  const writeIdleSources = (): Promise<void> => writeHeld(options.apps.flatMap((app) => app.flushIdle(options.idleSourceMs ?? 60_000)));
+
   return {
     async start() {
       await runner.start();
@@ -245,6 +260,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       statsTimer = setInterval(() => {
         publishStats();
         hosting.unloadIdle().catch((err: unknown) => logger.warn({ err }, 'model unload failed'));
+        writeIdleSources().catch((err: unknown) => logger.warn({ err }, 'rows of idle sources not written'));
       }, options.statsIntervalMs ?? 1000);
     },
     async drain() {
@@ -253,9 +269,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       intake.pause();
       await executor.drain();
       // What the operators still hold (tracks in view at the end of a replay) is written now.
-      const out = new Outbox(`backend:${options.id}`, tally, logger);
-      for (const row of options.apps.flatMap((app) => app.flush())) out.row(row);
-      await out.send(producer);
+      await writeHeld(options.apps.flatMap((app) => app.flush()));
     },
     async close() {
       state = 'closed';

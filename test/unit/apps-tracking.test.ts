@@ -128,6 +128,21 @@ describe('app logic with track, lines and zones', () => {
     expect(events(logic.rowsFor({ node: faces, frame: frameAt(0), output: detected(), inputId: personId(0), root: false }))).toEqual([]);
   });
 
+  it('writes what a source no frame has come from for a while holds, and forgets it', () => {
+    const logic = createAppLogic(spec);
+    rootRows(logic, 0, detected(person(10, 10)));
+    rootRows(logic, 1, detected(person(10, 11)));
+    expect(logic.flushIdle(60_000)).toEqual([]);
+    const held = logic.flushIdle(0);
+    expect(events(held).map((e) => [e.event, e.track_id])).toEqual([
+      ['dwell', '0-0'],
+      ['track', '0-0'],
+    ]);
+    // Forgotten: nothing left to flush at the end.
+    expect(logic.flush()).toEqual([]);
+    expect(logic.flushIdle(0)).toEqual([]);
+  });
+
   it('keeps one tracker per source', () => {
     const logic = createAppLogic(spec);
     rootRows(logic, 0, detected(person(10, 10)));

@@ -42,6 +42,7 @@ describe('backend', () => {
     realtime: (source) => source === 'live-cam',
     batch: 4,
     statsIntervalMs: 200,
+    idleSourceMs: 1500,
     onStats: (s) => stats.push(s),
     logger: silentLogger(),
   });
@@ -140,5 +141,16 @@ describe('backend', () => {
     await bus.producer().send(Topics.backfillFrames, [{ key: 'live-cam', value: old }]);
     await waitFor(() => rows.some((r) => r.table === 'frames' && r.fields.frame_seq === 8), 'the replayed frame stored');
     expect(drops.filter((d) => d.frameSeq === 8)).toEqual([]);
+  });
+
+  it('writes the tracks still in view of a source that stopped sending, without waiting for the backend to drain', async () => {
+    const frames = [0, 1, 2, 3].map((seq) => ({ key: 'idle-cam', value: frameContract.encode({ source: 'idle-cam', seq, captureTimeMs: Date.now(), ptsMs: seq * 500, width: 768, height: 432, jpeg }) }));
+    await bus.producer().send(Topics.frames, frames);
+    await waitFor(() => rows.some((r) => r.table === 'frames' && r.source === 'idle-cam' && r.fields.frame_seq === 3), 'the four frames stored');
+    // The person in the room is in view on all four: her track ends only when the source goes idle.
+    expect(rows.some((r) => r.table === 'events' && r.source === 'idle-cam')).toBe(false);
+    await waitFor(() => rows.some((r) => r.table === 'events' && r.source === 'idle-cam' && r.fields.event === 'track'), 'the track event of the idle source', { timeoutMs: 10_000 });
+    const track = rows.find((r) => r.table === 'events' && r.source === 'idle-cam' && r.fields.event === 'track')!;
+    expect(track.fields).toMatchObject({ class: 'person', track_id: '0-0' });
   });
 });
