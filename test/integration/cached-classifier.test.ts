@@ -31,9 +31,10 @@ describe.skipIf(!existsSync(clip))('a cached classifier on car-detection.mp4 (ne
     const file = join(dir, 'vehicle-kinds.yaml');
     writeFileSync(file, stringify(app));
 
-    // The clip played twice over: exploration takes seconds of training, and the caches serve after it.
-    const twice = join(dir, 'road-twice.mp4');
-    execFileSync(resolveFfmpegPath(), ['-loglevel', 'error', '-stream_loop', '1', '-i', clip, '-c', 'copy', twice]);
+    // The clip played three times over: exploration takes seconds of training (a minute on a machine
+    // busy with other tests), and the caches serve after it.
+    const twice = join(dir, 'road-3x.mp4');
+    execFileSync(resolveFfmpegPath(), ['-loglevel', 'error', '-stream_loop', '2', '-i', clip, '-c', 'copy', twice]);
 
     const { summary, rows } = await runApps([file], { id: 'road', path: twice, apps: ['vehicle-kinds'], fps: 12 }, {
       crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-kinds' AND node = 'vehicles'",
