@@ -38,6 +38,7 @@ export { annotatedJpeg, decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageI
 export {
   cpuDeviceName,
   createIdentityGallery,
+  unitVector,
   cropImage,
   findPrefixFamilies,
   letterboxBatchNative,

@@ -4,7 +4,7 @@
 // identity nearest to it; identities are enrolled by clustering every face's descriptor. The
 // template is MobileFace (256-d), its top layer retrained on the dominant identities + "other".
 import { readFileSync } from 'node:fs';
-import { cropImage, loadFeatureExtractor, loadModelRunner, type ModelRuntime, type RgbImage } from '../analyzers/index.js';
+import { cropImage, loadFeatureExtractor, unitVector, loadModelRunner, type ModelRuntime, type RgbImage } from '../analyzers/index.js';
 import type { ResolvedModel } from '../core/index.js';
 import { cachedCrops, cropsOfClip, featuresOf, type Crop } from './weg-crops.js';
 import type { Workload } from './weg.js';
@@ -62,13 +62,13 @@ export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<
   const sums: Float32Array[] = [];
   for (let r = 0; r < crops.length; r++) {
     const row = descriptors.subarray(r * size, (r + 1) * size);
-    const [best, similarity] = nearest(row, sums.map((s) => unit(s)));
+    const [best, similarity] = nearest(row, sums.map((s) => unitVector(s)));
     if (best >= 0 && similarity >= SAME_IDENTITY) add(sums[best]!, row);
     else sums.push(Float32Array.from(row));
   }
   const enrolled: Float32Array[] = [];
   const counts = new Map<number, number>();
-  const centres = sums.map((s) => unit(s));
+  const centres = sums.map((s) => unitVector(s));
   for (let r = 0; r < crops.length; r++) {
     const [best] = nearest(descriptors.subarray(r * size, (r + 1) * size), centres);
     counts.set(best, (counts.get(best) ?? 0) + 1);
@@ -99,15 +99,8 @@ export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<
 
 function normalized(rows: Float32Array, size: number): Float32Array {
   const out = new Float32Array(rows.length);
-  for (let r = 0; r < rows.length / size; r++) out.set(unit(rows.subarray(r * size, (r + 1) * size)), r * size);
+  for (let r = 0; r < rows.length / size; r++) out.set(unitVector(rows.subarray(r * size, (r + 1) * size)), r * size);
   return out;
-}
-
-function unit(v: Float32Array): Float32Array {
-  let norm = 0;
-  for (const x of v) norm += x * x;
-  norm = Math.sqrt(norm) || 1;
-  return v.map((x) => x / norm);
 }
 
 function add(sum: Float32Array, v: Float32Array): void {
