@@ -29,18 +29,21 @@ export function f32(t: TensorData): Float32Array {
 }
 
 /** A logger whose warnings a test can read. */
-export function capturingLogger(level: 'warn' | 'info' = 'warn'): { logger: Logger; warnings: string[]; messages: string[] } {
+export function capturingLogger(level: 'warn' | 'info' = 'warn'): { logger: Logger; warnings: string[]; messages: string[]; errors: string[] } {
   const warnings: string[] = [];
   const messages: string[] = [];
+  /** The messages of the errors logged with them. */
+  const errors: string[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      const line = JSON.parse(chunk.toString()) as { level: number; msg: string };
+      const line = JSON.parse(chunk.toString()) as { level: number; msg: string; err?: { message?: string } };
       if (line.level === 40) warnings.push(line.msg);
       messages.push(line.msg);
+      if (line.err?.message) errors.push(line.err.message);
       done();
     },
   });
-  return { logger: createLogger({ level, destination }), warnings, messages };
+  return { logger: createLogger({ level, destination }), warnings, messages, errors };
 }
 
 /**

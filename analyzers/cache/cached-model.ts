@@ -2,7 +2,7 @@ import type { LoadedModel, NamedTensors, TensorData } from '../runtime/index.js'
 import { Leases } from './leases.js';
 import { LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES } from './lookup-model.js';
 import type { SegmentedModel } from './segmented-model.js';
-import { argMax, copyTensor } from './tensors.js';
+import { argMax } from './tensors.js';
 
 /**
  * A base model with learned caches on some of its hidden layers (GATI §4.3, digest §2.6): the
@@ -36,12 +36,13 @@ export interface CachedAnswer {
 }
 
 export interface CachedModel {
+  /** One request: a batch of one. */
   run(feeds: NamedTensors): Promise<CachedAnswer>;
   /**
-   * A batch, its lookups synchronous: after a cached layer the requests that hit are answered;
-   * with `compact` (the default) they leave the batch and the rest go on, else (the paper's
-   * semantics) they stay in it and every request ends with the batch. `doneMs` is when each
-   * request was answered, from the start.
+   * A batch: after a cached layer the requests whose lookup hits are answered; with `compact`
+   * (the default) they leave the batch and the rest go on, else (the paper's semantics) they stay
+   * in it and every request ends with the batch. `doneMs` is when each request was answered,
+   * from the start.
    */
   runBatch(feeds: NamedTensors, options?: { compact?: boolean }): Promise<{ answers: CachedAnswer[]; doneMs: number[] }>;
   /** Replaces the caches at once: a request uses the set it started with (retrained caches swap in whole). */
@@ -62,9 +63,6 @@ export interface CachedModelOptions {
   onLookupError?(err: unknown, cache: EnabledCache): void;
 }
 
-
-/** Never settles: a race against it waits for the other side. */
-const never = new Promise<never>(() => undefined);
 
 export function createCachedModel(options: CachedModelOptions): CachedModel {
   const { base, answerOf, onLookupError, mode = 'async' } = options;
@@ -101,48 +99,14 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     };
   }
 
-  /** One request through the segments, its lookups on the caches `held`. */
-  async function runOne(feeds: NamedTensors, held: ReturnType<typeof holdCaches>): Promise<CachedAnswer> {
-    const { byLayer } = held;
-    /** Settles with the lookup in flight's hit; never on a miss (the base goes on). */
-    let hit: Promise<{ answered: CachedAnswer }> = never;
-    let lookupInFlight = false;
-    let input: NamedTensors | TensorData = feeds;
-    for (let k = 0; k < base.segments; k++) {
-      const segment = base.runSegment(k, input);
-      const next = await Promise.race([segment.then((outputs) => ({ outputs })), hit]);
-      if ('answered' in next) {
-        // Answered: the segment still running is left to finish; its outcome is not needed.
-        segment.catch(() => undefined);
-        return next.answered;
-      }
-      const { outputs } = next;
-      if (k === base.segments - 1) return { answer: answerOf(outputs), exit: 'full', outputs };
-      input = outputs[base.layers[k]!]!;
-      const cache = byLayer.get(k);
-      // One lookup at a time (Eq. 9): a cache whose layer comes while one runs is skipped.
-      if (!cache || lookupInFlight) continue;
-      // A failed lookup is a miss: the base's answer is right anyway.
-      const lookup = held.lookingUp(cache, lookUp(cache, copyTensor(input as TensorData))).then(([answered]) => answered, (err: unknown) => {
-        onLookupError?.(err, cache);
-        return undefined;
-      });
-      if (mode === 'sync') {
-        const answered = await lookup;
-        if (answered) return answered;
-        continue;
-      }
-      lookupInFlight = true;
-      hit = lookup.then((answered) => {
-        lookupInFlight = false;
-        return answered ? { answered } : never;
-      });
-    }
-    throw new RangeError(`${base.name} has no segments`);
-  }
-
-  /** A batch through the segments: requests a cache answers leave it (`compact`) or stay to the end. */
-  async function runBatchOf(feeds: NamedTensors, byLayer: ReadonlyMap<number, EnabledCache>, compact: boolean): Promise<{ answers: CachedAnswer[]; doneMs: number[] }> {
+  /**
+   * A batch through the segments. A synchronous lookup makes the batch wait for it; an
+   * asynchronous one runs beside the segments after its layer (one in flight), and its hits are
+   * answered as it ends. Requests answered leave the batch at the next segment (`compact`) or
+   * stay in it to the end (the paper's semantics). A lookup still running when the base ends is
+   * left: the base's answer is as good, and a miss waits for no lookup.
+   */
+  async function runBatchOf(feeds: NamedTensors, held: ReturnType<typeof holdCaches>, compact: boolean): Promise<{ answers: CachedAnswer[]; doneMs: number[] }> {
     const started = performance.now();
     const size = Object.values(feeds)[0]?.dims[0] ?? 0;
     const answers: (CachedAnswer | undefined)[] = Array.from({ length: size }, () => undefined);
@@ -150,46 +114,82 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     /** The requests whose rows the batch still holds, in row order. */
     let rows = Array.from({ length: size }, (_, i) => i);
     let input: NamedTensors | TensorData = feeds;
+    let inFlight: { requests: number[]; found: Promise<(CachedAnswer | undefined)[]> } | undefined;
+    const answer = (requests: readonly number[], found: readonly (CachedAnswer | undefined)[]): void => {
+      const now = performance.now() - started;
+      found.forEach((answered, i) => {
+        if (!answered) return;
+        answers[requests[i]!] = answered;
+        doneMs[requests[i]!] = now;
+      });
+    };
+    const done = () => answers.every((a) => a !== undefined);
+    /** The batch ends: waiting for all (not `compact`), every request ends with it. */
+    const end = () => {
+      const now = performance.now() - started;
+      for (let i = 0; i < size; i++) if (!compact || answers[i]!.exit === 'full') doneMs[i] = now;
+      return { answers: answers as CachedAnswer[], doneMs };
+    };
+    const dropAnswered = (): void => {
+      if (!compact || rows.every((request) => !answers[request])) return;
+      const keep = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
+      input = sliceRows(input as TensorData, keep.map((x) => x.row));
+      rows = keep.map((x) => x.request);
+    };
     for (let k = 0; k < base.segments; k++) {
-      const outputs = await base.runSegment(k, input);
+      const segment = base.runSegment(k, input);
+      let outputs: NamedTensors;
+      const lookup = inFlight;
+      const first = lookup ? await Promise.race([segment.then((ran) => ({ ran })), lookup.found.then((found) => ({ found }))]) : { ran: await segment };
+      if ('found' in first) {
+        inFlight = undefined;
+        answer(lookup!.requests, first.found);
+        if (done()) {
+          // Answered: the segment still running is left to finish; its outcome is not needed.
+          segment.catch(() => undefined);
+          return end();
+        }
+        outputs = await segment;
+      } else outputs = first.ran;
       if (k === base.segments - 1) {
-        const now = performance.now() - started;
         rows.forEach((request, row) => {
           if (answers[request]) return;
           const own = Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, sliceRows(t, [row])]));
           answers[request] = { answer: answerOf(own), exit: 'full', outputs: own };
         });
-        // Waiting for all, every request ends with the batch.
-        for (let i = 0; i < size; i++) if (!compact || answers[i]!.exit === 'full') doneMs[i] = now;
-        return { answers: answers as CachedAnswer[], doneMs };
+        return end();
       }
       input = outputs[base.layers[k]!]!;
-      const cache = byLayer.get(k);
-      if (!cache) continue;
+      dropAnswered();
+      const cache = held.byLayer.get(k);
+      // One lookup at a time (Eq. 9): a cache whose layer comes while one runs is skipped.
+      if (!cache || inFlight) continue;
       const open = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
       if (open.length === 0) continue;
-      const found = await lookUp(cache, sliceRows(input, open.map((o) => o.row))).catch((err: unknown) => {
+      // A failed lookup is a miss: the base's answer is right anyway.
+      const found = held.lookingUp(cache, lookUp(cache, sliceRows(input as TensorData, open.map((o) => o.row)))).catch((err: unknown) => {
         onLookupError?.(err, cache);
         return [];
       });
-      const now = performance.now() - started;
-      found.forEach((answered, i) => {
-        if (!answered) return;
-        answers[open[i]!.request] = answered;
-        doneMs[open[i]!.request] = now;
-      });
-      if (answers.every((a) => a !== undefined)) {
-        // Every request answered: the batch ends here either way.
-        for (let i = 0; i < size; i++) if (!compact) doneMs[i] = now;
-        return { answers: answers as CachedAnswer[], doneMs };
+      const requests = open.map((o) => o.request);
+      if (mode === 'async') {
+        inFlight = { requests, found };
+        continue;
       }
-      if (compact) {
-        const keep = rows.map((request, row) => ({ request, row })).filter(({ request }) => !answers[request]);
-        input = sliceRows(input, keep.map((x) => x.row));
-        rows = keep.map((x) => x.request);
-      }
+      answer(requests, await found);
+      if (done()) return end();
+      dropAnswered();
     }
     throw new RangeError(`${base.name} has no segments`);
+  }
+
+  async function runBatch(feeds: NamedTensors, options?: { compact?: boolean }): Promise<{ answers: CachedAnswer[]; doneMs: number[] }> {
+    const held = holdCaches();
+    try {
+      return await runBatchOf(feeds, held, options?.compact ?? true);
+    } finally {
+      await held.end();
+    }
   }
 
   return {
@@ -201,21 +201,9 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     },
     retire: (model) => leases.retire(model),
     async run(feeds) {
-      const held = holdCaches();
-      try {
-        return await runOne(feeds, held);
-      } finally {
-        await held.end();
-      }
+      return (await runBatch(feeds)).answers[0]!;
     },
-    async runBatch(feeds, options) {
-      const held = holdCaches();
-      try {
-        return await runBatchOf(feeds, held.byLayer, options?.compact ?? true);
-      } finally {
-        await held.end();
-      }
-    },
+    runBatch,
   };
 }
 

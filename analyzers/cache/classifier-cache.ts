@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { seededRandom, type CacheExit, type ClassifierCacheConfig, type Logger } from '../../core/index.js';
+import { ErrorCode, PanoptesError, seededRandom, type CacheExit, type ClassifierCacheConfig, type Logger } from '../../core/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import { createCacheAdaptation, type CacheAdaptation } from './adaptation.js';
@@ -84,6 +84,14 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
+  // Asynchronous lookups run on a thread and core of their own, where the lookup models are loaded and timed.
+  const beside = config.lookups === 'async' ? runtime.beside?.(1) : runtime;
+  if (!beside) {
+    await base.dispose();
+    await rm(dir, { recursive: true, force: true });
+    throw new PanoptesError(ErrorCode.AppInvalid, `cache.lookups async: the ${runtime.name} runtime cannot run lookups beside ${model.name}; use sync`, { details: { model: model.name } });
+  }
+  const lookupRuntime: ModelRuntime = beside;
   let closed = false;
   const train = async (job: CacheHeadJob): Promise<TrainedCache> => {
     if (closed) throw new Error('the cache is closing');
@@ -147,7 +155,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       maxClasses: config.maxClasses,
       variantsOf: (shape) => defaultVariants(shape).filter((v) => parameterCount(v, shape, config.maxClasses + 1) <= config.maxParameters),
       train,
-      lookupRuntime: runtime,
+      lookupRuntime,
       dir,
       accuracyTarget: config.accuracyTarget,
       seed: options.seed ?? 1,
@@ -163,13 +171,13 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     }
     nextWait = config.reexplore;
     const initial = await Promise.all(
-      chosen.map(async (v): Promise<EnabledCache> => ({ layer: v.layer, variant: v.name, model: await runtime.load({ name: v.file, file: v.file }), baseClassOf: exploration.baseClassOf, threshold: v.threshold })),
+      chosen.map(async (v): Promise<EnabledCache> => ({ layer: v.layer, variant: v.name, model: await lookupRuntime.load({ name: v.file, file: v.file }), baseClassOf: exploration.baseClassOf, threshold: v.threshold })),
     );
     const cached = createCachedModel({
       base,
       caches: initial,
       answerOf: (outputs) => argMax(probabilitiesOf(outputs)),
-      mode: 'sync',
+      mode: config.lookups,
       onLookupError: (err, cache) => logger.warn({ err, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on'),
     });
     const adaptation = createCacheAdaptation({
@@ -179,7 +187,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       exploration,
       probabilitiesOf,
       train,
-      lookupRuntime: runtime,
+      lookupRuntime,
       dir,
       random: seededRandom((options.seed ?? 1) + 1),
       group: config.group,
@@ -359,6 +367,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       await observing;
       await serving?.adaptation.close();
       await base.dispose();
+      if (lookupRuntime !== runtime) await lookupRuntime.close();
       await rm(dir, { recursive: true, force: true });
     },
   };

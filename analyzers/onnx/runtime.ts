@@ -97,6 +97,7 @@ export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
         },
       };
     },
+    beside: (threads) => createOnnxRuntime({ ...options, workers: 1, intraOpThreads: threads }),
     async close(): Promise<void> {
       await Promise.all(handles.map((h) => h.worker.terminate()));
     },

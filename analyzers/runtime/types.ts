@@ -17,6 +17,12 @@ export interface ModelRuntime {
   /** Batches it runs at once (its worker threads, each with its share of the cores). */
   readonly lanes: number;
   load(model: { name: string; file: string }): Promise<LoadedModel>;
+  /**
+   * A runtime of its own beside this one (its own thread, `threads` cores for a run), for work
+   * that must not queue behind this one's batches: a learned cache's asynchronous lookups. Its
+   * owner closes it. Absent where the runtime has no such thing.
+   */
+  beside?(threads: number): ModelRuntime;
   close(): Promise<void>;
 }
 

@@ -246,6 +246,13 @@ export const classifierCacheSchema = z.strictObject({
    * exploration enables none. 0: never explored again.
    */
   reexplore: z.number().int().min(0).max(100_000_000).default(3_000),
+  /**
+   * `async`: lookups run on a model thread of their own (one core) beside the model, which goes
+   * on meanwhile, as GATI serves them: a miss does not wait for them. It pays where a core is
+   * free of the model's threads (`backend.intraOpThreads` below the cores). `sync`: the model
+   * waits for each lookup, on its own threads.
+   */
+  lookups: z.enum(['sync', 'async']).default('sync'),
 }).refine((c) => c.sampled <= c.group, { message: 'sampled must be at most group (requests sampled of each group)', path: ['sampled'] });
 
 /**

@@ -16,7 +16,7 @@ import {
   type ExploredVariant,
   type SegmentedModel,
 } from '../../analyzers/cache/index.js';
-import { blockOutputs, createOnnxRuntime, readOnnxModel, type LoadedModel, type NamedTensors } from '../../analyzers/index.js';
+import { blockOutputs, createOnnxRuntime, readOnnxModel, type LoadedModel, type NamedTensors, type TensorData } from '../../analyzers/index.js';
 import { createHeadTrainer } from '../../analyzers/training/index.js';
 import { projectRoot, seededRandom, silentLogger } from '../../core/index.js';
 import { f32 } from '../helpers.js';
@@ -279,5 +279,31 @@ describe('learned caches on EfficientNet-Lite0', () => {
     const ends = (exit: (e: number | 'full') => boolean): number[] => compacted.doneMs.filter((_, i) => exit(compacted.answers[i]!.exit));
     expect(ends((e) => e === 'full').length).toBeGreaterThan(0);
     expect(Math.max(...ends((e) => e !== 'full'))).toBeLessThan(Math.min(...ends((e) => e === 'full')));
+  });
+
+  it('runs a batch with asynchronous lookups: each answer is the base\'s or the answering cache\'s, some early', async () => {
+    const caches = await enable('Conv', [0, 2]);
+    const model = createCachedModel({ base, caches, mode: 'async', answerOf });
+    const batch = images(16, 8);
+    const copy = (): NamedTensors => ({ images: { ...batch.images!, data: batch.images!.data.slice() } });
+    const run = await model.runBatch(copy());
+    const full = await base.runAll(copy());
+    const row = (t: TensorData, i: number): TensorData => {
+      const width = t.data.length / t.dims[0]!;
+      return { ...t, data: f32(t).slice(i * width, (i + 1) * width), dims: [1, ...t.dims.slice(1)] };
+    };
+    for (const [i, answered] of run.answers.entries()) {
+      if (answered.exit === 'full') {
+        expect(answered.answer).toBe(answerOf({ probabilities: row(full.outputs.probabilities!, i) }));
+        continue;
+      }
+      // A hit is what its cache says on the request's hidden output.
+      const cache = caches.find((c) => c.layer === answered.exit)!;
+      const out = await cache.model.run({ [LOOKUP_INPUT]: row(full.hidden[cache.layer]!, i) });
+      const p = f32(out[LOOKUP_PROBABILITIES]!);
+      expect(explored.baseClassOf[p.indexOf(Math.max(...p))]).toBe(answered.answer);
+      expect(f32(out[LOOKUP_HIT]!)[0]).toBeGreaterThanOrEqual(cache.threshold!);
+    }
+    expect(run.answers.filter((a) => a.exit !== 'full').length).toBeGreaterThan(0);
   });
 });

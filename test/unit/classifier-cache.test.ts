@@ -14,8 +14,9 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
   const runtime = createOnnxRuntime({ logger: silentLogger() });
   const zoo = loadModelZoo();
   const { logger, warnings } = capturingLogger();
-  // Pool variants only (small: seconds to train) on one late layer; adaptation scaled down.
-  const cache = { layers: [10], explore: 52, maxClasses: 6, maxParameters: 20_000, group: 10, sampled: 4, window: 20, period: 20 };
+  // Pool variants only (small: seconds to train) on one late layer; adaptation scaled down. The
+  // lookups asynchronous, on a thread of their own (the app tests run them synchronously).
+  const cache = { layers: [10], explore: 52, maxClasses: 6, maxParameters: 20_000, group: 10, sampled: 4, window: 20, period: 20, lookups: 'async' };
   const stream = 'vehicle-kinds/kind/camera-1';
   let runner: ModelRunner;
   let plain: ModelRunner;
@@ -170,6 +171,21 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
       expect(said).toEqual(['learned cache of efficientnet-lite0 not set up; its rows run the model whole']);
     } finally {
       await standIn.dispose();
+    }
+  });
+
+  it('BAD CONFIG: asynchronous lookups on a runtime that cannot run them beside the model run the model whole, and say why', async () => {
+    const { logger: own, warnings: said, errors } = capturingLogger();
+    const alone = { name: 'alone', lanes: 1, load: runtime.load.bind(runtime), close: async () => {} };
+    const noRoom = await loadModelRunner(zoo['efficientnet-lite0']!, alone, own);
+    try {
+      const params = [{ cache: classifierCacheSchema.parse({ lookups: 'async' }) }];
+      const outputs = noRoom.finish(await noRoom.execute(await noRoom.prepare(images.slice(0, 1), params, [stream])));
+      expect(classOf(outputs[0])).toEqual(classOf(whole[0]));
+      expect(said).toEqual(['learned cache of efficientnet-lite0 not set up; its rows run the model whole']);
+      expect(errors).toEqual(['cache.lookups async: the alone runtime cannot run lookups beside efficientnet-lite0; use sync']);
+    } finally {
+      await noRoom.dispose();
     }
   });
 });
