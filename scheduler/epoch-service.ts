@@ -148,17 +148,21 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
 /**
  * The apps' load from the backends' latest stats: frames per app summed (real-time and
  * delay-tolerant apart), γ per edge averaged. A
- * specialized node (thesis ch. 5) serves only the inputs its oracle ran on (exploring, spot
- * checks, fall-throughs), and each template's node those its model ran on (cascade calls, pool
- * rows), as measured over every stream in the last interval: the edges into them carry those
- * shares of the inputs. Before anything is measured each serves every input.
+ * specialized node (thesis ch. 5) serves only the inputs its oracle ran on, and each template's
+ * node those its model ran on (cascade calls, pool rows), as measured over every stream in the
+ * last interval. The edges from the node's parents carry those shares of its inputs: into the
+ * oracle, the inputs it ran on without a template first (exploring); from a template into the
+ * oracle, per run of the template, the inputs its cascade passed on or had checked. Before
+ * anything is measured the oracle and each template serve every input, the oracle straight from
+ * the parents.
  */
 export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'delayTolerantRate' | 'gammas'>[], live: readonly Stats[]): AppDemand[] {
   const framesRate = new Map<string, number>();
   const tolerantRate = new Map<string, number>();
   const gammas = new Map<string, number[]>();
-  /** Per app/node: inputs in the interval, and runs by the oracle ('') and by each template's model. */
-  const runs = new Map<string, { inputs: number; by: Map<string, number> }>();
+  /** Per app/node: inputs in the interval, runs by the oracle ('') and by each template's model, and the oracle's runs after each template's cascade. */
+  const runs = new Map<string, { inputs: number; by: Map<string, number>; after: Map<string, number> }>();
+  const add = (counts: Map<string, number>, key: string, n: number) => counts.set(key, (counts.get(key) ?? 0) + n);
   for (const stats of live) {
     for (const a of stats.apps ?? []) {
       // Real-time frames are the load; delay-tolerant ones go into the idle time the plan leaves.
@@ -171,9 +175,10 @@ export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'delayT
       gammas.set(key, [...(gammas.get(key) ?? []), e.gamma]);
     }
     for (const s of stats.specializations ?? []) {
-      const node = runs.get(`${s.app}/${s.node}`) ?? { inputs: 0, by: new Map<string, number>() };
+      const node = runs.get(`${s.app}/${s.node}`) ?? { inputs: 0, by: new Map<string, number>(), after: new Map<string, number>() };
       node.inputs += s.intervalInputs;
-      for (const [model, n] of [['', s.intervalOracleCalls] as const, ...Object.entries(s.intervalTemplateRuns)]) node.by.set(model, (node.by.get(model) ?? 0) + n);
+      for (const [model, n] of [['', s.intervalOracleCalls] as const, ...Object.entries(s.intervalTemplateRuns)]) add(node.by, model, n);
+      for (const [model, n] of Object.entries(s.intervalCascadeOracleCalls)) add(node.after, model, n);
       runs.set(`${s.app}/${s.node}`, node);
     }
   }
@@ -181,13 +186,21 @@ export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'delayT
     const modelOf = new Map(app.nodes.map((n) => [n.id, n.model]));
     const gammasOf = Object.fromEntries(
       app.edges.flatMap((e) => {
+        if (specializedNodeOf(e.from) !== undefined) {
+          const served = runs.get(`${app.app}/${e.to}`);
+          const model = modelOf.get(e.from)!;
+          const templateRuns = served?.by.get(model) ?? 0;
+          return [[edgeKey(e.from, e.to), templateRuns > 0 ? (served!.after.get(model) ?? 0) / templateRuns : 0]];
+        }
         // A template's node is fed what its specialized node is fed; a frame is one input to a root node.
         const node = specializedNodeOf(e.to) ?? e.to;
         const measured = e.from === FRAMES ? [1] : gammas.get(`${app.app}/${edgeKey(e.from, node)}`);
         if (!measured) return [];
         const served = runs.get(`${app.app}/${node}`);
         const runner = node === e.to ? '' : modelOf.get(e.to)!;
-        const share = served && served.inputs > 0 ? (served.by.get(runner) ?? 0) / served.inputs : 1;
+        // The oracle's runs after a template come in on that template's edge.
+        const afterTemplates = runner === '' ? [...(served?.after.values() ?? [])].reduce((a, b) => a + b, 0) : 0;
+        const share = served && served.inputs > 0 ? ((served.by.get(runner) ?? 0) - afterTemplates) / served.inputs : 1;
         return [[edgeKey(e.from, e.to), (share * measured.reduce((a, b) => a + b, 0)) / measured.length]];
       }),
     );

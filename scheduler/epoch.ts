@@ -2,7 +2,7 @@ import { describeError, Topics, type Plan } from '../core/index.js';
 import { idleTimeByBackend, planIdleTime } from './delay-tolerant.js';
 import { mergeSharedPrefixes, type PrefixFamily } from './prefix-merge.js';
 import type { ModelProfile, ProfileLookup } from './profile.js';
-import { FRAMES, analyzeQuery } from './query-analysis.js';
+import { FRAMES, analyzeQuery, fanInNodes } from './query-analysis.js';
 import { repack } from './repack.js';
 import { planViolations } from './plan-check.js';
 import { evenSloSplit } from '../analyzers/index.js';
@@ -214,9 +214,9 @@ function profiled(model: string, profileOf: ProfileLookup): { latencyMs?: number
  */
 function splitSlo(app: AppDemand, profileOf: ProfileLookup, options: EpochOptions, warnings: string[]): AppQuery {
   const query = { sloMs: app.sloMs, nodes: app.nodes, edges: app.edges.map((e) => ({ ...e, gamma: app.gammas[edgeKey(e.from, e.to)] ?? 1 })) };
-  const fanIn = app.nodes.some((n) => new Set(app.edges.filter((e) => e.to === n.id).map((e) => e.from)).size > 1);
   try {
-    return { query, framesRate: app.framesRate, split: analyzeQuery(query, app.framesRate, profileOf, options), adjustable: !fanIn };
+    const split = analyzeQuery(query, app.framesRate, profileOf, options);
+    return { query, framesRate: app.framesRate, split, adjustable: fanInNodes(query).length === 0 };
   } catch (err) {
     warnings.push(`app ${app.app}: query analysis failed (${describeError(err)}); splitting evenly`);
   }

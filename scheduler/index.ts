@@ -20,7 +20,7 @@ export { countModelMoves, repack } from './repack.js';
 export { planViolations } from './plan-check.js';
 export { fewestGpus, MAX_BRUTE_FORCE_SESSIONS } from './optimal.js';
 export { jointSplit, sessionsOf, type AppQuery } from './joint-split.js';
-export { analyzeQuery, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryEdge, type QuerySpec, type QuerySplit } from './query-analysis.js';
+export { analyzeQuery, fanInNodes, FRAMES, queryGpus, type QueryAnalysisOptions, type QueryEdge, type QuerySpec, type QuerySplit } from './query-analysis.js';
 export { batchObliviousAllocation } from './baselines.js';
 export { evenSloSplit, type AppGraph } from '../analyzers/index.js';
 export { mergeSharedPrefixes, type PrefixFamily, type PrefixMerge } from './prefix-merge.js';

@@ -202,7 +202,12 @@ function nodeCosts(
 }
 
 interface QueryGraph {
-  /** Distinct parents and children of each node (`frames` included as a parent). */
+  /**
+   * Distinct parents and children of each node (`frames` included as a parent) that bound its
+   * start: a parent that is an ancestor of another parent of the node ends before that one
+   * starts, so its edge bounds nothing and is left out here (a specialized node's parent, whose
+   * template feeds the node too). Rates count every edge.
+   */
   parents: Map<string, string[]>;
   children: Map<string, string[]>;
   /** The nodes, every parent before its children. */
@@ -249,7 +254,24 @@ function queryGraph(query: QuerySpec, framesRate: number): QueryGraph {
     rates.set(v, query.edges.filter((e) => e.to === v).reduce((sum, e) => sum + e.gamma * (rates.get(e.from) ?? 0), 0));
   }
   rates.delete(FRAMES);
-  return { parents, children, order, rates };
+  return { ...boundingEdges(parents, children, order), order, rates };
+}
+
+/** The parents and children that bound a node's start: a parent that is an ancestor of another parent of the node is left out. */
+function boundingEdges(parents: ReadonlyMap<string, string[]>, children: ReadonlyMap<string, string[]>, order: readonly string[]): Pick<QueryGraph, 'parents' | 'children'> {
+  const ancestors = new Map<string, Set<string>>([[FRAMES, new Set()]]);
+  for (const v of order) ancestors.set(v, new Set((parents.get(v) ?? []).flatMap((p) => [p, ...(ancestors.get(p) ?? [])])));
+  const bounds = (p: string, v: string): boolean => !(parents.get(v) ?? []).some((q) => q !== p && ancestors.get(q)!.has(p));
+  return {
+    parents: new Map([...parents].map(([v, list]) => [v, list.filter((p) => bounds(p, v))])),
+    children: new Map([...children].map(([p, list]) => [p, list.filter((v) => bounds(p, v))])),
+  };
+}
+
+/** The nodes whose start more than one parent bounds (fan-in): each multiplies query analysis' work by the SLO's steps. */
+export function fanInNodes(query: QuerySpec): string[] {
+  const { parents } = queryGraph(query, 0);
+  return query.nodes.map((n) => n.id).filter((id) => (parents.get(id) ?? []).length > 1);
 }
 
 const graphError = (message: string, query: QuerySpec): PanoptesError =>

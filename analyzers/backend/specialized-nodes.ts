@@ -85,7 +85,7 @@ interface Stream {
   running: boolean;
   /** Template runs by model, and the counts at the last stats, for the interval's. */
   templateRuns: Map<string, number>;
-  reported: { inputs: number; oracleCalls: number; templateRuns: Map<string, number> };
+  reported: { inputs: number; oracleCalls: number; templateRuns: Map<string, number>; cascadeOracleCalls: Record<string, number> };
   lastInputMs: number;
 }
 
@@ -155,7 +155,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       waiting: [],
       running: false,
       templateRuns: new Map(),
-      reported: { inputs: 0, oracleCalls: 0, templateRuns: new Map() },
+      reported: { inputs: 0, oracleCalls: 0, templateRuns: new Map(), cascadeOracleCalls: {} },
       lastInputMs: Date.now(),
       specializer: createSpecializer<StreamInput>({
         name: `${node.app}-${node.node}`,
@@ -254,14 +254,15 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
           continue;
         }
         const { source, node: { app, node } } = stream;
-        const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs, phase } = stream.specializer.status();
+        const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, cascadeOracleCalls, retrains, retrainMs, phase } = stream.specializer.status();
         const last = stream.reported;
         if (inputs === last.inputs) continue;
         const intervalTemplateRuns = Object.fromEntries([...stream.templateRuns].map(([model, runs]) => [model, runs - (last.templateRuns.get(model) ?? 0)]));
-        stream.reported = { inputs, oracleCalls, templateRuns: new Map(stream.templateRuns) };
+        const intervalCascadeOracleCalls = Object.fromEntries(Object.entries(cascadeOracleCalls).map(([model, calls]) => [model, calls - (last.cascadeOracleCalls[model] ?? 0)]));
+        stream.reported = { inputs, oracleCalls, templateRuns: new Map(stream.templateRuns), cascadeOracleCalls };
         reports.push({
           ...{ app, node, source, phase, inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs },
-          ...{ intervalInputs: inputs - last.inputs, intervalOracleCalls: oracleCalls - last.oracleCalls, intervalTemplateRuns },
+          ...{ intervalInputs: inputs - last.inputs, intervalOracleCalls: oracleCalls - last.oracleCalls, intervalTemplateRuns, intervalCascadeOracleCalls },
         });
       }
       return reports;

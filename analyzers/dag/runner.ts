@@ -1,10 +1,10 @@
-import { describeError, frameId, outputId, type AppLogic, type FrameRef, type NodeOutput } from '../../core/index.js';
+import { describeError, frameId, outputId, scheduledGraph, type AppLogic, type FrameRef, type NodeOutput } from '../../core/index.js';
 import { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type RgbImage } from '../image/index.js';
 import { cropImage } from '../models/index.js';
 import { cropRegion, passesFilter, rawImage, regionOf, shiftBox, shiftOutput } from './edges.js';
 import { planNodes, type PlannedNode } from './graph.js';
 import { pictureEvents } from './snapshots.js';
-import { budgetUpTo, evenSloSplit, stageDeadlineMs, type StageBudgets } from './stage-deadlines.js';
+import { budgetUpTo, evenSloSplit, stageDeadlineMs, type AppGraph, type StageBudgets } from './stage-deadlines.js';
 import { DeadlineMissed, type DagOutbox, type DagRunner, type DagRunnerOptions } from './types.js';
 
 /** One image for one node: a whole frame, or a crop of it at `offset`. */
@@ -38,29 +38,34 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
   let roots = new Map<string, PlannedNode[]>(); // key: app; the nodes fed by frames
   let localOutputs = 0;
 
-  /** When a node must be done with a request of a frame captured at `captureTimeMs`, and the node's own budget. */
   /**
-   * Each node's own budget and its budget up to and including it, per budgets object (a plan's
-   * stay the same for an epoch): worked out once, not per frame. Budgets that leave out a node
-   * of the app (a plan made before the app was seen) give way to the even split.
+   * When a node must be done with a request of a frame captured at `captureTimeMs`, its own
+   * budget, and its budget up to and including it, on the app's graph as the scheduler plans it
+   * (a specialized node's templates run before it). Worked out once per budgets object (a plan's
+   * stay the same for an epoch), not per frame. Budgets that leave out a node of that graph (a
+   * plan made before the app was seen) give way to the even split.
    */
   const stagesOf = new WeakMap<object, Map<string, { budgetMs: number; upToMs: number }>>();
-  const evenSplits = new Map<string, StageBudgets>();
+  const graphs = new Map<string, { graph: AppGraph; evenSplit: StageBudgets }>();
+  const graphOf = (app: AppLogic) => {
+    let known = graphs.get(app.spec.name);
+    if (!known) {
+      const graph = { sloMs: app.spec.sloMs, ...scheduledGraph(app.spec) };
+      graphs.set(app.spec.name, (known = { graph, evenSplit: evenSloSplit(graph) }));
+    }
+    return known;
+  };
   const stageDeadline = ({ app, node }: PlannedNode, captureTimeMs: number): { deadlineMs: number; budgetMs: number; upToMs: number } => {
+    const { graph, evenSplit } = graphOf(app);
     const planned = options.budgets(app.spec.name);
-    const budgets = planned && app.spec.nodes.every((n) => planned[n.id] !== undefined) ? planned : evenSplitOf(app);
+    const budgets = planned && graph.nodes.every((n) => planned[n.id] !== undefined) ? planned : evenSplit;
     let stages = stagesOf.get(budgets);
     if (!stages) {
-      stages = new Map(app.spec.nodes.map((n) => [n.id, { budgetMs: budgets[n.id]!, upToMs: budgetUpTo(app.spec, budgets, n.id) }]));
+      stages = new Map(app.spec.nodes.map((n) => [n.id, { budgetMs: budgets[n.id]!, upToMs: budgetUpTo(graph, budgets, n.id) }]));
       stagesOf.set(budgets, stages);
     }
     const { budgetMs, upToMs } = stages.get(node.id)!;
     return { deadlineMs: stageDeadlineMs(captureTimeMs, upToMs), budgetMs, upToMs };
-  };
-  const evenSplitOf = (app: AppLogic): StageBudgets => {
-    let split = evenSplits.get(app.spec.name);
-    if (!split) evenSplits.set(app.spec.name, (split = evenSloSplit(app.spec)));
-    return split;
   };
 
   const runNode = async (work: Work, out: DagOutbox): Promise<void> => {

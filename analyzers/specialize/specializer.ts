@@ -56,6 +56,8 @@ export interface Classified {
 export interface SpecializerStatus extends WegStatus<string> {
   /** Inputs the oracle ran on: exploring, spot checks and fall-throughs. */
   oracleCalls: number;
+  /** Of those, the inputs a template's cascade ran on first (fall-throughs and spot checks), by template. */
+  cascadeOracleCalls: Record<string, number>;
   /** Spot checks the oracle failed to make (its request dropped for its deadline): the cascade's answer stood unchecked. */
   spotChecksMissed: number;
   retrains: number;
@@ -101,6 +103,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   const backoff = { failures: 0, untilInput: 0, inputs: 0 };
   const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined, trainingError: undefined as string | undefined };
   let oracleCalls = 0;
+  const cascadeOracleCalls = new Map<string, number>();
   let spotChecksMissed = 0;
 
   const timed = async <T>(work: () => Promise<T>): Promise<[T, number]> => {
@@ -108,8 +111,10 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     const result = await work();
     return [result, performance.now() - started];
   };
-  const oracle = async (input: Input): Promise<[string, number]> => {
+  /** The oracle's label; `after`, the template whose cascade ran on the input first. */
+  const oracle = async (input: Input, after?: SpecializerTemplate<Input>): Promise<[string, number]> => {
     oracleCalls += 1;
+    if (after) cascadeOracleCalls.set(after.name, (cascadeOracleCalls.get(after.name) ?? 0) + 1);
     const [[label], ms] = await timed(() => options.oracle([input]));
     if (typeof label !== 'string') throw new TypeError(`specializer ${options.name}: the oracle gave no label for an input`);
     return [label, ms];
@@ -181,7 +186,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     let result: Classified;
     let oracleLabel: string | undefined;
     if (best === dominant.length) {
-      const [label, ms] = await oracle(input);
+      const [label, ms] = await oracle(input, template);
       modelMs += ms;
       oracleLabel = label;
       result = { label, answeredBy: 'fall-through', modelMs };
@@ -190,7 +195,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
         // The answer stands without its check: an oracle that could not check it in time (its
         // request dropped for the deadline) or at all must not lose the input.
         try {
-          const [label, ms] = await oracle(input);
+          const [label, ms] = await oracle(input, template);
           modelMs += ms;
           oracleLabel = label;
         } catch {
@@ -267,6 +272,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     status: () => ({
       ...weg.status(),
       oracleCalls,
+      cascadeOracleCalls: Object.fromEntries(cascadeOracleCalls),
       spotChecksMissed,
       retrains: trained.retrains,
       retrainMs: trained.retrainMs,

@@ -214,16 +214,19 @@ export function specializedNodeOf(id: string): string | undefined {
 }
 
 /**
- * An app's graph as the scheduler plans it: each specialized node's templates are nodes of their
- * own, fed by the node's parents (the specialized model runs first; the oracle serves the inputs
- * it passes on, and those WEG sends it).
+ * An app's graph as the scheduler plans it and its stage deadlines are set: each specialized
+ * node's templates are nodes of their own, fed by the node's parents, and each feeds the node
+ * (fork-join): the oracle runs on the inputs WEG explores with straight from the parents, and
+ * after a template on those its cascade passes on or spot-checks, so the node's budget up to it
+ * includes the template's.
  */
 export function scheduledGraph(app: AppSpec): { nodes: { id: string; model: string }[]; edges: { from: string; to: string }[] } {
+  const templatesOf = (node: string) => app.nodes.find((n) => n.id === node)?.specialize?.templates ?? [];
   const nodes = app.nodes.flatMap(({ id, model, specialize }) => [{ id, model }, ...(specialize?.templates ?? []).map((t) => ({ id: templateNodeId(id, t), model: t }))]);
-  const edges = app.edges.flatMap(({ from, to }) => {
-    const templates = app.nodes.find((n) => n.id === to)?.specialize?.templates ?? [];
-    return [{ from, to }, ...templates.map((t) => ({ from, to: templateNodeId(to, t) }))];
-  });
+  const edges = [
+    ...app.edges.flatMap(({ from, to }) => [{ from, to }, ...templatesOf(to).map((t) => ({ from, to: templateNodeId(to, t) }))]),
+    ...app.nodes.flatMap(({ id }) => templatesOf(id).map((t) => ({ from: templateNodeId(id, t), to: id }))),
+  ];
   return { nodes, edges };
 }
 

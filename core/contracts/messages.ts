@@ -203,6 +203,8 @@ const stats = z.object({
         intervalOracleCalls: count,
         /** Runs of each template's model (cascade calls and pool rows) in this interval, by model. */
         intervalTemplateRuns: z.record(z.string(), count),
+        /** Of the interval's oracle calls, those on inputs a template's cascade ran on first (fall-throughs, spot checks), by template's model. */
+        intervalCascadeOracleCalls: z.record(z.string(), count).default({}),
         retrains: count,
         retrainMs: ms,
       }),

@@ -333,7 +333,7 @@ describe('loadModelZoo and loadApp', () => {
     // The node keeps what the file says; its model's runner fills in the defaults of its kind.
     expect(good.nodes[1]!.cache).toEqual({ layers: [5, 10], explore: 100 });
     expect(cacheSchema.parse({})).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4, prior: true });
-    expect(classifierCacheSchema.parse({})).toEqual({ explore: 300, maxClasses: 16, maxParameters: 1_000_000, memoryMB: 64, accuracyTarget: 0.97, falsePositiveWeight: 4, group: 100, sampled: 20, window: 300, period: 200, reexplore: 3000 });
+    expect(classifierCacheSchema.parse({})).toEqual({ explore: 300, maxClasses: 16, maxParameters: 1_000_000, memoryMB: 64, accuracyTarget: 0.97, falsePositiveWeight: 4, group: 100, sampled: 20, window: 300, period: 200, reexplore: 3000, lookups: 'sync' });
     const issues = (detector: object, classifier: object, model?: string) => checkAppGraph(app(detector, classifier, model), zoo).map((i) => `${i.path}: ${i.message}`);
     expect(issues({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } })).toEqual(['nodes[1].cache: node "kind" specializes; it cannot also have a cache']);
     expect(issues({}, { cache: { grid: 8 } })).toEqual(['nodes[1].cache: Unrecognized key: "grid" (a cache on efficientnet-lite: docs/learned-caches.md)']);
@@ -403,7 +403,7 @@ describe('loadModelZoo and loadApp', () => {
       const err = invalid(() => parseConfig(appSpecSchema, JSON.stringify({ name: 'kinds', sloMs: 3000, nodes: [{ id: 'kind', model: 'efficientnet-lite2', specialize }], edges: [{ from: 'frames', to: 'kind' }] }), 'kinds.yaml'));
       expect(err.issues.map((i) => i.path)).toEqual([`nodes[0].specialize.${key}`]);
     }
-    // The scheduler plans each template as a node of its own, fed by the specialized node's parents.
+    // The scheduler plans each template as a node of its own, fed by the specialized node's parents and feeding it.
     expect(scheduledGraph(app({ specialize: { templates: ['efficientnet-lite0', 'mobileface'] } }))).toEqual({
       nodes: [
         { id: 'vehicles', model: 'centernet' },
@@ -416,6 +416,8 @@ describe('loadModelZoo and loadApp', () => {
         { from: 'vehicles', to: 'kind' },
         { from: 'vehicles', to: 'kind~efficientnet-lite0' },
         { from: 'vehicles', to: 'kind~mobileface' },
+        { from: 'kind~efficientnet-lite0', to: 'kind' },
+        { from: 'kind~mobileface', to: 'kind' },
       ],
     });
     expect(() => app({ specialize: { templates: [], minWindow: 1, poolRowsPerClass: 5, bogus: 1 } })).toThrow(/templates[\s\S]*minWindow[\s\S]*poolRowsPerClass|bogus/);

@@ -75,3 +75,43 @@ edges: [{ from: frames, to: people }, { from: frames, to: text }, { from: people
     ]);
   });
 });
+
+describe('the DAG runner with a specialized node', () => {
+  // kind's template runs before its oracle: the scheduler plans them as a fork-join, and kind's
+  // stage deadline includes the template's budget.
+  const kinds = createAppLogic(
+    parseConfig(
+      appSpecSchema,
+      `name: kinds
+sloMs: 1200
+nodes: [{ id: vehicles, model: centernet }, { id: kind, model: efficientnet-lite2, specialize: { templates: [efficientnet-lite0] } }]
+edges: [{ from: frames, to: vehicles }, { from: vehicles, to: kind }]
+`,
+      'kinds.yaml',
+    ),
+  );
+
+  it("gives the node the budgets of its parents, its template's and its own", async () => {
+    const kindDeadline = async (budgets: StageBudgets | undefined) => {
+      const tasks: { deadlineMs: number; budgetMs: number }[] = [];
+      const runner = createDagRunner({
+        apps: [kinds],
+        parseParams: async (_, params) => params,
+        infer: async () => ({ kind: 'detections', detections: [{ box: { x1: 100, y1: 80, x2: 300, y2: 300 }, classId: 2, className: 'car', score: 0.9 }] }),
+        budgets: () => budgets,
+        realtime: () => true,
+        crops: 'pixels',
+        onFanOut: () => {},
+      });
+      await runner.start();
+      const out: DagOutbox = { ...outbox, task: (_, task) => tasks.push({ deadlineMs: task.deadlineMs, budgetMs: task.budgetMs }) };
+      await runner.runFrame({ source: 'cam', seq: 0, captureTimeMs: 1000, ptsMs: 0, width: 768, height: 432, jpeg }, ['kinds'], out, Promise.resolve());
+      return tasks;
+    };
+    expect(await kindDeadline({ vehicles: 500, 'kind~efficientnet-lite0': 200, kind: 300 })).toEqual([{ deadlineMs: 1000 + 500 + 200 + 300, budgetMs: 300 }]);
+    // Before a plan, the even split of the scheduler's graph: three stages on kind's path.
+    expect(await kindDeadline(undefined)).toEqual([{ deadlineMs: 1000 + 1200, budgetMs: 400 }]);
+    // A plan without the template's budget gives way to the even split.
+    expect(await kindDeadline({ vehicles: 500, kind: 300 })).toEqual([{ deadlineMs: 1000 + 1200, budgetMs: 400 }]);
+  });
+});

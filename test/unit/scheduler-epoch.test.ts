@@ -32,26 +32,35 @@ const specializedProfiles = profileLookup([
 ]);
 
 describe("the apps' load from the backends' stats", () => {
-  /** One stream's specialized `read` node: of `inputs` in the interval, the oracle ran on `oracleCalls`, the template `lite` on the rest. */
-  const specialization = (source: string, inputs: number, oracleCalls: number) => ({
+  /**
+   * One stream's specialized `read` node: of `inputs` in the interval, the oracle ran on
+   * `oracleCalls`, `afterLite` of them after the template `lite`, which ran on the rest.
+   */
+  const specialization = (source: string, inputs: number, oracleCalls: number, afterLite = 0) => ({
     app: 'north', node: 'read', source, phase: 'specialized', inputs: 500, specialized: 400, fellThrough: 40, transitions: 1, dominantSum: 3, windowSum: 30, oracleCalls: 150,
-    intervalInputs: inputs, intervalOracleCalls: oracleCalls, intervalTemplateRuns: { lite: inputs - oracleCalls }, retrains: 1, retrainMs: 500,
+    intervalInputs: inputs, intervalOracleCalls: oracleCalls, intervalTemplateRuns: { lite: inputs - oracleCalls }, intervalCascadeOracleCalls: { lite: afterLite }, retrains: 1, retrainMs: 500,
   });
   const stats = (backend: string, framesRate: number, gamma: number, specializations: Stats['specializations'] = []): Stats => ({
     backend, fromMs: 0, toMs: 1000, sessions: [], edges: [{ app: 'north', from: 'detect', to: 'read', gamma }], apps: [{ app: 'north', framesRate }], specializations,
   });
-  // The scheduler's graph of `read` specialized with the template `lite`: a node of its own beside it.
+  // The scheduler's graph of `read` specialized with the template `lite`: a node of its own, fed by read's parent and feeding read.
   const { sloMs, nodes, edges } = app('north', 0);
-  const north = { app: 'north', sloMs, nodes: [...nodes, { id: 'read~lite', model: 'lite' }], edges: [...edges, { from: 'detect', to: 'read~lite' }] };
+  const north = { app: 'north', sloMs, nodes: [...nodes, { id: 'read~lite', model: 'lite' }], edges: [...edges, { from: 'detect', to: 'read~lite' }, { from: 'read~lite', to: 'read' }] };
 
   it('sums frames and averages γ; the edges into a specialized node and its template carry the shares of the inputs each ran on', () => {
-    expect(appDemands([north], [stats('b1', 10, 2), stats('b2', 5, 4)])[0]).toMatchObject({ framesRate: 15, gammas: { 'frames>detect': 1, 'detect>read': 3, 'detect>read~lite': 3 } });
+    expect(appDemands([north], [stats('b1', 10, 2), stats('b2', 5, 4)])[0]).toMatchObject({ framesRate: 15, gammas: { 'frames>detect': 1, 'detect>read': 3, 'detect>read~lite': 3, 'read~lite>read': 0 } });
     // Two streams: 20 of 100 inputs and 10 of 100 went to the oracle in the last interval (γ 3 × 0.15), the rest to the template (× 0.85).
     const [specialized] = appDemands([north], [stats('b1', 10, 2, [specialization('cam-1', 100, 20)]), stats('b2', 5, 4, [specialization('cam-2', 100, 10)])]);
     expect(specialized!.gammas['detect>read']).toBeCloseTo(0.45, 10);
     expect(specialized!.gammas['detect>read~lite']).toBeCloseTo(2.55, 10);
-    // No input in the interval: nothing measured, each serves every input.
-    expect(appDemands([north], [stats('b1', 10, 2, [specialization('cam-1', 0, 0)])])[0]!.gammas).toMatchObject({ 'detect>read': 2, 'detect>read~lite': 2 });
+    // Of the oracle's 30 calls, 14 followed the template (fall-throughs, spot checks): they come in from the template, 14 per 170 of its runs.
+    const [chained] = appDemands([north], [stats('b1', 10, 2, [specialization('cam-1', 100, 20, 8)]), stats('b2', 5, 4, [specialization('cam-2', 100, 10, 6)])]);
+    expect(chained!.gammas['detect>read']).toBeCloseTo(3 * (16 / 200), 10);
+    expect(chained!.gammas['read~lite>read']).toBeCloseTo(14 / 170, 10);
+    // The oracle's rate over both of its inputs is still its 15% of read's inputs.
+    expect(chained!.gammas['detect>read']! + chained!.gammas['detect>read~lite']! * chained!.gammas['read~lite>read']!).toBeCloseTo(0.45, 10);
+    // No input in the interval: nothing measured, each serves every input, the oracle straight from its parent.
+    expect(appDemands([north], [stats('b1', 10, 2, [specialization('cam-1', 0, 0)])])[0]!.gammas).toMatchObject({ 'detect>read': 2, 'detect>read~lite': 2, 'read~lite>read': 0 });
   });
 
   it("plans the oracle's session for the inputs it serves, and the template's session beside it", () => {
@@ -119,18 +128,19 @@ describe('planEpoch', () => {
   });
 
   it('falls back to the even split, and says so, on a graph too large to search: a 30-node ladder of fan-ins', () => {
-    const ids = Array.from({ length: 30 }, (_, i) => `l${i}`);
+    // 15 rungs: a0 and b0 from frames, then each aᵢ and bᵢ fed by both aᵢ₋₁ and bᵢ₋₁.
+    const ids = Array.from({ length: 15 }, (_, i) => [`a${i}`, `b${i}`]).flat();
     const ladder: AppDemand = {
       ...app('ladder', 10),
       sloMs: 3000,
       nodes: ids.map((id) => ({ id, model: 'reader' })),
-      edges: ids.flatMap((id, i) => (i < 2 ? [{ from: 'frames', to: id }] : [{ from: ids[i - 1]!, to: id }, { from: ids[i - 2]!, to: id }])),
+      edges: ids.flatMap((id, i) => (i < 2 ? [{ from: 'frames', to: id }] : [{ from: ids[2 * Math.floor(i / 2) - 2]!, to: id }, { from: ids[2 * Math.floor(i / 2) - 1]!, to: id }])),
       gammas: {},
     };
     const { plan, warnings } = planEpoch({ epoch: 1, nowMs: 0, apps: [ladder], backends: ['b1'] }, profileOf, options);
     expect(warnings.join('\n')).toMatch(/app ladder: query analysis failed \(.*28 of them with several parents.*\); splitting evenly/);
-    // The longest path, frames → l1 → l2 → … → l29, has 29 stages: 3000/29 ms each, rounded.
-    expect(new Set(plan.sessions.map((s) => s.sloMs))).toEqual(new Set([103]));
+    // The longest path, frames → a0 → a1 → … → a14, has 15 stages: 3000/15 ms each.
+    expect(new Set(plan.sessions.map((s) => s.sloMs))).toEqual(new Set([200]));
   });
 
   it('splits a fork-join app by query analysis, each path within the SLO, the joining stage at the rate of both inputs', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   analyzeQuery,
+  fanInNodes,
   evenSloSplit,
   linearProfile,
   profileLookup,
@@ -259,13 +260,39 @@ describe('query analysis: fan-in and fork-join', () => {
     expect(withFanIn).toBeGreaterThan(40);
   });
 
+  it("a parent that is an ancestor of the node's other parent bounds nothing: a specialized node's split costs what a chain's does", () => {
+    // vehicles → kind~lite → kind and vehicles → kind: the template runs before the oracle.
+    const specialized: QuerySpec = {
+      sloMs: 400,
+      nodes: [
+        { id: 'vehicles', model: 'ssd' },
+        { id: 'kind', model: 'face' },
+        { id: 'kind~lite', model: 'car' },
+      ],
+      edges: [
+        { from: 'frames', to: 'vehicles', gamma: 1 },
+        { from: 'vehicles', to: 'kind', gamma: 0.5 },
+        { from: 'vehicles', to: 'kind~lite', gamma: 2.5 },
+        { from: 'kind~lite', to: 'kind', gamma: 0.2 },
+      ],
+    };
+    expect(fanInNodes(specialized)).toEqual([]);
+    const chain: QuerySpec = { ...specialized, edges: specialized.edges.filter((e) => !(e.from === 'vehicles' && e.to === 'kind')).map((e) => (e.to === 'kind' ? { ...e, gamma: 0.2 + 0.5 / 2.5 } : e)) };
+    const split = analyzeQuery(specialized, 20, profiles, { epsilonMs: 10 });
+    expect(split.rates).toEqual({ vehicles: 20, 'kind~lite': 50, kind: 10 + 10 });
+    expect(split).toEqual(analyzeQuery(chain, 20, profiles, { epsilonMs: 10 }));
+    expect(split.sloMs.vehicles! + split.sloMs['kind~lite']! + split.sloMs.kind!).toBe(400);
+  });
+
   it('too many fan-in nodes for the exact search is PANOPTES_SCHEDULER_INPUT, which the epoch turns into the even split with a warning', () => {
-    const ids = Array.from({ length: 8 }, (_, i) => `n${i}`);
+    // A ladder: a0 and b0 from frames, then each aᵢ and bᵢ fed by both aᵢ₋₁ and bᵢ₋₁.
+    const ids = Array.from({ length: 4 }, (_, i) => [`a${i}`, `b${i}`]).flat();
     const query: QuerySpec = {
       sloMs: 1000,
       nodes: ids.map((id) => ({ id, model: 'car' })),
-      edges: ids.flatMap((id, i) => (i < 2 ? [{ from: 'frames', to: id, gamma: 1 }] : [{ from: ids[i - 1] as string, to: id, gamma: 1 }, { from: ids[i - 2] as string, to: id, gamma: 1 }])),
+      edges: ids.flatMap((id, i) => (i < 2 ? [{ from: 'frames', to: id, gamma: 1 }] : [{ from: ids[2 * Math.floor(i / 2) - 2] as string, to: id, gamma: 1 }, { from: ids[2 * Math.floor(i / 2) - 1] as string, to: id, gamma: 1 }])),
     };
+    expect(fanInNodes(query)).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3']);
     expect(() => analyzeQuery(query, 10, profiles, { epsilonMs: 1 })).toThrow(expect.objectContaining({ code: 'PANOPTES_SCHEDULER_INPUT', message: expect.stringMatching(/6 of them with several parents .* raise epsilonMs/) }));
   });
 });

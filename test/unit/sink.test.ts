@@ -294,7 +294,7 @@ describe('sink worker', () => {
       ],
       edges: [],
       specializations: [
-        { app: 'kinds', node: 'kind', source: 'road', phase: 'specialized', inputs: 200, specialized: 150, fellThrough: 30, transitions: 2, dominantSum: 5, windowSum: 70, oracleCalls: 80, intervalInputs: 10, intervalOracleCalls: 2, intervalTemplateRuns: { 'efficientnet-lite0': 9 }, retrains: 2, retrainMs: 900 },
+        { app: 'kinds', node: 'kind', source: 'road', phase: 'specialized', inputs: 200, specialized: 150, fellThrough: 30, transitions: 2, dominantSum: 5, windowSum: 70, oracleCalls: 80, intervalInputs: 10, intervalOracleCalls: 2, intervalTemplateRuns: { 'efficientnet-lite0': 9 }, intervalCascadeOracleCalls: { 'efficientnet-lite0': 1 }, retrains: 2, retrainMs: 900 },
       ],
       apps: [
         { app: 'traffic', framesRate: 10, requests: 40, late: 2, dropped: 3 },
