@@ -112,6 +112,10 @@ describe('specialized nodes in a backend', () => {
       expect(s.intervalInputs).toBe(mine.length);
       // Every input went to the oracle, the template, or both (a fall-through, a pool row).
       expect(s.intervalOracleCalls + s.intervalTemplateRuns.tmpl!).toBeGreaterThanOrEqual(mine.length);
+      // Of the oracle's calls, those after the cascade: at least its fall-throughs.
+      const fellThrough = mine.filter((a) => a.output.kind === 'attributes' && a.output.answeredBy === 'fall-through').length;
+      expect(s.intervalCascadeOracleCalls.tmpl ?? 0).toBeGreaterThanOrEqual(fellThrough);
+      expect(s.intervalCascadeOracleCalls.tmpl ?? 0).toBeLessThanOrEqual(Math.min(s.intervalOracleCalls, fellThrough + cascade.length));
     }
     expect(runs.template).toBeGreaterThan(0);
     // Nothing new since: no stream to report.
