@@ -1,11 +1,10 @@
-import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
 import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import type { CachedAnswer, CachedModel, EnabledCache } from './cached-model.js';
 import { effectiveHitRates, DEFAULT_ACCURACY_TARGET } from './composition.js';
 import { cacheTargets, calibrate, type Exploration, type ExploredVariant } from './explore.js';
-import { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES } from './lookup-model.js';
+import { encodeLookupModel, loadWritten, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES } from './lookup-model.js';
 import type { SegmentedModel } from './segmented-model.js';
 import { argMax } from './tensors.js';
 import { variantName } from './variant.js';
@@ -131,56 +130,59 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     const half = Math.floor(original.length / 2);
     const calibration = [...newest, ...original.slice(half)];
     const training = [...window.slice(0, window.length - newest.length), ...original.slice(0, half)];
-    /** Each variant kept, with the lookup model it keeps serving on where it was not retrained. */
-    const next: { variant: ExploredVariant; serving?: EnabledCache }[] = [];
-    for (const [i, v] of current.entries()) {
-      const trained = await train({
-        variant: v.spec,
-        shape: exploration.shapes[v.layer]!,
-        hidden: stack(training, (r) => r.hidden[v.layer]!),
-        targets: stack(training, (r) => r.targets),
-        classes,
-        otherClass: classes - 1,
-        epochs: 5,
-        minSteps: 30,
-        learningRate: 0.002,
-        retrain: 'head',
-        init: Object.fromEntries(Object.entries(v.weights).map(([name, w]) => [name, w.slice()])),
-        evaluate: stack(calibration, (r) => r.hidden[v.layer]!),
-      });
-      trainMs += trained.trainMs;
-      trainedVariants += 1;
-      const { predicted, hit } = trained.evaluation!;
-      const { threshold, hitRate, accuracy } = calibrate(answersOf(calibration, predicted, hit), accuracyTarget, { fallback: v.threshold });
-      if (accuracy >= accuracyTarget) {
-        const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
-        await writeFile(file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
-        next.push({ variant: { ...v, weights: trained.weights, threshold, hitRate, accuracy, file } });
-        continue;
+    /** Each variant kept, with the lookup model it serves on: its retrained version's, or the one serving. */
+    const next: { variant: ExploredVariant; serving: EnabledCache }[] = [];
+    /** The versions this retraining loaded. */
+    const fresh: LoadedModel[] = [];
+    try {
+      for (const [i, v] of current.entries()) {
+        const trained = await train({
+          variant: v.spec,
+          shape: exploration.shapes[v.layer]!,
+          hidden: stack(training, (r) => r.hidden[v.layer]!),
+          targets: stack(training, (r) => r.targets),
+          classes,
+          otherClass: classes - 1,
+          epochs: 5,
+          minSteps: 30,
+          learningRate: 0.002,
+          retrain: 'head',
+          init: Object.fromEntries(Object.entries(v.weights).map(([name, w]) => [name, w.slice()])),
+          evaluate: stack(calibration, (r) => r.hidden[v.layer]!),
+        });
+        trainMs += trained.trainMs;
+        trainedVariants += 1;
+        const { predicted, hit } = trained.evaluation!;
+        const { threshold, hitRate, accuracy } = calibrate(answersOf(calibration, predicted, hit), accuracyTarget, { fallback: v.threshold });
+        if (accuracy >= accuracyTarget) {
+          const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.v${retrains + 1}.onnx`);
+          const lookup = await loadWritten(lookupRuntime, file, file, encodeLookupModel(v.spec, exploration.shapes[v.layer]!, classes, trained.weights));
+          loaded.push(lookup);
+          fresh.push(lookup);
+          next.push({ variant: { ...v, weights: trained.weights, threshold, hitRate, accuracy, file }, serving: { layer: v.layer, variant: v.name, model: lookup, baseClassOf: exploration.baseClassOf, threshold } });
+          continue;
+        }
+        // A version that cannot vouch for its hits on the newest inputs does not replace the one
+        // serving. That one goes on at a threshold calibrated again where it can vouch, as it is
+        // where its hits are too few to say, and not at all where they rule the target out.
+        rejected += 1;
+        const serving = model.caches[i]!;
+        const answers = await servingAnswers(serving, calibration);
+        const recalibrated = calibrate(answers, accuracyTarget, { fallback: v.threshold });
+        if (recalibrated.accuracy >= accuracyTarget) {
+          next.push({ variant: { ...v, ...recalibrated }, serving: { ...serving, threshold: recalibrated.threshold } });
+          continue;
+        }
+        const hits = answers.filter((a) => a.hit >= v.threshold);
+        if (belowTarget(hits.length, hits.filter((a) => !a.right).length, accuracyTarget)) disabled += 1;
+        else next.push({ variant: v, serving });
       }
-      // A version that cannot vouch for its hits on the newest inputs does not replace the one
-      // serving. That one goes on at a threshold calibrated again where it can vouch, as it is
-      // where its hits are too few to say, and not at all where they rule the target out.
-      rejected += 1;
-      const serving = model.caches[i]!;
-      const answers = await servingAnswers(serving, calibration);
-      const recalibrated = calibrate(answers, accuracyTarget, { fallback: v.threshold });
-      if (recalibrated.accuracy >= accuracyTarget) {
-        next.push({ variant: { ...v, ...recalibrated }, serving: { ...serving, threshold: recalibrated.threshold } });
-        continue;
-      }
-      const hits = answers.filter((a) => a.hit >= v.threshold);
-      if (belowTarget(hits.length, hits.filter((a) => !a.right).length, accuracyTarget)) disabled += 1;
-      else next.push({ variant: v, serving });
+    } catch (err) {
+      // The versions this retraining loaded go with it.
+      for (const lookup of fresh) if (release(lookup)) await lookup.dispose();
+      throw err;
     }
-    const caches = await Promise.all(
-      next.map(async ({ variant: v, serving }): Promise<EnabledCache> => {
-        if (serving) return serving;
-        const lookup = await lookupRuntime.load({ name: v.file, file: v.file });
-        loaded.push(lookup);
-        return { layer: v.layer, variant: v.name, model: lookup, baseClassOf: exploration.baseClassOf, threshold: v.threshold };
-      }),
-    );
+    const caches = next.map((n) => n.serving);
     const swappedOut = model.caches.filter((c) => !caches.some((kept) => kept.model === c.model));
     model.swap(caches);
     // Disposed once no lookup still runs on them.

@@ -47,7 +47,7 @@ export interface ExploreOptions {
 export interface ExploredVariant extends CacheVariant {
   readonly spec: VariantSpec;
   readonly weights: CacheWeights;
-  /** Where the lookup model is written. */
+  /** Where the lookup model is written (a version retrained online is deleted once loaded). */
   readonly file: string;
   readonly trainMs: number;
   /** The selector's output from which a lookup is a hit. */

@@ -9,7 +9,7 @@
 // run anyway to check them); a retrained selector, with its threshold calibrated to the accuracy
 // target, swaps in whole. A node starts from a selector learned on other footage where the model
 // ships one for its layer and grid (`frame-prior.ts`).
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorCode, PanoptesError, seededRandom, type CacheConfig } from '../../core/index.js';
@@ -17,6 +17,7 @@ import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../run
 import type { HeadJob, TrainedHead } from '../training/index.js';
 import { encodeFrameSelector, fitFrameSelector, frameChange, frameGrid, frameGridWindow, FRAME_HIDDEN, FRAME_POOLED, FRAME_PROBABILITIES, FRAME_REFERENCE, type FittedSelector, type FramePairs } from './frame-selector.js';
 import { Leases } from './leases.js';
+import { loadWritten } from './lookup-model.js';
 import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 import { concat, pick } from './tensors.js';
 import type { HiddenShape } from './variant.js';
@@ -171,8 +172,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
 
   const loadSelector = async (weights: Float32Array, bias: Float32Array): Promise<LoadedModel> => {
     const file = join(dir, `selector-${versions++}.onnx`);
-    await writeFile(file, encodeFrameSelector(shape!, window, { weights, bias }));
-    return runtime.load({ name: `${options.model.name}@${config.layer}:frame-selector-${versions}`, file });
+    return loadWritten(runtime, `${options.model.name}@${config.layer}:frame-selector-${versions}`, file, encodeFrameSelector(shape!, window, { weights, bias }));
   };
 
   const streamOf = (key: string): Stream<Answer> => {

@@ -1,3 +1,5 @@
+import { rm, writeFile } from 'node:fs/promises';
+import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
 import { builtModel, encodeOnnxModel, floatInitializer, floatValueInfo, intAttribute, intsAttribute, type OnnxModel } from '../onnx/index.js';
 import { poolWindow, weightShapes, type HiddenShape, type VariantSpec } from './variant.js';
 
@@ -56,3 +58,17 @@ export function lookupModel(spec: VariantSpec, shape: HiddenShape, classes: numb
 }
 
 export const encodeLookupModel = (...args: Parameters<typeof lookupModel>): Uint8Array => encodeOnnxModel(lookupModel(...args));
+
+/**
+ * Writes a model, loads it, and deletes its file: a cache retrained online writes a new version
+ * every few hundred requests, which on a long-lived stream would fill the disk. The runtime keeps
+ * what it loaded.
+ */
+export async function loadWritten(runtime: ModelRuntime, name: string, file: string, bytes: Uint8Array): Promise<LoadedModel> {
+  await writeFile(file, bytes);
+  try {
+    return await runtime.load({ name, file });
+  } finally {
+    await rm(file, { force: true });
+  }
+}

@@ -7,15 +7,12 @@
  * cache serves on a clip this short; the answers themselves are tested in
  * test/unit/classifier-cache.test.ts.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parse, stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../core/index.js';
-import { resolveFfmpegPath } from '../../ingest/index.js';
-import { runApps } from './run-app.js';
+import { exampleApp, loopedClip, runApps } from './run-app.js';
 
 const root = projectRoot();
 const clip = join(root, '../shared/footage/car-detection.mp4');
@@ -25,16 +22,11 @@ describe.skipIf(!existsSync(clip))('a cached classifier on car-detection.mp4 (ne
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('answers every crop, records each exit, and reports the caches in session_stats', async () => {
-    const app = parse(readFileSync(join(root, 'docs/examples/vehicle-kinds-cached.yaml'), 'utf8')) as { nodes: { id: string; cache?: Record<string, unknown> }[] };
     // Scaled down to the clip: 60 crops recorded, one layer, small variants, a lax filter.
-    app.nodes.find((n) => n.id === 'kind')!.cache = { layers: [18], explore: 60, maxParameters: 35_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 };
-    const file = join(dir, 'vehicle-kinds.yaml');
-    writeFileSync(file, stringify(app));
-
+    const file = exampleApp(dir, 'vehicle-kinds-cached', (node) => (node('kind').cache = { layers: [18], explore: 60, maxParameters: 35_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 }));
     // The clip played three times over: exploration takes seconds of training (a minute on a machine
     // busy with other tests), and the caches serve after it.
-    const twice = join(dir, 'road-3x.mp4');
-    execFileSync(resolveFfmpegPath(), ['-loglevel', 'error', '-stream_loop', '2', '-i', clip, '-c', 'copy', twice]);
+    const twice = loopedClip(dir, clip, 3);
 
     const { summary, rows } = await runApps([file], { id: 'road', path: twice, apps: ['vehicle-kinds'], fps: 12 }, {
       crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-kinds' AND node = 'vehicles'",

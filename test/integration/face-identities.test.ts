@@ -9,15 +9,12 @@
  * footage has too few faces for WEG to specialize on (91 usable faces of 3 people in all the
  * clips; docs/specialization.md).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parse, stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../core/index.js';
-import { resolveFfmpegPath } from '../../ingest/index.js';
-import { runApps } from './run-app.js';
+import { exampleApp, loopedClip, runApps } from './run-app.js';
 
 const root = projectRoot();
 const clip = join(root, '../shared/footage/face-demographics-walking.gif');
@@ -27,13 +24,9 @@ describe.skipIf(!existsSync(clip))('face identities on face-demographics-walking
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('gives every face an identity, writes it into each visit, and knows a person who comes back', async () => {
-    const looped = join(dir, 'walkway-3x.mp4');
-    execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-stream_loop', '2', '-i', clip, '-c:v', 'libx264', '-pix_fmt', 'yuv420p', looped]);
-    const app = parse(readFileSync(join(root, 'docs/examples/audience-identities.yaml'), 'utf8')) as { nodes: { id: string; specialize?: Record<string, unknown> }[] };
+    const looped = loopedClip(dir, clip, 3);
     // Scaled down to the clip: a window of 10, 10 pool rows an identity.
-    Object.assign(app.nodes.find((n) => n.id === 'identity')!.specialize!, { minWindow: 10, poolRowsPerClass: 10 });
-    const file = join(dir, 'audience-identities.yaml');
-    writeFileSync(file, stringify(app));
+    const file = exampleApp(dir, 'audience-identities', (node) => Object.assign(node('identity').specialize!, { minWindow: 10, poolRowsPerClass: 10 }));
 
     const { summary, rows } = await runApps([file], { id: 'walkway', path: looped, apps: ['audience-identities'], fps: 12 }, {
       faces: "SELECT count() AS n FROM detections WHERE app = 'audience-identities' AND node = 'faces'",

@@ -1,8 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { runDeployment, type RunSummary } from '../../cli/deployment.js';
 import { compileDeployment, deploymentSchema, projectRoot, silentLogger, type DeploymentInput } from '../../core/index.js';
+import { resolveFfmpegPath } from '../../ingest/index.js';
 
 const root = projectRoot();
 
@@ -34,4 +37,28 @@ export async function runApps(
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+/** An app node as an example file gives it, for a test to scale down. */
+export interface ExampleNode {
+  id: string;
+  specialize?: Record<string, unknown>;
+  cache?: Record<string, unknown>;
+}
+
+/** `docs/examples/<name>.yaml` with `edit` applied (its keys scaled down to a short clip), written into `dir`: the file to run. */
+export function exampleApp(dir: string, name: string, edit: (node: (id: string) => ExampleNode) => void): string {
+  const app = parse(readFileSync(join(root, `docs/examples/${name}.yaml`), 'utf8')) as { nodes: ExampleNode[] };
+  edit((id) => app.nodes.find((n) => n.id === id)!);
+  const file = join(dir, `${name}.yaml`);
+  writeFileSync(file, stringify(app));
+  return file;
+}
+
+/** `clip` played `times` times over, written into `dir` (a GIF encoded to H.264, a video copied). */
+export function loopedClip(dir: string, clip: string, times: number): string {
+  const looped = join(dir, `${basename(clip).replace(/\.\w+$/, '')}-${times}x.mp4`);
+  const codec = clip.endsWith('.gif') ? ['-c:v', 'libx264', '-pix_fmt', 'yuv420p'] : ['-c', 'copy'];
+  execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-stream_loop', String(times - 1), '-i', clip, ...codec, looped]);
+  return looped;
 }

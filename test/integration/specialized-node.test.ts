@@ -8,13 +8,12 @@
  * and leaving the specialized phase is tested with scripted sessions in
  * test/unit/specialized-nodes.test.ts, and on real models in `npm run bench -- weg`.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parse, stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../core/index.js';
-import { runApps } from './run-app.js';
+import { exampleApp, runApps } from './run-app.js';
 
 const root = projectRoot();
 const clip = join(root, '../shared/footage/car-detection.mp4');
@@ -24,11 +23,8 @@ describe.skipIf(!existsSync(clip))('a specialized node on car-detection.mp4 (nee
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('answers every crop, says who answered each, and reports Table 5.4 per stream in session_stats', async () => {
-    const app = parse(readFileSync(join(root, 'docs/examples/vehicle-types.yaml'), 'utf8')) as { nodes: { id: string; specialize?: Record<string, unknown> }[] };
     // Scaled down to the clip: a window of 10, 10 pool rows a class, any measured template taken.
-    app.nodes.find((n) => n.id === 'kind')!.specialize = { templates: ['efficientnet-lite0'], minWindow: 10, poolRowsPerClass: 10, accuracyMargin: -1 };
-    const file = join(dir, 'vehicle-types.yaml');
-    writeFileSync(file, stringify(app));
+    const file = exampleApp(dir, 'vehicle-types', (node) => (node('kind').specialize = { templates: ['efficientnet-lite0'], minWindow: 10, poolRowsPerClass: 10, accuracyMargin: -1 }));
 
     const { summary, rows } = await runApps([file], { id: 'road', path: clip, apps: ['vehicle-types'], fps: 12 }, {
       crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-types' AND node = 'vehicles'",

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -201,6 +201,8 @@ describe('learned caches on EfficientNet-Lite0', () => {
     expect(meanRetrainMs).toBeGreaterThan(0);
     expect(model.caches[0]!.model).not.toBe(initial[0]!.model);
     expect(model.caches[0]!.variant).toBe(chosen[0]!.name);
+    // A retrained version's file goes once it is loaded: a long-lived stream would fill the disk.
+    expect(readdirSync(dir).filter((f) => /\.v\d+\.onnx$/.test(f))).toEqual([]);
     await adaptation.close();
   });
 
