@@ -184,13 +184,17 @@ export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'delayT
   }
   return apps.map((app) => {
     const modelOf = new Map(app.nodes.map((n) => [n.id, n.model]));
+    /** The oracle's runs after a template that the edge from that template carries: none where the template ran on nothing in the interval. */
+    const carried = (node: string, template: string): number => {
+      const served = runs.get(`${app.app}/${node}`);
+      const model = modelOf.get(template)!;
+      return (served?.by.get(model) ?? 0) > 0 ? (served!.after.get(model) ?? 0) : 0;
+    };
     const gammasOf = Object.fromEntries(
       app.edges.flatMap((e) => {
         if (specializedNodeOf(e.from) !== undefined) {
-          const served = runs.get(`${app.app}/${e.to}`);
-          const model = modelOf.get(e.from)!;
-          const templateRuns = served?.by.get(model) ?? 0;
-          return [[edgeKey(e.from, e.to), templateRuns > 0 ? (served!.after.get(model) ?? 0) / templateRuns : 0]];
+          const templateRuns = runs.get(`${app.app}/${e.to}`)?.by.get(modelOf.get(e.from)!) ?? 0;
+          return [[edgeKey(e.from, e.to), templateRuns > 0 ? carried(e.to, e.from) / templateRuns : 0]];
         }
         // A template's node is fed what its specialized node is fed; a frame is one input to a root node.
         const node = specializedNodeOf(e.to) ?? e.to;
@@ -199,7 +203,7 @@ export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'delayT
         const served = runs.get(`${app.app}/${node}`);
         const runner = node === e.to ? '' : modelOf.get(e.to)!;
         // The oracle's runs after a template come in on that template's edge.
-        const afterTemplates = runner === '' ? [...(served?.after.values() ?? [])].reduce((a, b) => a + b, 0) : 0;
+        const afterTemplates = runner === '' ? app.edges.filter((t) => t.to === node && specializedNodeOf(t.from) === node).reduce((n, t) => n + carried(node, t.from), 0) : 0;
         const share = served && served.inputs > 0 ? ((served.by.get(runner) ?? 0) - afterTemplates) / served.inputs : 1;
         return [[edgeKey(e.from, e.to), (share * measured.reduce((a, b) => a + b, 0)) / measured.length]];
       }),

@@ -179,7 +179,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       }
     } catch (err) {
       // The versions this retraining loaded go with it.
-      for (const lookup of fresh) if (release(lookup)) await lookup.dispose();
+      await Promise.allSettled(fresh.filter(release).map(async (lookup) => lookup.dispose()));
       throw err;
     }
     const caches = next.map((n) => n.serving);

@@ -93,7 +93,8 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
       byLayer: new Map(caches.map((c) => [c.layer, c])),
       lookingUp<T>(cache: EnabledCache, lookup: Promise<T>): Promise<T> {
         running.add(cache);
-        return lookup.finally(() => held.find((h) => h.cache === cache)?.release());
+        // Not waited for: a retired model's unloading must not hold up (or fail) the lookup's answer.
+        return lookup.finally(() => void held.find((h) => h.cache === cache)?.release().catch(() => undefined));
       },
       end: () => Promise.all(held.filter((h) => !running.has(h.cache)).map((h) => h.release())),
     };
@@ -137,6 +138,7 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
       rows = keep.map((x) => x.request);
     };
     for (let k = 0; k < base.segments; k++) {
+      if (k > 0) dropAnswered();
       const segment = base.runSegment(k, input);
       let outputs: NamedTensors;
       const lookup = inFlight;
@@ -160,7 +162,6 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
         return end();
       }
       input = outputs[base.layers[k]!]!;
-      dropAnswered();
       const cache = held.byLayer.get(k);
       // One lookup at a time (Eq. 9): a cache whose layer comes while one runs is skipped.
       if (!cache || inFlight) continue;
@@ -178,7 +179,6 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
       }
       answer(requests, await found);
       if (done()) return end();
-      dropAnswered();
     }
     throw new RangeError(`${base.name} has no segments`);
   }

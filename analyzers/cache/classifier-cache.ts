@@ -178,7 +178,10 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       caches: initial,
       answerOf: (outputs) => argMax(probabilitiesOf(outputs)),
       mode: config.lookups,
-      onLookupError: (err, cache) => logger.warn({ err, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on'),
+      // A lookup left running when the cache closes fails with its thread: nothing to say.
+      onLookupError: (err, cache) => {
+        if (!closed) logger.warn({ err, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on');
+      },
     });
     const adaptation = createCacheAdaptation({
       model: cached,
@@ -365,10 +368,13 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       closed = true;
       await exploring;
       await observing;
-      await serving?.adaptation.close();
-      await base.dispose();
-      if (lookupRuntime !== runtime) await lookupRuntime.close();
-      await rm(dir, { recursive: true, force: true });
+      try {
+        await serving?.adaptation.close();
+        await base.dispose();
+      } finally {
+        if (lookupRuntime !== runtime) await lookupRuntime.close();
+        await rm(dir, { recursive: true, force: true });
+      }
     },
   };
 }

@@ -9,7 +9,8 @@ export type WorkerRequest =
 
 export type WorkerResponse =
   | { type: 'loaded'; id: number; inputNames: string[]; outputNames: string[] }
-  | { type: 'ran'; id: number; outputs: NamedTensors }
+  /** `returned`: the feeds' buffers, given back for the next batch's input. */
+  | { type: 'ran'; id: number; outputs: NamedTensors; returned: ArrayBuffer[] }
   | { type: 'unloaded'; id: number }
   | { type: 'failed'; id: number; error: SerializedError };
 

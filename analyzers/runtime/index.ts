@@ -1,1 +1,2 @@
 export type * from './types.js';
+export { giveBackTensorBuffer, takeTensorBuffer } from './tensor-buffers.js';

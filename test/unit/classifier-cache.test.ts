@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cropImage, createOnnxRuntime, decodeJpeg, loadModelRunner, type ModelRunner, type RgbImage } from '../../analyzers/index.js';
+import { cropImage, createOnnxRuntime, decodeJpeg, loadModelRunner, type ModelRunner, type ModelRuntime, type RgbImage } from '../../analyzers/index.js';
 import { classifierCacheSchema, loadModelZoo, projectRoot, silentLogger, type NodeOutput } from '../../core/index.js';
 import { capturingLogger } from '../helpers.js';
 
@@ -12,6 +12,9 @@ import { capturingLogger } from '../helpers.js';
  */
 describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
   const runtime = createOnnxRuntime({ logger: silentLogger() });
+  /** The runtimes created beside the model's (for asynchronous lookups), by their threads. */
+  const besides: number[] = [];
+  const watched: ModelRuntime = { ...runtime, beside: (threads) => (besides.push(threads), runtime.beside!(threads)) };
   const zoo = loadModelZoo();
   const { logger, warnings } = capturingLogger();
   // Pool variants only (small: seconds to train) on one late layer; adaptation scaled down. The
@@ -23,7 +26,7 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
   let images: RgbImage[] = [];
 
   beforeAll(async () => {
-    runner = await loadModelRunner(zoo['efficientnet-lite0']!, runtime, logger);
+    runner = await loadModelRunner(zoo['efficientnet-lite0']!, watched, logger);
     plain = await loadModelRunner(zoo['efficientnet-lite0']!, runtime);
     const dir = join(projectRoot(), 'test/fixtures/images');
     const pictures = await Promise.all(readdirSync(dir).filter((f) => f.endsWith('.jpg')).slice(0, 6).map(async (f) => decodeJpeg(readFileSync(join(dir, f)))));
@@ -67,6 +70,8 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
       await new Promise((r) => setTimeout(r, 1000));
     }
     expect(warnings).toEqual([]);
+    // The lookups run on a thread of their own, one core.
+    expect(besides).toEqual([1]);
     // The request that found the caches serving counts among their figures.
     const before = runner.cacheStats!()[0]!;
     const layer = '_blocks/11/_project_conv/out';
