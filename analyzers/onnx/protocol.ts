@@ -9,8 +9,7 @@ export type WorkerRequest =
 
 export type WorkerResponse =
   | { type: 'loaded'; id: number; inputNames: string[]; outputNames: string[] }
-  /** `returned`: the feeds' buffers, given back for the next batch's input. */
-  | { type: 'ran'; id: number; outputs: NamedTensors; returned: ArrayBuffer[] }
+  | { type: 'ran'; id: number; outputs: NamedTensors }
   | { type: 'unloaded'; id: number }
   | { type: 'failed'; id: number; error: SerializedError };
 

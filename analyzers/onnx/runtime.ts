@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { deserializeError, ErrorCode, PanoptesError, startModuleWorker, type Logger } from '../../core/index.js';
-import { giveBackTensorBuffer, type LoadedModel, type ModelRuntime, type NamedTensors } from '../runtime/index.js';
+import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
 import { transferList, type WorkerRequest, type WorkerResponse } from './protocol.js';
 
 // onnxruntime 1.29 and later report to Microsoft from Linux too: a device id written under
@@ -90,7 +90,6 @@ export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
         async run(feeds: NamedTensors): Promise<NamedTensors> {
           const response = await leastBusy().request({ type: 'run', modelId, feeds }, transferList(feeds));
           if (response.type !== 'ran') throw new PanoptesError(ErrorCode.ModelRun, `unexpected reply running ${name}`);
-          for (const buffer of response.returned) giveBackTensorBuffer(buffer);
           return response.outputs;
         },
         async dispose(): Promise<void> {

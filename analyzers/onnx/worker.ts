@@ -18,7 +18,7 @@ port.on('message', (request: WorkerRequest) => {
 async function handle(request: WorkerRequest): Promise<void> {
   try {
     const response = await serve(request);
-    port?.postMessage(response, response.type === 'ran' ? [...transferList(response.outputs), ...response.returned] : []);
+    port?.postMessage(response, response.type === 'ran' ? transferList(response.outputs) : []);
   } catch (err) {
     port?.postMessage({ type: 'failed', id: request.id, error: serializeError(err) } satisfies WorkerResponse);
   }
@@ -55,9 +55,7 @@ async function serve(request: WorkerRequest): Promise<WorkerResponse> {
       for (const [name, tensor] of Object.entries(results)) {
         outputs[name] = { type: tensor.type as never, data: tensor.data as never, dims: [...tensor.dims] };
       }
-      // The feeds' memory goes back for the next batch's input, unless an output is written in it.
-      const written = new Set(transferList(outputs));
-      return { type: 'ran', id: request.id, outputs, returned: transferList(request.feeds).filter((b) => !written.has(b)) };
+      return { type: 'ran', id: request.id, outputs };
     }
     case 'unload': {
       await sessions.get(request.modelId)?.release();

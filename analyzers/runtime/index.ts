@@ -1,2 +1,1 @@
 export type * from './types.js';
-export { giveBackTensorBuffer, takeTensorBuffer } from './tensor-buffers.js';

@@ -1,7 +1,6 @@
 import { ErrorCode, PanoptesError } from '../../../core/index.js';
 import { isJpeg, placeImage, type ImageInput, type Placement } from '../../image/index.js';
 import type { Box, Letterbox, RgbImage, TensorData } from '../types.js';
-import { takeTensorBuffer } from '../../runtime/index.js';
 
 /**
  * Letterboxing: scale the image by one factor to fit inside the model input, centre it, pad the
@@ -212,11 +211,11 @@ export async function letterboxBatchNative(images: readonly ImageInput[], inputS
 
 /**
  * Equal-sized arrays one after another, in memory of their own that the model's thread can take
- * over (sharp's cannot be transferred): an earlier batch's, given back after its run.
+ * over (sharp's cannot be transferred), not zero-filled first since every element is written.
  */
 function stack(arrays: readonly Float32Array[]): Float32Array {
   const block = arrays[0]?.length ?? 0;
-  const data = new Float32Array(takeTensorBuffer(arrays.length * block * Float32Array.BYTES_PER_ELEMENT));
+  const data = new Float32Array(Buffer.allocUnsafeSlow(arrays.length * block * Float32Array.BYTES_PER_ELEMENT).buffer);
   arrays.forEach((array, i) => data.set(array, i * block));
   return data;
 }
