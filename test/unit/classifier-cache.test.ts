@@ -1,9 +1,11 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cropImage, createOnnxRuntime, decodeJpeg, loadModelRunner, type ModelRunner, type ModelRuntime, type RgbImage } from '../../analyzers/index.js';
+import { createClassifierCache } from '../../analyzers/cache/index.js';
+import { blockOutputs, cropImage, createOnnxRuntime, decodeJpeg, letterboxBatchNative, loadModelRunner, readOnnxModel, type ModelRunner, type ModelRuntime, type RgbImage } from '../../analyzers/index.js';
+import { createHeadTrainer } from '../../analyzers/training/index.js';
 import { classifierCacheSchema, loadModelZoo, projectRoot, silentLogger, type NodeOutput } from '../../core/index.js';
-import { capturingLogger } from '../helpers.js';
+import { capturingLogger, f32 } from '../helpers.js';
 
 /**
  * A learned cache on an image classifier node, the whole GATI loop in the runner: recorded
@@ -160,6 +162,58 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
       expect(again.cacheStats?.()).toEqual([]);
     } finally {
       await again.dispose();
+    }
+  }, 300_000);
+
+  it('stops serving once every cache is wrong on the newest requests, runs the model whole, and explores again', async () => {
+    const { logger: own, messages } = capturingLogger('info');
+    const spec = zoo['efficientnet-lite0']!;
+    const whole = await runtime.load({ name: spec.name, file: spec.file });
+    const trainer = createHeadTrainer();
+    // The stream changes: from `shifted` on, the model's answer to each picture is another class
+    // (its probabilities rolled by one), and retraining cannot follow (its learning rate is 0):
+    // every hit of the cache, right before, is wrong now.
+    let shifted = false;
+    const roll = (p: Float32Array, classes: number) => p.map((_, i) => p[Math.floor(i / classes) * classes + ((i % classes) + classes - 1) % classes]!);
+    const config = classifierCacheSchema.parse({ layers: [10], explore: 52, maxClasses: 6, maxParameters: 20_000, group: 10, sampled: 10, window: 60, period: 60, reexplore: 20 });
+    const cache = await createClassifierCache({
+      runtime,
+      model: { name: spec.name, file: spec.file, inputName: 'images', inputSize: 224 },
+      whole,
+      layers: [blockOutputs(await readOnnxModel(spec.file))[10]!],
+      config,
+      probabilitiesOf: (outputs) => (shifted ? roll(f32(outputs.probabilities!), 1000) : f32(outputs.probabilities!)),
+      train: async (job) => trainer.trainCache(shifted && job.init ? { ...job, learningRate: 0 } : job),
+      logger: own,
+    });
+    const said = (start: string) => messages.filter((m) => m.startsWith(start)).length;
+    const batch = async (i: number) => {
+      const at = (i * 4) % images.length;
+      const { input } = await letterboxBatchNative(images.slice(at, at + 4), 224, spec.name);
+      return cache.run(input, [stream, stream, stream, stream]);
+    };
+    try {
+      let i = 0;
+      for (; said('learned caches of efficientnet-lite0 serve') === 0 && i < 200; i++) {
+        await batch(i);
+        if (said('exploring learned caches') > 0) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(said('learned caches of efficientnet-lite0 serve'), messages.join('\n')).toBe(1);
+      shifted = true;
+      for (let sent = 0; said('every learned cache of efficientnet-lite0 stopped') === 0 && sent < 100; sent++, i++) {
+        await batch(i);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(messages.filter((m) => m.startsWith('every learned cache'))).toEqual(['every learned cache of efficientnet-lite0 stopped meeting the accuracy filter on the newest requests; the model runs whole, and explores again after 20 requests']);
+      expect(cache.stats()).toEqual([]);
+      // Whole: every answer is the model's own; then recording and a second exploration.
+      for (const row of await batch(i++)) expect(row.exit).toEqual({ at: 'full', variant: '' });
+      for (let sent = 0; said('exploring learned caches') < 2 && sent < 40; sent++, i++) await batch(i);
+      expect(said('exploring learned caches')).toBe(2);
+    } finally {
+      await cache.close();
+      await whole.dispose();
+      await trainer.close();
     }
   }, 300_000);
 
