@@ -184,11 +184,15 @@ export function appDemands(apps: readonly Omit<AppDemand, 'framesRate' | 'delayT
   }
   return apps.map((app) => {
     const modelOf = new Map(app.nodes.map((n) => [n.id, n.model]));
-    /** The oracle's runs after a template that the edge from that template carries: none where the template ran on nothing in the interval. */
+    /**
+     * The oracle's runs after a template that the edge from that template carries: at most one per
+     * run of the template in the interval (a template's run and its oracle call can fall in two
+     * intervals). The rest come in from the parent.
+     */
     const carried = (node: string, template: string): number => {
       const served = runs.get(`${app.app}/${node}`);
       const model = modelOf.get(template)!;
-      return (served?.by.get(model) ?? 0) > 0 ? (served!.after.get(model) ?? 0) : 0;
+      return Math.min(served?.after.get(model) ?? 0, served?.by.get(model) ?? 0);
     };
     const gammasOf = Object.fromEntries(
       app.edges.flatMap((e) => {

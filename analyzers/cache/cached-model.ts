@@ -93,10 +93,9 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
       byLayer: new Map(caches.map((c) => [c.layer, c])),
       lookingUp<T>(cache: EnabledCache, lookup: Promise<T>): Promise<T> {
         running.add(cache);
-        // Not waited for: a retired model's unloading must not hold up (or fail) the lookup's answer.
-        return lookup.finally(() => void held.find((h) => h.cache === cache)?.release().catch(() => undefined));
+        return lookup.finally(() => held.find((h) => h.cache === cache)?.release());
       },
-      end: () => Promise.all(held.filter((h) => !running.has(h.cache)).map((h) => h.release())),
+      end: () => held.filter((h) => !running.has(h.cache)).forEach((h) => h.release()),
     };
   }
 
@@ -188,7 +187,7 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     try {
       return await runBatchOf(feeds, held, options?.compact ?? true);
     } finally {
-      await held.end();
+      held.end();
     }
   }
 

@@ -93,6 +93,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   }
   const lookupRuntime: ModelRuntime = beside;
   let closed = false;
+  let lookupsClosed = false;
   const train = async (job: CacheHeadJob): Promise<TrainedCache> => {
     if (closed) throw new Error('the cache is closing');
     return options.train({ ...job, falsePositiveWeight: config.falsePositiveWeight });
@@ -178,9 +179,9 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       caches: initial,
       answerOf: (outputs) => argMax(probabilitiesOf(outputs)),
       mode: config.lookups,
-      // A lookup left running when the cache closes fails with its thread: nothing to say.
+      // A lookup left running when its thread is closed fails with it: nothing to say.
       onLookupError: (err, cache) => {
-        if (!closed) logger.warn({ err, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on');
+        if (!lookupsClosed) logger.warn({ err, layer: base.layers[cache.layer] }, 'cache lookup failed; the request runs on');
       },
     });
     const adaptation = createCacheAdaptation({
@@ -368,13 +369,19 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       closed = true;
       await exploring;
       await observing;
-      try {
-        await serving?.adaptation.close();
-        await base.dispose();
-      } finally {
-        if (lookupRuntime !== runtime) await lookupRuntime.close();
-        await rm(dir, { recursive: true, force: true });
-      }
+      // Each step whatever the one before did; the first failure is thrown at the end.
+      const steps = [
+        async () => serving?.adaptation.close(),
+        async () => base.dispose(),
+        async () => {
+          lookupsClosed = true;
+          if (lookupRuntime !== runtime) await lookupRuntime.close();
+        },
+        async () => rm(dir, { recursive: true, force: true }),
+      ];
+      const failed: unknown[] = [];
+      for (const step of steps) await step().catch((err: unknown) => failed.push(err));
+      if (failed.length > 0) throw failed[0];
     },
   };
 }

@@ -294,7 +294,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
           });
         }
       } finally {
-        await Promise.all(releases.map((release) => release()));
+        for (const release of releases) release();
       }
 
       const misses = keys.map((_, i) => i).filter((i) => !hit[i]);

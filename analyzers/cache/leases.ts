@@ -3,6 +3,7 @@
  * from the moment it picks the model until its run ends; a retired model is disposed when its
  * last lease ends, or at once when it has none. Disposing "one retraining later" assumed no
  * lookup spans two retrainings, which a lookup queued behind a long batch on a loaded machine can.
+ * A release never waits for the unloading it starts: a request is answered whatever it costs.
  */
 export interface Disposable {
   dispose(): Promise<void>;
@@ -13,10 +14,10 @@ export class Leases<M extends Disposable> {
   readonly #retired = new Set<M>();
 
   /** Holds `model` until the returned release is called (once; later calls do nothing). */
-  acquire(model: M): () => Promise<void> {
+  acquire(model: M): () => void {
     this.#held.set(model, (this.#held.get(model) ?? 0) + 1);
     let released = false;
-    return async () => {
+    return () => {
       if (released) return;
       released = true;
       const left = this.#held.get(model)! - 1;
@@ -25,7 +26,8 @@ export class Leases<M extends Disposable> {
         return;
       }
       this.#held.delete(model);
-      if (this.#retired.delete(model)) await model.dispose();
+      // A model that fails to unload went with its worker thread: nothing to keep it for.
+      if (this.#retired.delete(model)) void model.dispose().catch(() => undefined);
     };
   }
 

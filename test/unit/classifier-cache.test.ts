@@ -175,7 +175,7 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
     // every hit of the cache, right before, is wrong now.
     let shifted = false;
     const roll = (p: Float32Array, classes: number) => p.map((_, i) => p[Math.floor(i / classes) * classes + ((i % classes) + classes - 1) % classes]!);
-    const config = classifierCacheSchema.parse({ layers: [10], explore: 52, maxClasses: 6, maxParameters: 20_000, group: 10, sampled: 10, window: 60, period: 60, reexplore: 20 });
+    const config = classifierCacheSchema.parse({ layers: [10], explore: 52, maxClasses: 6, maxParameters: 20_000, group: 10, sampled: 10, window: 120, period: 120, reexplore: 20 });
     const cache = await createClassifierCache({
       runtime,
       model: { name: spec.name, file: spec.file, inputName: 'images', inputSize: 224 },
@@ -192,28 +192,30 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
       const { input } = await letterboxBatchNative(images.slice(at, at + 4), 224, spec.name);
       return cache.run(input, [stream, stream, stream, stream]);
     };
-    try {
-      let i = 0;
-      for (; said('learned caches of efficientnet-lite0 serve') === 0 && i < 200; i++) {
+    // Exploration, observing and retraining run beside the requests, at the machine's pace: each
+    // step gets two minutes of wall time.
+    const until = (done: () => boolean, pause: number) => async (i: number) => {
+      for (const deadline = Date.now() + 120_000; !done() && Date.now() < deadline; i++) {
         await batch(i);
-        if (said('exploring learned caches') > 0) await new Promise((r) => setTimeout(r, 200));
+        await new Promise((r) => setTimeout(r, pause));
       }
+      return i;
+    };
+    try {
+      let i = await until(() => said('learned caches of efficientnet-lite0 serve') > 0, 100)(0);
       expect(said('learned caches of efficientnet-lite0 serve'), messages.join('\n')).toBe(1);
       shifted = true;
-      for (let sent = 0; said('every learned cache of efficientnet-lite0 stopped') === 0 && sent < 100; sent++, i++) {
-        await batch(i);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      i = await until(() => said('every learned cache of efficientnet-lite0 stopped') > 0, 50)(i);
       expect(messages.filter((m) => m.startsWith('every learned cache'))).toEqual(['every learned cache of efficientnet-lite0 stopped meeting the accuracy filter on the newest requests; the model runs whole, and explores again after 20 requests']);
       expect(cache.stats()).toEqual([]);
-      // Whole: every answer is the model's own; then recording and a second exploration.
+      // Whole: every answer is the model's own; then recording and an exploration again.
+      const explorations = said('exploring learned caches');
       for (const row of await batch(i++)) expect(row.exit).toEqual({ at: 'full', variant: '' });
-      for (let sent = 0; said('exploring learned caches') < 2 && sent < 40; sent++, i++) await batch(i);
-      expect(said('exploring learned caches')).toBe(2);
+      await until(() => said('exploring learned caches') > explorations, 0)(i);
+      expect(said('exploring learned caches')).toBe(explorations + 1);
     } finally {
-      await cache.close();
+      await Promise.all([trainer.close(), cache.close()]);
       await whole.dispose();
-      await trainer.close();
     }
   }, 300_000);
 

@@ -59,6 +59,11 @@ describe("the apps' load from the backends' stats", () => {
     expect(chained!.gammas['read~lite>read']).toBeCloseTo(14 / 170, 10);
     // The oracle's rate over both of its inputs is still its 15% of read's inputs.
     expect(chained!.gammas['detect>read']! + chained!.gammas['detect>read~lite']! * chained!.gammas['read~lite>read']!).toBeCloseTo(0.45, 10);
+    // Oracle calls after the template beyond its runs in the interval (a run and its call in two intervals) come in from the parent.
+    const straddling = appDemands([north], [stats('b1', 10, 2, [{ ...specialization('cam-1', 100, 20, 8), intervalTemplateRuns: { lite: 5 } }])])[0]!.gammas;
+    expect(straddling['read~lite>read']).toBe(1);
+    expect(straddling['detect>read']).toBeCloseTo(2 * (15 / 100), 10);
+    expect(straddling['detect>read']! + straddling['detect>read~lite']! * straddling['read~lite>read']!).toBeCloseTo(2 * 0.2, 10);
     // No input in the interval: nothing measured, each serves every input, the oracle straight from its parent.
     expect(appDemands([north], [stats('b1', 10, 2, [specialization('cam-1', 0, 0)])])[0]!.gammas).toMatchObject({ 'detect>read': 2, 'detect>read~lite': 2, 'read~lite>read': 0 });
   });
