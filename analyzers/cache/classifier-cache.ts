@@ -6,7 +6,7 @@ import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../run
 import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import { createCacheAdaptation, type CacheAdaptation } from './adaptation.js';
 import { createCachedModel, type CachedAnswer, type CachedModel, type EnabledCache } from './cached-model.js';
-import { composeCaches, effectiveHitRates } from './composition.js';
+import { composeCaches, effectiveHitRates, violation } from './composition.js';
 import { emptyRecord, exploreCaches, record, type ExploredVariant, type Recorded } from './explore.js';
 import type { FrameCacheStats } from './frame-cache.js';
 import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
@@ -167,7 +167,11 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     const exploreMs = Math.round(performance.now() - started);
     if (chosen.length === 0 || closed) {
       exploreLater();
-      if (!closed) logger.info({ variants: exploration.variants.length, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}) within the memory budget (${config.memoryMB} MB); the model runs whole${exploringAgain()}`);
+      if (!closed) {
+        // What each variant measured, and why none was enabled: the filter, the budget, or a lookup slower than the rest of the model (Eq. 9).
+        const measured = exploration.variants.map((v) => ({ layer: base.layers[v.layer], variant: v.name, accuracy: v.accuracy, hitRate: v.hitRate, lookupMs: v.lookupMs, why: violation({ segmentMs: exploration.segmentMs, variants: [v], memoryBudgetBytes: config.memoryMB * 1e6, accuracyTarget: config.accuracyTarget }, [v]) ?? 'no gain' }));
+        logger.info({ variants: measured, segmentMs: exploration.segmentMs, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}) within the memory budget (${config.memoryMB} MB) and the time its model leaves a lookup; the model runs whole${exploringAgain()}`);
+      }
       return;
     }
     nextWait = config.reexplore;

@@ -65,16 +65,18 @@ export interface Exploration {
   readonly inputs: number;
 }
 
-/** Median of `runs` timed calls, after one untimed. */
-async function medianMs(runs: number, call: () => Promise<unknown>): Promise<number> {
+/**
+ * The time of one call, from `runs` calls made at once (after one alone, untimed). Exploring
+ * online, the model's thread also runs the app's batches, and a call timed alone waits behind
+ * them (a 0.5 ms lookup was timed at 38–219 ms that way, and failed Eq. 9). Made at once, the
+ * calls queue together, so the time from the first's end to the last's is `runs − 1` calls,
+ * whatever they waited for before.
+ */
+async function perCallMs(runs: number, call: () => Promise<unknown>): Promise<number> {
   await call();
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const started = performance.now();
-    await call();
-    times.push(performance.now() - started);
-  }
-  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]!;
+  const ends: number[] = [];
+  await Promise.all(Array.from({ length: runs }, async () => call().then(() => ends.push(performance.now()))));
+  return (Math.max(...ends) - Math.min(...ends)) / (runs - 1);
 }
 
 const shapeOf = (t: TensorData): HiddenShape => ({ channels: t.dims[1]!, height: t.dims[2]!, width: t.dims[3]! });
@@ -119,7 +121,7 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
   for (let k = 0; k < base.segments; k++) {
     const feeds = input;
     const copy = (): NamedTensors | TensorData => ('dims' in feeds ? copyTensor(feeds as TensorData) : copyFeeds(feeds as NamedTensors));
-    segmentMs.push(await medianMs(10, async () => base.runSegment(k, copy())));
+    segmentMs.push(await perCallMs(10, async () => base.runSegment(k, copy())));
     const out = await base.runSegment(k, copy());
     input = out[base.layers[k] ?? ''] ?? input;
   }
@@ -152,7 +154,7 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
       await writeFile(file, encodeLookupModel(spec, shape, classes, trained.weights));
       const model = await lookupRuntime.load({ name: `${base.name}@${layer}:${name}`, file });
       const one: TensorData = { type: 'float32', data: all.slice(0, size(shape)), dims: [1, shape.channels, shape.height, shape.width] };
-      const lookupMs = await medianMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) }));
+      const lookupMs = await perCallMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) }));
       await model.dispose();
       const explored: ExploredVariant = {
         layer,
