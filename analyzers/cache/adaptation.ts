@@ -4,7 +4,7 @@ import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import type { CachedAnswer, CachedModel, EnabledCache } from './cached-model.js';
 import { effectiveHitRates, DEFAULT_ACCURACY_TARGET } from './composition.js';
 import { cacheTargets, calibrate, type Exploration, type ExploredVariant } from './explore.js';
-import { encodeLookupModel, loadWritten, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES } from './lookup-model.js';
+import { encodeFrozenModel, encodeLookupModel, loadWritten, LOOKUP_FEATURES, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES } from './lookup-model.js';
 import type { SegmentedModel } from './segmented-model.js';
 import { argMax } from './tensors.js';
 import { variantName } from './variant.js';
@@ -19,8 +19,9 @@ import { variantName } from './variant.js';
  * another); the new set swaps in whole. A retrained version that cannot vouch for its hits on
  * those inputs leaves the one serving in place if that one can (at its threshold calibrated
  * again), and otherwise the variant stops serving: no cache below the accuracy filter answers. Fine-tuning retrains the predictor's last layer and the selector, the layers
- * below kept (the paper retrains whole predictors in ~480 ms on a GPU; here a Conv predictor's
- * lower layer alone takes seconds on a CPU core). The window, period and shares are the paper's scaled
+ * below kept, so their output for a request is computed once, by onnxruntime on the lookup
+ * runtime, and kept with it (the paper retrains whole predictors in ~480 ms on a GPU; here a Conv
+ * predictor's lower layer alone, trained, takes seconds a retraining on a CPU core). The window, period and shares are the paper's scaled
  * down (its 100-request groups with 20% sampled, a 60-minute window, a 15-minute period).
  */
 export interface CacheAdaptationOptions {
@@ -78,7 +79,15 @@ interface Row {
   hidden: Float32Array[];
   targets: Float32Array;
   label: number;
+  /** By variant (`keyOf`): what its frozen layers give for this row, kept once computed. */
+  frozen: Map<string, Float32Array>;
 }
+
+/** Names a variant for as long as it serves: retraining keeps its frozen layers as they are. */
+const keyOf = (v: ExploredVariant): string => `${v.layer}/${v.name}`;
+
+/** Rows per run of a frozen model: a few hundred rows of an early layer at once would hold the lookup thread for a second. */
+const FROZEN_CHUNK = 16;
 
 export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAdaptation {
   const { model, base, exploration, train, lookupRuntime, dir, random, probabilitiesOf } = options;
@@ -94,11 +103,14 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
   let [requests, hitsInGroup, lastRetrain, retrains, trainMs, trainedVariants, rejected, disabled] = [0, 0, 0, 0, 0, 0, 0, 0];
   /** Lookup models this adaptation loaded (or was given) and still owns. */
   const loaded: LoadedModel[] = options.ownsInitialCaches ? model.caches.map((c) => c.model) : [];
+  /** By variant: its frozen layers as a model of their own, loaded at its first retraining. */
+  const frozenModels = new Map<string, Promise<LoadedModel>>();
 
   const rowFrom = (hidden: readonly Float32Array[], probabilities: Float32Array): Row => ({
     hidden: [...hidden],
     targets: cacheTargets(probabilities, 1, probabilities.length, exploration.baseClassOf),
     label: argMax(probabilities),
+    frozen: new Map(),
   });
   const rowOf = async (feeds: NamedTensors): Promise<Row> => {
     const run = await base.runAll(feeds);
@@ -124,6 +136,33 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     return answersOf(rows, predicted, out[LOOKUP_HIT]!.data as Float32Array);
   }
 
+  /** What `v`'s frozen layers give for each of `rows`, stacked; computed (on the lookup runtime) only for rows that have not had it yet. */
+  async function frozenFeatures(v: ExploredVariant, rows: readonly Row[]): Promise<Float32Array> {
+    const key = keyOf(v);
+    const missing = rows.filter((r) => !r.frozen.has(key));
+    if (missing.length > 0) {
+      const shape = exploration.shapes[v.layer]!;
+      let frozen = frozenModels.get(key);
+      if (!frozen) {
+        const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.frozen.onnx`);
+        frozen = loadWritten(lookupRuntime, file, file, encodeFrozenModel(v.spec, shape, classes, v.weights)).catch((err: unknown) => {
+          frozenModels.delete(key);
+          throw err;
+        });
+        frozenModels.set(key, frozen);
+      }
+      const frozenModel = await frozen;
+      for (let start = 0; start < missing.length; start += FROZEN_CHUNK) {
+        const chunk = missing.slice(start, start + FROZEN_CHUNK);
+        const out = await frozenModel.run({ [LOOKUP_INPUT]: { type: 'float32', data: stack(chunk, (r) => r.hidden[v.layer]!), dims: [chunk.length, shape.channels, shape.height, shape.width] } });
+        const features = out[LOOKUP_FEATURES]!.data as Float32Array;
+        const width = features.length / chunk.length;
+        chunk.forEach((r, i) => r.frozen.set(key, features.slice(i * width, (i + 1) * width)));
+      }
+    }
+    return stack(rows, (r) => r.frozen.get(key)!);
+  }
+
   async function retrain(): Promise<void> {
     // Calibrated on the window's newest fifth and half the original inputs, trained on the rest.
     const newest = window.slice(-Math.round(window.length / 5));
@@ -136,10 +175,13 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     const fresh: LoadedModel[] = [];
     try {
       for (const [i, v] of current.entries()) {
+        const started = performance.now();
+        const [features, evaluate] = [await frozenFeatures(v, training), await frozenFeatures(v, calibration)];
+        const frozenMs = performance.now() - started;
         const trained = await train({
           variant: v.spec,
           shape: exploration.shapes[v.layer]!,
-          hidden: stack(training, (r) => r.hidden[v.layer]!),
+          features,
           targets: stack(training, (r) => r.targets),
           classes,
           otherClass: classes - 1,
@@ -148,9 +190,9 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
           learningRate: 0.002,
           retrain: 'head',
           init: Object.fromEntries(Object.entries(v.weights).map(([name, w]) => [name, w.slice()])),
-          evaluate: stack(calibration, (r) => r.hidden[v.layer]!),
+          evaluate,
         });
-        trainMs += trained.trainMs;
+        trainMs += frozenMs + trained.trainMs;
         trainedVariants += 1;
         const { predicted, hit } = trained.evaluation!;
         const { threshold, hitRate, accuracy } = calibrate(answersOf(calibration, predicted, hit), accuracyTarget, { fallback: v.threshold });
@@ -190,6 +232,14 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     current = next.map((n) => n.variant);
     expectedHitRate = expectedOf(current);
     retrains += 1;
+    await disposeFrozen((key) => !current.some((v) => keyOf(v) === key));
+  }
+
+  async function disposeFrozen(which: (key: string) => boolean): Promise<void> {
+    const gone = [...frozenModels.keys()].filter(which);
+    const models = gone.map((key) => frozenModels.get(key)!);
+    for (const key of gone) frozenModels.delete(key);
+    await Promise.all(models.map(async (m) => (await m.catch(() => undefined))?.dispose()));
   }
 
   /** Whether this adaptation loaded `lookup`; it no longer counts it as its own. */
@@ -232,6 +282,7 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       // loading and swapping in) at once.
       for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
       await Promise.all(loaded.splice(0).map((lookup) => lookup.dispose()));
+      await disposeFrozen(() => true);
     },
   };
 }

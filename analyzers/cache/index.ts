@@ -27,7 +27,7 @@ export {
   type HiddenShape,
   type VariantSpec,
 } from './variant.js';
-export { encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, lookupModel, type CacheWeights } from './lookup-model.js';
+export { encodeFrozenModel, encodeLookupModel, frozenModel, LOOKUP_FEATURES, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, lookupModel, type CacheWeights } from './lookup-model.js';
 export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';

@@ -1,8 +1,9 @@
 import type * as TensorFlow from '@tensorflow/tfjs';
 import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs';
 import { seededRandom } from '../../core/index.js';
-import { CONV_CHANNELS, poolWindow, weightShapes, type CacheWeights, type HiddenShape, type VariantSpec } from '../cache/index.js';
+import { CONV_CHANNELS, denseInput, poolWindow, weightShapes, type CacheWeights, type HiddenShape, type VariantSpec } from '../cache/index.js';
 import { loadTensorFlow, shuffle } from './head.js';
+import { denseLayer, mapRows, rowBatch, type Dense } from './ops.js';
 
 /**
  * Training a learned cache (GATI §4.1, digest §2.4): the predictor learns the base model's output
@@ -15,7 +16,13 @@ export interface CacheHeadJob {
   variant: VariantSpec;
   shape: HiddenShape;
   /** Row-major [rows, C, H, W], ONNX's layout. */
-  hidden: Float32Array;
+  hidden?: Float32Array;
+  /**
+   * Instead of `hidden`, where only the head is retrained: what the layers kept as they are give
+   * for each row, row-major [rows, denseInput] (the lookup model's frozen part computes it once
+   * per row; see `frozenModel`). `evaluate` is then in this form too.
+   */
+  features?: Float32Array;
   /** The base model's distribution over the cache's classes per row, row-major [rows, classes]. */
   targets: Float32Array;
   classes: number;
@@ -44,7 +51,7 @@ export interface CacheHeadJob {
    * row and epoch, which makes online retraining fast. @defaultValue 'all'
    */
   retrain?: 'all' | 'head';
-  /** Rows to look up with the trained cache, row-major [rows, C, H, W]. */
+  /** Rows to look up with the trained cache, in the form the rows are given: row-major [rows, C, H, W], or [rows, denseInput] with `features`. */
   evaluate?: Float32Array;
 }
 
@@ -53,6 +60,7 @@ export interface TrainedCache {
   /** Mean loss of the predictor's last epoch. */
   loss: number;
   backend: string;
+  /** Training and the look-up of `evaluate`. */
   trainMs: number;
   /** Per row of `evaluate`: the predictor's top class and the selector's output. */
   evaluation?: { predicted: Int32Array; hit: Float32Array };
@@ -61,46 +69,54 @@ export interface TrainedCache {
 type Tf = typeof TensorFlow;
 
 export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
-  const { variant, shape, hidden, targets, classes, learningRate = 0.005, batchSize = 32, temperature = 2, hardWeight = 0.5 } = job;
+  const { variant, shape, targets, classes, learningRate = 0.005, batchSize = 32, temperature = 2, hardWeight = 0.5 } = job;
   const { falsePositiveWeight = 4, seed = 1, otherClass = -1, minSteps = 150 } = job;
+  const hiddenDims = [shape.channels, shape.height, shape.width];
   const rowSize = shape.channels * shape.height * shape.width;
   const rows = targets.length / classes;
   const epochs = Math.max(job.epochs ?? 10, Math.ceil(minSteps / Math.ceil(rows / batchSize)));
-  if (!Number.isInteger(rows) || rows === 0 || hidden.length !== rows * rowSize) {
-    throw new RangeError(`trainCacheHead: ${hidden.length} hidden values and ${targets.length} targets for ${classes} classes of ${shape.channels}×${shape.height}×${shape.width}`);
+  const headOnly = job.retrain === 'head' && job.init !== undefined;
+  const featureCount = denseInput(variant, shape);
+  const given = job.features ?? job.hidden;
+  if ((job.features === undefined) === (job.hidden === undefined) || (job.features && !headOnly)) {
+    throw new RangeError('trainCacheHead: give the rows as `hidden`, or as `features` where only the head is retrained from `init`');
   }
+  if (!Number.isInteger(rows) || rows === 0 || given!.length !== rows * (job.features ? featureCount : rowSize)) {
+    const form = job.features ? `${featureCount} features` : `${shape.channels}×${shape.height}×${shape.width}`;
+    throw new RangeError(`trainCacheHead: ${given!.length} values and ${targets.length} targets for ${classes} classes of ${form}`);
+  }
+  const hidden = job.hidden ?? new Float32Array(0);
   const tf = await loadTensorFlow();
   const started = performance.now();
   const random = seededRandom(seed);
   const variables = initialVariables(tf, variant, shape, classes, seed, job.init);
-  const x = tf.tensor4d(hidden, [rows, shape.channels, shape.height, shape.width]);
-  const y = tf.tensor2d(targets, [rows, classes]);
-  let frozen: Tensor | undefined;
+  const net: Net = { tf, v: variables, variant, shape, data: denseLayer(tf, false), inner: denseLayer(tf, true) };
   try {
     const order = Array.from({ length: rows }, (_, i) => i);
     const selectorVariables = Object.entries(variables).filter(([name]) => name.startsWith('sel')).map(([, value]) => value);
-    const headOnly = job.retrain === 'head' && job.init !== undefined;
     const predictorVariables = Object.entries(variables)
       .filter(([name]) => (headOnly ? name.startsWith('out/') : !name.startsWith('sel')))
       .map(([, value]) => value);
-    // Frozen layers: their output computed once.
-    frozen = headOnly ? tf.tidy(() => denseFeatures(tf, x, variables, variant, shape)) : undefined;
-    const features = frozen;
-    const logitsOf = (rowsOf: Tensor): Tensor =>
-      features ? dense(tf, tf.gather(features, rowsOf), variables, 'out') : predictorLogits(tf, tf.gather(x, rowsOf), variables, variant, shape);
-    /** Adam over shuffled minibatches; `step` gets the batch's row indices and targets. */
-    const minibatches = async (step: (rowsOf: Tensor, yb: Tensor) => Scalar, optimizer: TensorFlow.Optimizer, passes: number, trained: Variable[]): Promise<number> => {
+    // Frozen layers: their output computed once, forward only.
+    const frozen = headOnly ? (job.features ?? (await mapRows(tf, hidden, hiddenDims, (x) => denseFeatures(net, x, false)))) : undefined;
+    const outOnFrozen = (x: Tensor) => net.data(x, variables['out/W']!, variables['out/b']!);
+    const logitsOf = (batch: number[]): Tensor =>
+      frozen
+        ? outOnFrozen(tf.tensor2d(rowBatch(frozen, featureCount, batch), [batch.length, featureCount]))
+        : predictorLogits(net, tf.tensor(rowBatch(hidden, rowSize, batch), [batch.length, ...hiddenDims]), true);
+    /** Adam over shuffled minibatches; `step` gets the batch's rows and their targets. */
+    const minibatches = async (step: (batch: number[], yb: Tensor) => Scalar, optimizer: TensorFlow.Optimizer, passes: number, trained: Variable[]): Promise<number> => {
       let loss = NaN;
       for (let epoch = 0; epoch < passes; epoch++) {
         shuffle(order, random);
         const last = epoch === passes - 1;
         let sum = 0;
         for (let start = 0; start < rows; start += batchSize) {
-          const indices = tf.tensor1d(order.slice(start, start + batchSize), 'int32');
-          const yb = tf.gather(y, indices);
-          const cost = optimizer.minimize(() => step(indices, yb), last, trained);
-          if (last) sum += ((await cost?.data())?.[0] ?? NaN) * (indices.shape[0] ?? 0);
-          tf.dispose([indices, yb, ...(cost ? [cost] : [])]);
+          const batch = order.slice(start, start + batchSize);
+          const yb = tf.tensor2d(rowBatch(targets, classes, batch), [batch.length, classes]);
+          const cost = optimizer.minimize(() => step(batch, yb), last, trained);
+          if (last) sum += ((await cost?.data())?.[0] ?? NaN) * batch.length;
+          tf.dispose([yb, ...(cost ? [cost] : [])]);
         }
         loss = sum / rows;
       }
@@ -112,8 +128,8 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
     // Softened targets: the distribution to the power 1/τ, normalised (softmax of log p / τ).
     const soft = (yb: Tensor): Tensor => tf.softmax(tf.div(tf.log(tf.add(yb, 1e-7)), temperature));
     const loss = await minibatches(
-      (rowsOf, yb) => {
-        const logits = logitsOf(rowsOf);
+      (batch, yb) => {
+        const logits = logitsOf(batch);
         const distilled = tf.mul(tf.losses.softmaxCrossEntropy(soft(yb), tf.div(logits, temperature)), temperature * temperature);
         return tf.add(tf.mul(tf.losses.softmaxCrossEntropy(hard(yb), logits), hardWeight), tf.mul(distilled, 1 - hardWeight)) as Scalar;
       },
@@ -124,16 +140,17 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
 
     // The selector learns from what the trained (now fixed) predictor answers: a hit is right
     // when its top class is the base's and is not "other".
-    const probabilities = tf.tidy(() => tf.softmax(features ? dense(tf, features, variables, 'out') : predictorLogits(tf, x, variables, variant, shape)));
-    tf.dispose(features);
+    const probabilities = frozen
+      ? await mapRows(tf, frozen, [featureCount], (f) => tf.softmax(outOnFrozen(f)))
+      : await mapRows(tf, hidden, hiddenDims, (x) => tf.softmax(predictorLogits(net, x, false)));
     const selectorOptimizer = tf.train.adam(learningRate * 2);
     try {
       await minibatches(
-        (rowsOf, yb) => {
-          const pb = tf.gather(probabilities, rowsOf);
+        (batch, yb) => {
+          const pb = tf.tensor2d(rowBatch(probabilities, classes, batch), [batch.length, classes]);
           const top = tf.argMax(pb, 1);
           const right = tf.cast(tf.logicalAnd(tf.equal(top, tf.argMax(yb, 1)), tf.notEqual(top, otherClass)), 'float32');
-          const p = tf.clipByValue(selectorHit(tf, pb, variables), 1e-6, 1 - 1e-6);
+          const p = tf.clipByValue(selectorHit(net, pb), 1e-6, 1 - 1e-6);
           const perRow = tf.neg(tf.add(tf.mul(right, tf.log(p)), tf.mul(tf.mul(tf.sub(1, right), tf.log(tf.sub(1, p))), falsePositiveWeight)));
           return tf.mean(perRow) as Scalar;
         },
@@ -142,20 +159,14 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
         selectorVariables,
       );
     } finally {
-      tf.dispose(probabilities);
       selectorOptimizer.dispose();
     }
 
-    return {
-      weights: Object.fromEntries(await Promise.all(Object.entries(variables).map(async ([name, value]) => [name, Float32Array.from(await value.data())] as const))),
-      loss,
-      backend: tf.getBackend(),
-      trainMs: performance.now() - started,
-      ...(job.evaluate ? { evaluation: await lookUp(tf, job.evaluate, variables, variant, shape) } : {}),
-    };
+    const weights = Object.fromEntries(await Promise.all(Object.entries(variables).map(async ([name, value]) => [name, Float32Array.from(await value.data())] as const)));
+    const evaluation = job.evaluate && (job.features ? await lookUpFeatures(net, job.evaluate) : await lookUp(net, job.evaluate));
+    return { weights, loss, backend: tf.getBackend(), trainMs: performance.now() - started, ...(evaluation ? { evaluation } : {}) };
   } finally {
-    // `frozen` too where training failed before letting go of it (disposing twice is harmless).
-    tf.dispose([x, y, ...Object.values(variables), ...(frozen ? [frozen] : [])]);
+    tf.dispose(Object.values(variables));
   }
 }
 
@@ -176,27 +187,47 @@ function initialVariables(tf: Tf, variant: VariantSpec, shape: HiddenShape, clas
   );
 }
 
-const dense = (tf: Tf, x: Tensor, v: Variables, layer: string): Tensor => tf.add(tf.matMul(x, v[`${layer}/W`]!), v[`${layer}/b`]!);
+/** What the predictor's and selector's layers need: the weights, and dense layers whose input is data (`data`) or has weights below it (`inner`). */
+interface Net {
+  tf: Tf;
+  v: Variables;
+  variant: VariantSpec;
+  shape: HiddenShape;
+  data: Dense;
+  inner: Dense;
+}
 
-/** The predictor's logits for x [n, C, H, W], computed as the ONNX model computes them. */
-function predictorLogits(tf: Tf, x: Tensor, v: Variables, variant: VariantSpec, shape: HiddenShape): Tensor {
-  return dense(tf, denseFeatures(tf, x, v, variant, shape), v, 'out');
+const layer = (dense: Dense, x: Tensor, v: Variables, name: string): Tensor => dense(x, v[`${name}/W`]!, v[`${name}/b`]!);
+
+/** The predictor's logits for x [n, C, H, W], computed as the ONNX model computes them; `training` where its lower layers learn. */
+function predictorLogits(net: Net, x: Tensor, training: boolean): Tensor {
+  return layer(training && net.variant.family !== 'Pool' ? net.inner : net.data, denseFeatures(net, x, training), net.v, 'out');
 }
 
 /** What the predictor's last dense layer reads, [n, denseInput]. */
-function denseFeatures(tf: Tf, x: Tensor, v: Variables, variant: VariantSpec, shape: HiddenShape): Tensor {
+function denseFeatures(net: Net, x: Tensor, training: boolean): Tensor {
+  const { tf, variant, shape } = net;
   const n = x.shape[0]!;
   const flatNchw = (nhwc: Tensor): Tensor => tf.reshape(tf.transpose(nhwc, [0, 3, 1, 2]), [n, -1]);
   switch (variant.family) {
     case 'FC':
-      return tf.relu(dense(tf, tf.reshape(x, [n, -1]), v, 'fc'));
+      return tf.relu(layer(net.data, tf.reshape(x, [n, -1]), net.v, 'fc'));
     case 'Pool': {
       const window = poolWindow(variant, shape);
       return flatNchw(tf.avgPool(tf.transpose(x, [0, 2, 3, 1]) as TensorFlow.Tensor4D, window, window, 'valid'));
     }
     case 'Conv':
-      return flatNchw(tf.relu(convBySlices(tf, x, v, variant.kernel, variant.stride)));
+      return flatNchw(tf.relu(training ? convBySlices(net, x) : convForward(net, x)));
   }
+}
+
+/** The conv where no gradient is taken: the backend's own kernel, more than ten times faster than `convBySlices`. Output NHWC. */
+function convForward({ tf, v, variant }: Net, x: Tensor): Tensor {
+  if (variant.family !== 'Conv') throw new Error('convForward: not a Conv variant');
+  const pad = Math.floor(variant.kernel / 2);
+  const filter = tf.transpose(v['conv/W']!, [2, 3, 1, 0]) as TensorFlow.Tensor4D;
+  const nhwc = tf.transpose(x, [0, 2, 3, 1]) as TensorFlow.Tensor4D;
+  return tf.add(tf.conv2d(nhwc, filter, variant.stride, [[0, 0], [pad, pad], [pad, pad], [0, 0]]), v['conv/b']!);
 }
 
 /**
@@ -204,7 +235,9 @@ function denseFeatures(tf: Tf, x: Tensor, v: Variables, variant: VariantSpec, sh
  * filter: TensorFlow.js' WebAssembly backend has no gradient for conv2d's filter, and slices and
  * products have one. Input [n, C, H, W], filter `conv/W` [O, C, k, k]; output NHWC [n, H', W', O].
  */
-function convBySlices(tf: Tf, x: Tensor, v: Variables, kernel: number, stride: number): Tensor {
+function convBySlices({ tf, v, variant, data }: Net, x: Tensor): Tensor {
+  if (variant.family !== 'Conv') throw new Error('convBySlices: not a Conv variant');
+  const { kernel, stride } = variant;
   const [n, channels, height, width] = x.shape as [number, number, number, number];
   const pad = Math.floor(kernel / 2);
   const outH = Math.floor((height + 2 * pad - kernel) / stride) + 1;
@@ -228,19 +261,34 @@ function convBySlices(tf: Tf, x: Tensor, v: Variables, kernel: number, stride: n
       }
     }
   }
-  // [n·H'·W', k·k·C] against the filter as [k·k·C, O] (rows ordered dy, dx, c like the taps).
+  // [n·H'·W', k·k·C] against the filter as [k·k·C, O] (rows ordered dy, dx, c like the taps); the
+  // patches are the rows' own values, so they take no gradient.
   const patches = tf.reshape(tf.concat(taps.map((t) => tf.reshape(t, [n, outH, outW, channels])), 3), [n * outH * outW, kernel * kernel * channels]);
   const filter = tf.reshape(tf.transpose(v['conv/W']!, [2, 3, 1, 0]), [kernel * kernel * channels, CONV_CHANNELS]);
-  return tf.reshape(tf.add(tf.matMul(patches, filter), v['conv/b']!), [n, outH, outW, CONV_CHANNELS]);
+  return tf.reshape(data(patches, filter, v['conv/b']!), [n, outH, outW, CONV_CHANNELS]);
 }
 
-const selectorHit = (tf: Tf, probabilities: Tensor, v: Variables): Tensor => tf.reshape(tf.sigmoid(dense(tf, tf.relu(dense(tf, probabilities, v, 'sel1')), v, 'sel2')), [-1]);
+const selectorHit = (net: Net, probabilities: Tensor): Tensor =>
+  net.tf.reshape(net.tf.sigmoid(layer(net.inner, net.tf.relu(layer(net.data, probabilities, net.v, 'sel1')), net.v, 'sel2')), [-1]);
 
-async function lookUp(tf: Tf, rows: Float32Array, v: Variables, variant: VariantSpec, shape: HiddenShape): Promise<{ predicted: Int32Array; hit: Float32Array }> {
-  const count = rows.length / (shape.channels * shape.height * shape.width);
+/** The trained cache's answers on `rows` [n, C, H, W]: the predictor's top class and the selector's output. */
+async function lookUp(net: Net, rows: Float32Array): Promise<{ predicted: Int32Array; hit: Float32Array }> {
+  const { tf, shape } = net;
+  return answers(net, await mapRows(tf, rows, [shape.channels, shape.height, shape.width], (x) => tf.softmax(predictorLogits(net, x, false))));
+}
+
+/** The same, from the frozen layers' output [n, denseInput]. */
+async function lookUpFeatures(net: Net, features: Float32Array): Promise<{ predicted: Int32Array; hit: Float32Array }> {
+  const { tf, v } = net;
+  return answers(net, await mapRows(tf, features, [v['out/W']!.shape[0]!], (f) => tf.softmax(layer(net.data, f, v, 'out'))));
+}
+
+async function answers(net: Net, probabilities: Float32Array): Promise<{ predicted: Int32Array; hit: Float32Array }> {
+  const { tf } = net;
+  const classes = net.v['out/b']!.shape[0]!;
   const [top, hit] = tf.tidy(() => {
-    const probabilities = tf.softmax(predictorLogits(tf, tf.tensor4d(rows, [count, shape.channels, shape.height, shape.width]), v, variant, shape));
-    return [tf.argMax(probabilities, 1), selectorHit(tf, probabilities, v)];
+    const p = tf.tensor2d(probabilities, [probabilities.length / classes, classes]);
+    return [tf.argMax(p, 1), selectorHit(net, p)];
   });
   try {
     return { predicted: Int32Array.from(await top.data()), hit: Float32Array.from(await hit.data()) };

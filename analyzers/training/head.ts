@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import type * as TensorFlow from '@tensorflow/tfjs';
 import type { Scalar } from '@tensorflow/tfjs';
 import { seededRandom } from '../../core/index.js';
+import { denseLayer, rowBatch } from './ops.js';
 
 /**
  * A classifier head trained on features a network computed once (thesis §5.2: the lower layers'
@@ -91,9 +92,8 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
   const tf = await loadTensorFlow();
   const started = performance.now();
   const random = seededRandom(seed);
-  const x = tf.tensor2d(features, [rows, featureCount]);
-  const y = tf.oneHot(tf.tensor1d(labels, 'int32'), classes);
-  const rowWeights = job.classWeights ? tf.tensor1d(Float32Array.from(labels, (l) => job.classWeights![l]!)) : undefined;
+  const rowWeights = job.classWeights ? Float32Array.from(labels, (l) => job.classWeights![l]!) : undefined;
+  const dense = denseLayer(tf, false);
   const w = tf.variable(tf.randomNormal([featureCount, classes], 0, 0.01, 'float32', seed));
   const b = tf.variable(tf.zeros([classes]));
   const optimizer = tf.train.adam(learningRate);
@@ -104,14 +104,15 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
       shuffle(order, random);
       let sum = 0;
       for (let start = 0; start < rows; start += batchSize) {
-        const indices = tf.tensor1d(order.slice(start, start + batchSize), 'int32');
-        const [xb, yb] = [tf.gather(x, indices), tf.gather(y, indices)];
-        const wb = rowWeights ? tf.gather(rowWeights, indices) : undefined;
+        const batch = order.slice(start, start + batchSize);
+        const xb = tf.tensor2d(rowBatch(features, featureCount, batch), [batch.length, featureCount]);
+        const yb = tf.oneHot(tf.tensor1d(batch.map((row) => labels[row]!), 'int32'), classes);
+        const wb = rowWeights ? tf.tensor1d(batch.map((row) => rowWeights[row]!)) : undefined;
         // Reading the loss waits for the step: only in the last epoch.
         const last = epoch === epochs - 1;
-        const cost = optimizer.minimize(() => tf.losses.softmaxCrossEntropy(yb, tf.add(tf.matMul(xb, w), b), wb) as Scalar, last);
-        if (last) sum += ((await cost?.data())?.[0] ?? NaN) * (indices.shape[0] ?? 0);
-        tf.dispose([indices, xb, yb, ...(wb ? [wb] : []), ...(cost ? [cost] : [])]);
+        const cost = optimizer.minimize(() => tf.losses.softmaxCrossEntropy(yb, dense(xb, w, b), wb) as Scalar, last);
+        if (last) sum += ((await cost?.data())?.[0] ?? NaN) * batch.length;
+        tf.dispose([xb, yb, ...(wb ? [wb] : []), ...(cost ? [cost] : [])]);
       }
       loss = sum / rows;
     }
@@ -127,7 +128,7 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
       ...(job.evaluate ? await predict(tf, job.evaluate, featureCount, w, b) : {}),
     };
   } finally {
-    tf.dispose([x, y, w, b, ...(rowWeights ? [rowWeights] : [])]);
+    tf.dispose([w, b]);
     optimizer.dispose();
   }
 }

@@ -19,7 +19,7 @@ const buffers = (arrays: readonly (ArrayBufferView | undefined)[]): ArrayBuffer[
 
 /** What a request's job or a reply's result moves to the other thread instead of copying. */
 export function transfers(of: HeadJob | CacheHeadJob | TrainedHead | TrainedCache): ArrayBuffer[] {
-  if ('hidden' in of) return buffers([of.hidden, of.targets, of.evaluate, ...Object.values(of.init ?? {})]);
+  if ('targets' in of) return buffers([of.hidden, of.features, of.targets, of.evaluate, ...Object.values(of.init ?? {})]);
   if ('labels' in of) return buffers([of.features, of.labels, of.evaluate]);
   if ('bias' in of) return buffers([of.weights, of.bias, of.predictions, of.probabilities]);
   return buffers([...Object.values(of.weights), of.evaluation?.predicted, of.evaluation?.hit]);

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cacheTargets, calibrate, defaultVariants, encodeLookupModel, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, parseVariant, poolWindow, variantName, type HiddenShape, type VariantSpec } from '../../analyzers/cache/index.js';
+import { cacheTargets, calibrate, defaultVariants, encodeFrozenModel, encodeLookupModel, LOOKUP_FEATURES, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, parseVariant, poolWindow, variantName, type HiddenShape, type VariantSpec } from '../../analyzers/cache/index.js';
 import { createOnnxRuntime } from '../../analyzers/index.js';
 import { trainCacheHead, type CacheHeadJob } from '../../analyzers/training/index.js';
 import { seededRandom, silentLogger } from '../../core/index.js';
@@ -112,6 +112,19 @@ describe('learned-cache variants', () => {
     expect(head.weights['conv/W']).toEqual(trained.weights['conv/W']);
     expect(head.weights['out/W']).not.toEqual(trained.weights['out/W']);
     expect(test.labels.filter((label, i) => head.evaluation!.predicted[i] === label).length / 200).toBeGreaterThan(0.75);
+    // The same from the frozen layers' output as onnxruntime computes it, which online retraining keeps per request.
+    const file = join(scratch, 'frozen.onnx');
+    writeFileSync(file, encodeFrozenModel(variant, shape, CLASSES, trained.weights));
+    const frozen = await runtime.load({ name: 'frozen', file });
+    const featuresOf = async (hidden: Float32Array, rows: number) =>
+      f32((await frozen.run({ [LOOKUP_INPUT]: { type: 'float32', data: hidden.slice(), dims: [rows, shape.channels, shape.height, shape.width] } }))[LOOKUP_FEATURES]!);
+    const job = { variant, shape, targets: again.targets, classes: CLASSES, epochs: 1, init: trained.weights, features: await featuresOf(again.hidden, 300) };
+    const fromFeatures = await trainCacheHead({ ...job, retrain: 'head', evaluate: await featuresOf(test.hidden, 200) });
+    await frozen.dispose();
+    const outW = fromFeatures.weights['out/W']!;
+    expect(Math.max(...outW.map((w, i) => Math.abs(w - head.weights['out/W']![i]!)))).toBeLessThan(1e-3);
+    expect(fromFeatures.evaluation!.predicted.filter((p, i) => p === head.evaluation!.predicted[i]).length).toBeGreaterThanOrEqual(198);
+    await expect(trainCacheHead(job)).rejects.toThrow(/as `features` where only the head is retrained/);
     await expect(trainCacheHead({ variant, shape, hidden: again.hidden, targets: again.targets, classes: CLASSES, init: { ...trained.weights, 'conv/W': new Float32Array(3) } })).rejects.toThrow(
       /init weight 'conv\/W' has 3 values for 16×4×3×3/,
     );

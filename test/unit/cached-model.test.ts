@@ -16,7 +16,7 @@ import {
   type ExploredVariant,
   type SegmentedModel,
 } from '../../analyzers/cache/index.js';
-import { blockOutputs, createOnnxRuntime, readOnnxModel, type LoadedModel, type NamedTensors, type TensorData } from '../../analyzers/index.js';
+import { blockOutputs, createOnnxRuntime, readOnnxModel, type LoadedModel, type ModelRuntime, type NamedTensors, type TensorData } from '../../analyzers/index.js';
 import { createHeadTrainer } from '../../analyzers/training/index.js';
 import { projectRoot, seededRandom, silentLogger } from '../../core/index.js';
 import { f32 } from '../helpers.js';
@@ -175,6 +175,21 @@ describe('learned caches on EfficientNet-Lite0', () => {
     const chosen = [passing()];
     const initial = [await enableVariant(chosen[0]!)];
     const model = createCachedModel({ base, caches: initial, answerOf });
+    // The frozen layers' runs: the rows each was given, and whether it was disposed.
+    const frozenRuns: number[] = [];
+    let frozenDisposed = 0;
+    const counting: ModelRuntime = {
+      ...lookupRuntime,
+      async load(spec) {
+        const loaded = await lookupRuntime.load(spec);
+        if (!spec.name.endsWith('.frozen.onnx')) return loaded;
+        return {
+          ...loaded,
+          run: async (feeds) => (frozenRuns.push(feeds[LOOKUP_INPUT]!.dims[0]!), loaded.run(feeds)),
+          dispose: async () => (frozenDisposed++, loaded.dispose()),
+        };
+      },
+    };
     const adaptation = createCacheAdaptation({
       model,
       base,
@@ -182,7 +197,7 @@ describe('learned caches on EfficientNet-Lite0', () => {
       exploration: explored,
       probabilitiesOf: (outputs) => f32(outputs.probabilities!),
       train: async (job) => trainer.trainCache(job),
-      lookupRuntime,
+      lookupRuntime: counting,
       dir,
       random: seededRandom(5),
       ...{ group: 10, sampled: 5, window: 30, period: 20, minSamples: 10 },
@@ -203,7 +218,10 @@ describe('learned caches on EfficientNet-Lite0', () => {
     expect(model.caches[0]!.variant).toBe(chosen[0]!.name);
     // A retrained version's file goes once it is loaded: a long-lived stream would fill the disk.
     expect(readdirSync(dir).filter((f) => /\.v\d+\.onnx$/.test(f))).toEqual([]);
+    // The frozen layers ran once per kept request (the 20 samples and the one remembered), not once per retraining.
+    expect(frozenRuns.reduce((a, b) => a + b, 0)).toBe(21);
     await adaptation.close();
+    expect(frozenDisposed).toBe(1);
   });
 
   it.each([
@@ -225,7 +243,7 @@ describe('learned caches on EfficientNet-Lite0', () => {
       probabilitiesOf: (outputs) => f32(outputs.probabilities!),
       // Every retrained version answers "other" on the calibration inputs: it cannot vouch for anything.
       train: async (job) => {
-        const rows = job.evaluate!.length / (job.hidden.length / (job.targets.length / classes));
+        const rows = job.evaluate!.length / ((job.features ?? job.hidden)!.length / (job.targets.length / classes));
         return { weights: job.init!, loss: 0, backend: 'none', trainMs: 1, evaluation: { predicted: new Int32Array(rows).fill(classes - 1), hit: new Float32Array(rows) } };
       },
       lookupRuntime,
