@@ -207,7 +207,8 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       return { kind: 'attributes', attributes: [{ name, value: result.label, number: 0, score: result.score ?? 0 }], answeredBy: result.answeredBy };
     }
     inBackground(remember(stream, input, result.label));
-    return { kind: 'attributes', attributes: oracle.attributes, answeredBy: result.answeredBy };
+    // Where the node has a learned cache, it is the oracle's, and says where the oracle's run ended.
+    return { kind: 'attributes', attributes: oracle.attributes, answeredBy: result.answeredBy, ...(oracle.exit ? { exit: oracle.exit } : {}) };
   };
 
   /** Classifies what waits, a group at a time, until nothing does. */

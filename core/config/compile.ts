@@ -88,7 +88,6 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
     }
     if (node.specialize) issues.push(...checkSpecialize(node, i, models));
     if (node.cache && model) issues.push(...checkCache(node, i, model.architecture));
-    if (node.cache && node.specialize) issues.push({ path: `nodes[${i}].cache`, message: `node "${node.id}" specializes; it cannot also have a cache` });
     for (const key of ['lines', 'zones'] as const) {
       if (node[key].length > 0 && !node.track) issues.push({ path: `nodes[${i}].${key}`, message: `node "${node.id}" has ${key} but no \`track\`; ${key} count tracked objects` });
       const names = node[key].map((x) => x.name);

@@ -6,14 +6,15 @@
  * Table 5.4 in session_stats. The clip's 115 crops are too few for WEG to specialize on with any
  * certainty (two classes need 10 pool rows each before the template is even measured); entering
  * and leaving the specialized phase is tested with scripted sessions in
- * test/unit/specialized-nodes.test.ts, and on real models in `npm run bench -- weg`.
+ * test/unit/specialized-nodes.test.ts, and on real models in `npm run bench -- weg`. With a
+ * learned cache on the node as well, the oracle's runs go through the cache.
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { projectRoot } from '../../core/index.js';
-import { exampleApp, runApps } from './run-app.js';
+import { exampleApp, loopedClip, runApps } from './run-app.js';
 
 const root = projectRoot();
 const clip = join(root, '../shared/footage/car-detection.mp4');
@@ -62,4 +63,30 @@ describe.skipIf(!existsSync(clip))('a specialized node on car-detection.mp4 (nee
       expect(stats!.mean_window).toBeGreaterThanOrEqual(10);
     }
   }, 300_000);
+
+  it("with a learned cache too, the cache is the oracle's: the oracle's answers say where its run ended", async () => {
+    // The oracle's cache scaled down as in cached-classifier.test.ts; WEG as above.
+    const file = exampleApp(dir, 'vehicle-types', (node) => {
+      node('kind').specialize = { templates: ['efficientnet-lite0'], minWindow: 10, poolRowsPerClass: 10, accuracyMargin: -1 };
+      node('kind').cache = { layers: [18], explore: 60, maxParameters: 35_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 };
+    });
+    const thrice = loopedClip(dir, clip, 3);
+
+    const { summary, rows } = await runApps([file], { id: 'road', path: thrice, apps: ['vehicle-types'], fps: 12 }, {
+      crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-types' AND node = 'vehicles'",
+      answers: "SELECT answered_by, exit, count() AS n FROM recognitions WHERE app = 'vehicle-types' AND node = 'kind' GROUP BY answered_by, exit ORDER BY answered_by, exit",
+      stats: "SELECT cache_layer, argMax(hit_rate, at) AS hit_rate FROM session_stats WHERE session = 'vehicle-types/kind' AND cache_layer != '' GROUP BY cache_layer",
+    });
+    console.log(`specialized node with a cache: ${JSON.stringify(rows)}; drops ${summary.drops}`);
+    expect(summary.drops).toBe(0);
+    const answers = rows.answers as { answered_by: string; exit: string; n: number }[];
+    expect(answers.reduce((n, a) => n + Number(a.n), 0)).toBe(Number(rows.crops![0]!.n));
+    // The cache answers only for the oracle: the cascade's answers are its head's, and record no exit.
+    for (const a of answers) {
+      if (a.answered_by === 'cascade') expect(a.exit).toBe('');
+      else expect(['full', '_blocks/19/add']).toContain(a.exit);
+    }
+    expect(answers.some((a) => a.answered_by === 'oracle' && a.exit === '_blocks/19/add')).toBe(true);
+    expect((rows.stats as { cache_layer: string }[]).map((r) => r.cache_layer)).toEqual(['_blocks/19/add']);
+  }, 400_000);
 });

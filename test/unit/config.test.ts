@@ -335,7 +335,8 @@ describe('loadModelZoo and loadApp', () => {
     expect(cacheSchema.parse({})).toEqual({ layer: 4, grid: 64, accuracyTarget: 0.97, verifyRate: 0.1, maxAge: 25, pairsPerFrame: 3, window: 600, period: 100, minPairs: 60, falsePositiveWeight: 4, prior: true });
     expect(classifierCacheSchema.parse({})).toEqual({ explore: 300, maxClasses: 16, maxParameters: 1_000_000, memoryMB: 64, accuracyTarget: 0.97, falsePositiveWeight: 4, group: 100, sampled: 20, window: 300, period: 200, reexplore: 3000, lookups: 'sync' });
     const issues = (detector: object, classifier: object, model?: string) => checkAppGraph(app(detector, classifier, model), zoo).map((i) => `${i.path}: ${i.message}`);
-    expect(issues({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } })).toEqual(['nodes[1].cache: node "kind" specializes; it cannot also have a cache']);
+    // A specialized node's cache is its oracle's (docs/learned-caches.md).
+    expect(issues({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } })).toEqual([]);
     expect(issues({}, { cache: { grid: 8 } })).toEqual(['nodes[1].cache: Unrecognized key: "grid" (a cache on efficientnet-lite: docs/learned-caches.md)']);
     expect(issues({ cache: { explore: 100 } }, {})).toEqual(['nodes[0].cache: Unrecognized key: "explore" (a cache on centernet: docs/learned-caches.md)']);
     expect(issues({}, { cache: {} }, 'faceres')).toEqual([
