@@ -91,7 +91,7 @@ export async function frameCacheBench(args: readonly string[]): Promise<void> {
           let tensor = '';
           const started = performance.now();
           for (const [i, image] of images.entries()) {
-            const output = detectionsOf(runner.finish(await runner.execute(await runner.prepare([image], [params], [stream])))[0]);
+            const output = detectionsOf((await runner.finish(await runner.execute(await runner.prepare([image], [params], [stream]))))[0]);
             const agrees = sameObjects(output.detections, before.answers[i]!);
             if (agrees) same += 1;
             if (output.exit && output.exit.at !== 'full') {

@@ -10,4 +10,4 @@ export * from './paths.js';
 export type * from './vision.js';
 export * from './results.js';
 export { seededRandom } from './random.js';
-export { startModuleWorker } from './worker-thread.js';
+export { createWorkerClient, serveRequests, startModuleWorker, type WorkerClient } from './worker-thread.js';

@@ -127,13 +127,13 @@ export function createHosting(options: HostingOptions): Hosting {
     estimates.set(model, estimate);
     // A family's session tells it which member each request is for; a variant serves its model's requests as its own.
     const paramsOf = (r: Queued<Request>): unknown => (r.item.model === model || r.item.model === session.standsIn ? r.item.params : { member: r.item.model, params: r.item.params });
-    const answer = (requests: readonly Queued<Request>[], executed: Executed | undefined, error: unknown, outputsOf: () => NodeOutput[]): void => {
+    const answer = async (requests: readonly Queued<Request>[], executed: Executed | undefined, error: unknown, outputsOf: () => NodeOutput[] | Promise<NodeOutput[]>): Promise<void> => {
       const work = requests.filter((r) => !r.warmUp).length;
       if (executed && work > 0) options.onBatch(id, work);
       let outputs: NodeOutput[];
       try {
         if (!executed) throw error;
-        outputs = outputsOf();
+        outputs = await outputsOf();
       } catch (err) {
         for (const r of requests) r.item.reject(err);
         return;

@@ -28,7 +28,7 @@ export function stageSession<Session extends ExecutableSession<Request, Prepared
     lanes: number;
     paramsOf: (request: Queued<Request>) => unknown;
     /** Settles a batch's requests: rejected with `error` when `executed` is missing, else resolved with `outputsOf()`. */
-    answer: (requests: readonly Queued<Request>[], executed: Executed | undefined, error: unknown, outputsOf: () => NodeOutput[]) => void;
+    answer: (requests: readonly Queued<Request>[], executed: Executed | undefined, error: unknown, outputsOf: () => Promise<NodeOutput[]>) => Promise<void>;
   },
 ): Session {
   const items = new WeakMap<Queued<Request>, StagedItem>();
@@ -59,7 +59,7 @@ export function stageSession<Session extends ExecutableSession<Request, Prepared
   };
   session.finish = async (requests, executed, error, stage) => {
     if (executed && stage < last) return;
-    options.answer(requests, executed, error, () => requests.map((r) => staged.end(items.get(r)!)));
+    await options.answer(requests, executed, error, async () => Promise.all(requests.map(async (r) => staged.end(items.get(r)!))));
   };
   return session;
 }

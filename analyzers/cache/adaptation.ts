@@ -62,6 +62,8 @@ export interface CacheAdaptation {
   /**
    * After each request, in order: samples it, and retrains when due (resolving once the new caches
    * serve). Resolves with the base's class of a sampled request, which checks a hit's answer.
+   * Calls must not overlap each other or `close` (the classifier cache chains them): a retraining
+   * uses the frozen models that closing disposes.
    */
   observe(feeds: () => NamedTensors, answered: CachedAnswer): Promise<number | undefined>;
   /**
@@ -145,11 +147,12 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       let frozen = frozenModels.get(key);
       if (!frozen) {
         const file = join(dir, `${base.name}.${v.layer}.${variantName(v.spec).replace(/[(),]/g, '_')}.frozen.onnx`);
-        frozen = loadWritten(lookupRuntime, file, file, encodeFrozenModel(v.spec, shape, classes, v.weights)).catch((err: unknown) => {
-          frozenModels.delete(key);
+        const loading = loadWritten(lookupRuntime, file, file, encodeFrozenModel(v.spec, shape, classes, v.weights)).catch((err: unknown) => {
+          // Loaded again at the next retraining.
+          if (frozenModels.get(key) === loading) frozenModels.delete(key);
           throw err;
         });
-        frozenModels.set(key, frozen);
+        frozenModels.set(key, (frozen = loading));
       }
       const frozenModel = await frozen;
       for (let start = 0; start < missing.length; start += FROZEN_CHUNK) {
@@ -235,11 +238,12 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     await disposeFrozen((key) => !current.some((v) => keyOf(v) === key));
   }
 
+  /** Frozen models no longer needed; one that fails to go is not worth failing a retraining or a close for. */
   async function disposeFrozen(which: (key: string) => boolean): Promise<void> {
     const gone = [...frozenModels.keys()].filter(which);
     const models = gone.map((key) => frozenModels.get(key)!);
     for (const key of gone) frozenModels.delete(key);
-    await Promise.all(models.map(async (m) => (await m.catch(() => undefined))?.dispose()));
+    await Promise.allSettled(models.map(async (m) => (await m).dispose()));
   }
 
   /** Whether this adaptation loaded `lookup`; it no longer counts it as its own. */
@@ -280,9 +284,12 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
     async close() {
       // Those serving once no lookup runs on them; any other (a retraining that failed between
       // loading and swapping in) at once.
-      for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
-      await Promise.all(loaded.splice(0).map((lookup) => lookup.dispose()));
-      await disposeFrozen(() => true);
+      try {
+        for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
+        await Promise.all(loaded.splice(0).map((lookup) => lookup.dispose()));
+      } finally {
+        await disposeFrozen(() => true);
+      }
     },
   };
 }

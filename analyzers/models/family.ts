@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
+import { ErrorCode, PanoptesError, type NodeOutput, type ResolvedModel } from '../../core/index.js';
 import type { ImageInput } from '../image/index.js';
 import { groupBySharedPrefix, hashGraph, loadMergedPrefixBatch, mergePrefixBatch, readOnnxModel, sharedPrefix, splitAtSharedPrefix, type PrefixBatchedModel } from '../onnx/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors } from '../runtime/index.js';
@@ -132,9 +132,9 @@ function familyRunner(spec: ResolvedModel, runners: readonly ModelRunner[], roun
       const executed = await rounds.run(prepared.parts.map((p) => p.member), (member) => runners[member]!.execute(prepared.parts.find((p) => p.member === member)!.prepared));
       return { size: prepared.size, parts: prepared.parts.map((p, k) => ({ member: p.member, indices: p.indices, executed: executed[k]! })) };
     },
-    finish(executed) {
-      const outputs = new Array<ReturnType<ModelRunner['finish']>[number]>(executed.size);
-      for (const part of executed.parts) runners[part.member]!.finish(part.executed).forEach((output, k) => (outputs[part.indices[k]!] = output));
+    async finish(executed) {
+      const outputs = new Array<NodeOutput>(executed.size);
+      for (const part of executed.parts) (await runners[part.member]!.finish(part.executed)).forEach((output, k) => (outputs[part.indices[k]!] = output));
       return outputs;
     },
     dispose,

@@ -79,7 +79,7 @@ export async function profileModel(spec: ResolvedModel, runtime: ModelRuntime, i
         const t1 = performance.now();
         const executed = await runner.execute(prepared);
         const t2 = performance.now();
-        runner.finish(executed);
+        await runner.finish(executed);
         const t3 = performance.now();
         peak = Math.max(peak, memoryBytes());
         if (run < options.warmup) continue;

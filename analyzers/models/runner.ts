@@ -28,7 +28,8 @@ export interface ModelRunner<Params = unknown> {
    */
   prepare(images: readonly ImageInput[], params: readonly Params[], streams?: readonly (string | undefined)[]): Promise<Prepared>;
   execute(prepared: Prepared): Promise<Executed>;
-  finish(executed: Executed): NodeOutput[];
+  /** May hand its work to a thread of its own (PP-OCR's steps), hence a promise. */
+  finish(executed: Executed): NodeOutput[] | Promise<NodeOutput[]>;
   /** The three phases back to back. */
   run(images: readonly ImageInput[], params: readonly Params[]): Promise<NodeOutput[]>;
   /** Its learned caches' figures per stream, where it has any. */
@@ -58,7 +59,7 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
   parseParams(params: Record<string, unknown>): Params;
   prepare(images: readonly ImageInput[], params: readonly Params[], streams?: readonly (string | undefined)[]): P | Promise<P>;
   execute(prepared: P): Promise<E>;
-  finish(executed: E): NodeOutput[];
+  finish(executed: E): NodeOutput[] | Promise<NodeOutput[]>;
   cacheStats?(): FrameCacheStats[];
   framePairs?(): FramePairs;
   /** Where `execute` is one plain run of the model file: its feeds and what it returns, so the model can run in stages. */
@@ -66,7 +67,7 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
   dispose(): Promise<void>;
 }): ModelRunner<Params> {
   const execute = (prepared: Prepared): Promise<Executed> => runner.execute(prepared as P);
-  const finish = (executed: Executed): NodeOutput[] => runner.finish(executed as E);
+  const finish = (executed: Executed): NodeOutput[] | Promise<NodeOutput[]> => runner.finish(executed as E);
   const { stageable } = runner;
   /** Loaded on first use, with the first call's stage count, and disposed with the runner. */
   let staged: Promise<StagedModel> | undefined;

@@ -23,7 +23,7 @@ export interface StagedModel {
   /** Runs `stage` on `items` (all waiting before it) as one batch; each then holds its next stage's input, or its outputs after the last. */
   run(stage: number, items: readonly StagedItem[]): Promise<void>;
   /** The answer of an item past the last stage. */
-  end(item: StagedItem): NodeOutput;
+  end(item: StagedItem): Promise<NodeOutput>;
   dispose(): Promise<void>;
 }
 
@@ -43,7 +43,7 @@ export interface Stageable<P extends Prepared, E extends Executed> {
   kept(prepared: P): P;
   /** The batch as `execute` would have returned it, from the model's outputs. */
   executed(prepared: P, outputs: NamedTensors): E;
-  finish(executed: E): NodeOutput[];
+  finish(executed: E): NodeOutput[] | Promise<NodeOutput[]>;
   /** One blank image prepared, to time the stages on. */
   blank(): Promise<P>;
 }
@@ -84,7 +84,7 @@ export async function loadStagedModel<P extends Prepared, E extends Executed>(st
       }
       items.forEach((item, i) => (item.tensors = rowOf(rows, i)));
     },
-    end: (item) => of.finish(of.executed(item.prepared as P, item.tensors))[0]!,
+    end: async (item) => (await of.finish(of.executed(item.prepared as P, item.tensors)))[0]!,
     dispose: () => segmented.dispose(),
   };
   try {

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, PanoptesError, type ResolvedModel } from '../../core/index.js';
 import { pixelsOf } from '../image/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import { ctcDecode, decodeDet, loadCharset, preprocessDet, preprocessRec } from './ocr/index.js';
+import { createOcrSteps, loadCharset } from './ocr/index.js';
 import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 const detParams = z.strictObject({
@@ -21,12 +21,13 @@ const detParams = z.strictObject({
  */
 export async function loadTextDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<z.infer<typeof detParams>>> {
   const model = await runtime.load({ name: spec.name, file: spec.file });
+  const steps = createOcrSteps();
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(detParams, spec, params),
     prepare: async (images, params) => {
-      const decoded = await Promise.all(images.map(pixelsOf));
-      return { size: images.length, inputs: decoded.map((image, i) => ({ prepared: preprocessDet(image, { limitSideLen: params[i]!.limitSideLen }), params: params[i]! })) };
+      const prepared = await Promise.all(images.map(async (image, i) => steps.preprocessDet(await pixelsOf(image), { limitSideLen: params[i]!.limitSideLen })));
+      return { size: images.length, inputs: prepared.map((p, i) => ({ prepared: p, params: params[i]! })) };
     },
     async execute({ size, inputs }) {
       // One run per image: their sizes differ, so they do not stack.
@@ -39,15 +40,20 @@ export async function loadTextDetector(spec: ResolvedModel, runtime: ModelRuntim
       }
       return { size, inputs, maps };
     },
-    finish: ({ inputs, maps }) =>
-      inputs.map(({ prepared, params }, i) => {
-        const boxes = decodeDet(maps[i]!, prepared, { boxThreshold: params.minScore, unclipRatio: params.unclipRatio });
-        return {
-          kind: 'detections' as const,
-          detections: boxes.map((b) => ({ box: b.box, classId: 0, className: 'text', score: b.score })),
-        };
-      }),
-    dispose: () => model.dispose(),
+    finish: async ({ inputs, maps }) =>
+      Promise.all(
+        inputs.map(async ({ prepared: { scaleX, scaleY, width, height }, params }, i) => {
+          const boxes = await steps.decodeDet(maps[i]!, { scaleX, scaleY, width, height }, { boxThreshold: params.minScore, unclipRatio: params.unclipRatio });
+          return {
+            kind: 'detections' as const,
+            detections: boxes.map((b) => ({ box: b.box, classId: 0, className: 'text', score: b.score })),
+          };
+        }),
+      ),
+    dispose: async () => {
+      await steps.close();
+      await model.dispose();
+    },
   });
 }
 
@@ -61,20 +67,23 @@ export async function loadTextRecognizer(spec: ResolvedModel, runtime: ModelRunt
   if (!spec.charset) {
     throw new PanoptesError(ErrorCode.ModelLoad, `model ${spec.name}: a text recognizer needs \`charset\` in the model zoo`, { details: { model: spec.name } });
   }
-  const charset = loadCharset(readFileSync(spec.charset, 'utf8'));
+  const charsetFile = spec.charset;
+  // Read here too, so that a missing or malformed charset fails the load rather than every batch.
+  loadCharset(readFileSync(charsetFile, 'utf8'));
   const model = await runtime.load({ name: spec.name, file: spec.file });
+  const steps = createOcrSteps();
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(recParams, spec, params),
-    prepare: async (images, params) => ({ size: images.length, input: preprocessRec(await Promise.all(images.map(pixelsOf))), sizes: images.map((i) => ({ width: i.width, height: i.height })), params }),
+    prepare: async (images, params) => ({ size: images.length, input: await steps.preprocessRec(await Promise.all(images.map(pixelsOf))), sizes: images.map((i) => ({ width: i.width, height: i.height })), params }),
     async execute({ size, input, sizes, params }) {
       const result = await model.run({ [model.inputNames[0] ?? 'x']: input });
       const logits = result[model.outputNames[0] ?? ''];
       if (!logits) throw new PanoptesError(ErrorCode.ModelRun, `${spec.name} returned no output`);
       return { size, logits, sizes, params };
     },
-    finish: ({ logits, sizes, params }) =>
-      ctcDecode(logits, charset).map((line, i) => {
+    finish: async ({ logits, sizes, params }) =>
+      (await steps.ctcDecode(logits, charsetFile)).map((line, i) => {
         const { width, height } = sizes[i]!;
         const keep = line.text.trim() !== '' && line.score >= params[i]!.minScore;
         return {
@@ -82,6 +91,9 @@ export async function loadTextRecognizer(spec: ResolvedModel, runtime: ModelRunt
           texts: keep ? [{ text: line.text, score: line.score, box: { x1: 0, y1: 0, x2: width, y2: height } }] : [],
         };
       }),
-    dispose: () => model.dispose(),
+    dispose: async () => {
+      await steps.close();
+      await model.dispose();
+    },
   });
 }

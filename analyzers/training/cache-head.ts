@@ -1,9 +1,9 @@
 import type * as TensorFlow from '@tensorflow/tfjs';
 import type { Scalar, Tensor, Variable } from '@tensorflow/tfjs';
 import { seededRandom } from '../../core/index.js';
-import { CONV_CHANNELS, denseInput, poolWindow, weightShapes, type CacheWeights, type HiddenShape, type VariantSpec } from '../cache/index.js';
+import { denseInput, poolWindow, weightShapes, type CacheWeights, type HiddenShape, type VariantSpec } from '../cache/index.js';
 import { loadTensorFlow, shuffle } from './head.js';
-import { denseLayer, mapRows, rowBatch, type Dense } from './ops.js';
+import { convBySlices, convForward, denseLayer, mapRows, rowBatch, type Dense } from './ops.js';
 
 /**
  * Training a learned cache (GATI §4.1, digest §2.4): the predictor learns the base model's output
@@ -172,7 +172,7 @@ export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
 
 type Variables = Record<string, Variable>;
 
-/** Weights are kept in ONNX's layouts (see `CacheWeights`), the conv's too: it runs as k² shifted matrix products. */
+/** Weights are kept in ONNX's layouts (see `CacheWeights`), the conv's too. */
 function initialVariables(tf: Tf, variant: VariantSpec, shape: HiddenShape, classes: number, seed: number, init: CacheWeights | undefined): Variables {
   const shapes = weightShapes(variant, shape, classes);
   return Object.fromEntries(
@@ -181,8 +181,8 @@ function initialVariables(tf: Tf, variant: VariantSpec, shape: HiddenShape, clas
       if (given && given.length !== dims.reduce((a, b) => a * b, 1)) throw new RangeError(`trainCacheHead: init weight '${name}' has ${given.length} values for ${dims.join('×')}`);
       // He initialisation: the fan-in is every dimension but the output one.
       const fanIn = name === 'conv/W' ? dims.slice(1).reduce((a, b) => a * b, 1) : dims[0]!;
-      const value = given ? tf.tensor(given, dims) : name.endsWith('/b') ? tf.zeros(dims) : tf.randomNormal(dims, 0, Math.sqrt(2 / fanIn), 'float32', seed + i);
-      return [name, tf.variable(value)];
+      // A variable made of a tensor shares its memory, and the tensor would keep it: made in a tidy.
+      return [name, tf.tidy(() => tf.variable(given ? tf.tensor(given, dims) : name.endsWith('/b') ? tf.zeros(dims) : tf.randomNormal(dims, 0, Math.sqrt(2 / fanIn), 'float32', seed + i)))];
     }),
   );
 }
@@ -216,56 +216,11 @@ function denseFeatures(net: Net, x: Tensor, training: boolean): Tensor {
       const window = poolWindow(variant, shape);
       return flatNchw(tf.avgPool(tf.transpose(x, [0, 2, 3, 1]) as TensorFlow.Tensor4D, window, window, 'valid'));
     }
-    case 'Conv':
-      return flatNchw(tf.relu(training ? convBySlices(net, x) : convForward(net, x)));
-  }
-}
-
-/** The conv where no gradient is taken: the backend's own kernel, more than ten times faster than `convBySlices`. Output NHWC. */
-function convForward({ tf, v, variant }: Net, x: Tensor): Tensor {
-  if (variant.family !== 'Conv') throw new Error('convForward: not a Conv variant');
-  const pad = Math.floor(variant.kernel / 2);
-  const filter = tf.transpose(v['conv/W']!, [2, 3, 1, 0]) as TensorFlow.Tensor4D;
-  const nhwc = tf.transpose(x, [0, 2, 3, 1]) as TensorFlow.Tensor4D;
-  return tf.add(tf.conv2d(nhwc, filter, variant.stride, [[0, 0], [pad, pad], [pad, pad], [0, 0]]), v['conv/b']!);
-}
-
-/**
- * Conv with padding ⌊k/2⌋ as one matrix product of the k² shifted slices (im2col) with the
- * filter: TensorFlow.js' WebAssembly backend has no gradient for conv2d's filter, and slices and
- * products have one. Input [n, C, H, W], filter `conv/W` [O, C, k, k]; output NHWC [n, H', W', O].
- */
-function convBySlices({ tf, v, variant, data }: Net, x: Tensor): Tensor {
-  if (variant.family !== 'Conv') throw new Error('convBySlices: not a Conv variant');
-  const { kernel, stride } = variant;
-  const [n, channels, height, width] = x.shape as [number, number, number, number];
-  const pad = Math.floor(kernel / 2);
-  const outH = Math.floor((height + 2 * pad - kernel) / stride) + 1;
-  const outW = Math.floor((width + 2 * pad - kernel) / stride) + 1;
-  // Padded so that every tap's strided slice can be read from an [outH·stride, outW·stride] block.
-  const padded = tf.pad(tf.transpose(x, [0, 2, 3, 1]), [
-    [0, 0],
-    [pad, Math.max(0, outH * stride + kernel - 1 - height - pad)],
-    [pad, Math.max(0, outW * stride + kernel - 1 - width - pad)],
-    [0, 0],
-  ]);
-  const taps: Tensor[] = [];
-  for (let dy = 0; dy < kernel; dy++) {
-    for (let dx = 0; dx < kernel; dx++) {
-      const block = tf.slice(padded, [0, dy, dx, 0], [n, outH * stride, outW * stride, channels]);
-      if (stride === 1) taps.push(block);
-      else {
-        // Every stride-th row, then every stride-th column, in 4-D slices (faster than 6-D).
-        const rows = tf.slice(tf.reshape(block, [n, outH, stride, outW * stride * channels]), [0, 0, 0, 0], [n, outH, 1, outW * stride * channels]);
-        taps.push(tf.slice(tf.reshape(rows, [n, outH, outW, stride * channels]), [0, 0, 0, 0], [n, outH, outW, channels]));
-      }
+    case 'Conv': {
+      const [w, b] = [net.v['conv/W']!, net.v['conv/b']!];
+      return flatNchw(tf.relu(training ? convBySlices(tf, x, w, b, variant.stride, net.data) : convForward(tf, x, w, b, variant.stride)));
     }
   }
-  // [n·H'·W', k·k·C] against the filter as [k·k·C, O] (rows ordered dy, dx, c like the taps); the
-  // patches are the rows' own values, so they take no gradient.
-  const patches = tf.reshape(tf.concat(taps.map((t) => tf.reshape(t, [n, outH, outW, channels])), 3), [n * outH * outW, kernel * kernel * channels]);
-  const filter = tf.reshape(tf.transpose(v['conv/W']!, [2, 3, 1, 0]), [kernel * kernel * channels, CONV_CHANNELS]);
-  return tf.reshape(data(patches, filter, v['conv/b']!), [n, outH, outW, CONV_CHANNELS]);
 }
 
 const selectorHit = (net: Net, probabilities: Tensor): Tensor =>

@@ -94,8 +94,9 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
   const random = seededRandom(seed);
   const rowWeights = job.classWeights ? Float32Array.from(labels, (l) => job.classWeights![l]!) : undefined;
   const dense = denseLayer(tf, false);
-  const w = tf.variable(tf.randomNormal([featureCount, classes], 0, 0.01, 'float32', seed));
-  const b = tf.variable(tf.zeros([classes]));
+  // A variable made of a tensor shares its memory, and the tensor would keep it: made in a tidy.
+  const w = tf.tidy(() => tf.variable(tf.randomNormal([featureCount, classes], 0, 0.01, 'float32', seed)));
+  const b = tf.tidy(() => tf.variable(tf.zeros([classes])));
   const optimizer = tf.train.adam(learningRate);
   const order = Array.from({ length: rows }, (_, i) => i);
   let loss = NaN;
@@ -106,7 +107,7 @@ export async function trainHead(job: HeadJob): Promise<TrainedHead> {
       for (let start = 0; start < rows; start += batchSize) {
         const batch = order.slice(start, start + batchSize);
         const xb = tf.tensor2d(rowBatch(features, featureCount, batch), [batch.length, featureCount]);
-        const yb = tf.oneHot(tf.tensor1d(batch.map((row) => labels[row]!), 'int32'), classes);
+        const yb = tf.tidy(() => tf.oneHot(tf.tensor1d(batch.map((row) => labels[row]!), 'int32'), classes));
         const wb = rowWeights ? tf.tensor1d(batch.map((row) => rowWeights[row]!)) : undefined;
         // Reading the loss waits for the step: only in the last epoch.
         const last = epoch === epochs - 1;

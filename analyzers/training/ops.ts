@@ -22,7 +22,7 @@ export type Dense = (x: Tensor, w: Tensor, b: Tensor) => Tensor;
 
 /**
  * x·W + b with its gradient taken by plain products of transposed copies. Where x is data (the
- * rows, or features of layers kept as they are), `inputGradient` false gives it zeros instead.
+ * rows, or features of layers kept as they are), `inputGradient` false gives it none.
  */
 export function denseLayer(tf: Tf, inputGradient: boolean): Dense {
   const op = tf.customGrad(((x: Tensor, w: Tensor, b: Tensor, save: TensorFlow.GradSaveFunc) => {
@@ -30,7 +30,8 @@ export function denseLayer(tf: Tf, inputGradient: boolean): Dense {
     return {
       value: tf.add(tf.matMul(x, w), b),
       gradFunc: (dy: Tensor, [xs, ws]: Tensor[]) => [
-        inputGradient ? tf.matMul(dy, tf.transpose(ws!)) : tf.zerosLike(xs!),
+        // Data's gradient is never read: a scalar, which the engine would refuse were it read.
+        inputGradient ? tf.matMul(dy, tf.transpose(ws!)) : tf.zeros([]),
         tf.matMul(tf.transpose(xs!), dy),
         tf.sum(dy, 0),
       ],
@@ -60,4 +61,48 @@ export async function mapRows(tf: Tf, source: Float32Array, rowDims: readonly nu
   const joined = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
   parts.reduce((at, p) => (joined.set(p, at), at + p.length), 0);
   return joined;
+}
+
+/** Conv over NCHW `x` with filter `w` [O, C, k, k] and bias `b` [O], padding ⌊k/2⌋, where no gradient is taken: the backend's own kernel. Output NHWC [n, H', W', O]. */
+export function convForward(tf: Tf, x: Tensor, w: Tensor, b: Tensor, stride: number): Tensor {
+  const pad = Math.floor(w.shape[2]! / 2);
+  const filter = tf.transpose(w, [2, 3, 1, 0]) as TensorFlow.Tensor4D;
+  return tf.add(tf.conv2d(tf.transpose(x, [0, 2, 3, 1]) as TensorFlow.Tensor4D, filter, stride, [[0, 0], [pad, pad], [pad, pad], [0, 0]]), b);
+}
+
+/**
+ * The same conv as one matrix product of the k² shifted slices (im2col) with the filter, for
+ * training it: the WebAssembly backend has no gradient for conv2d's filter, and slices and
+ * products have one (more than ten times slower than `convForward`). The patches are `x`'s own
+ * values, so `dense` (which takes the product) need give them no gradient.
+ */
+export function convBySlices(tf: Tf, x: Tensor, w: Tensor, b: Tensor, stride: number, dense: Dense): Tensor {
+  const [outputs, , kernel] = w.shape as [number, number, number, number];
+  const [n, channels, height, width] = x.shape as [number, number, number, number];
+  const pad = Math.floor(kernel / 2);
+  const outH = Math.floor((height + 2 * pad - kernel) / stride) + 1;
+  const outW = Math.floor((width + 2 * pad - kernel) / stride) + 1;
+  // Padded so that every tap's strided slice can be read from an [outH·stride, outW·stride] block.
+  const padded = tf.pad(tf.transpose(x, [0, 2, 3, 1]), [
+    [0, 0],
+    [pad, Math.max(0, outH * stride + kernel - 1 - height - pad)],
+    [pad, Math.max(0, outW * stride + kernel - 1 - width - pad)],
+    [0, 0],
+  ]);
+  const taps: Tensor[] = [];
+  for (let dy = 0; dy < kernel; dy++) {
+    for (let dx = 0; dx < kernel; dx++) {
+      const block = tf.slice(padded, [0, dy, dx, 0], [n, outH * stride, outW * stride, channels]);
+      if (stride === 1) taps.push(block);
+      else {
+        // Every stride-th row, then every stride-th column, in 4-D slices (faster than 6-D).
+        const rows = tf.slice(tf.reshape(block, [n, outH, stride, outW * stride * channels]), [0, 0, 0, 0], [n, outH, 1, outW * stride * channels]);
+        taps.push(tf.slice(tf.reshape(rows, [n, outH, outW, stride * channels]), [0, 0, 0, 0], [n, outH, outW, channels]));
+      }
+    }
+  }
+  // [n·H'·W', k·k·C] against the filter as [k·k·C, O] (rows ordered dy, dx, c like the taps).
+  const patches = tf.reshape(tf.concat(taps.map((t) => tf.reshape(t, [n, outH, outW, channels])), 3), [n * outH * outW, kernel * kernel * channels]);
+  const filter = tf.reshape(tf.transpose(w, [2, 3, 1, 0]), [kernel * kernel * channels, outputs]);
+  return tf.reshape(dense(patches, filter, b), [n, outH, outW, outputs]);
 }

@@ -1,5 +1,4 @@
-import type { Worker } from 'node:worker_threads';
-import { ErrorCode, PanoptesError, startModuleWorker } from '../../core/index.js';
+import { createWorkerClient } from '../../core/index.js';
 import type { CacheHeadJob, TrainedCache } from './cache-head.js';
 import type { HeadJob, TrainedHead } from './head.js';
 
@@ -12,8 +11,7 @@ export interface HeadTrainer {
   close(): Promise<void>;
 }
 
-export type TrainingRequest = { id: number } & ({ kind: 'head'; job: HeadJob } | { kind: 'cache'; job: CacheHeadJob });
-export type TrainingReply = { id: number; trained?: TrainedHead | TrainedCache; error?: string };
+export type TrainingRequest = { kind: 'head'; job: HeadJob } | { kind: 'cache'; job: CacheHeadJob };
 
 const buffers = (arrays: readonly (ArrayBufferView | undefined)[]): ArrayBuffer[] => arrays.flatMap((a) => (a ? [a.buffer as ArrayBuffer] : []));
 
@@ -26,52 +24,11 @@ export function transfers(of: HeadJob | CacheHeadJob | TrainedHead | TrainedCach
 }
 
 export function createHeadTrainer(): HeadTrainer {
-  let worker: Worker | undefined;
-  let nextId = 0;
-  const pending = new Map<number, { resolve: (trained: unknown) => void; reject: (err: Error) => void }>();
-  const failAll = (err: Error): void => {
-    for (const p of pending.values()) p.reject(err);
-    pending.clear();
-    worker = undefined;
-  };
-  const started = (): Worker => {
-    if (worker) return worker;
-    const w = startModuleWorker(import.meta.url, 'worker');
-    w.on('message', (message: TrainingReply) => {
-      const p = pending.get(message.id);
-      pending.delete(message.id);
-      if (message.trained) p?.resolve(message.trained);
-      else p?.reject(new PanoptesError(ErrorCode.ModelRun, `training failed: ${message.error ?? 'unknown error'}`));
-    });
-    w.on('error', (err) => failAll(new PanoptesError(ErrorCode.ModelRun, `the training thread failed: ${err.message}`, { cause: err })));
-    w.on('exit', (code) => failAll(new PanoptesError(ErrorCode.ModelRun, `the training thread exited (${code})`)));
-    // Idle, it must not keep the process alive.
-    w.unref();
-    return (worker = w);
-  };
-  function submit<T>(request: Omit<TrainingRequest, 'id'>): Promise<T> {
-    const w = started();
-    const id = nextId++;
-    return new Promise<T>((resolve, reject) => {
-      pending.set(id, { resolve: resolve as (trained: unknown) => void, reject });
-      w.ref();
-      try {
-        w.postMessage({ ...request, id }, transfers(request.job));
-      } catch (err) {
-        pending.delete(id);
-        reject(new PanoptesError(ErrorCode.ModelRun, `training failed: its job could not be sent to the training thread: ${(err as Error).message}`, { cause: err }));
-      }
-    }).finally(() => {
-      if (pending.size === 0) worker?.unref();
-    });
-  }
+  const thread = createWorkerClient<TrainingRequest>(import.meta.url, 'worker', 'training');
+  const submit = <T>(request: TrainingRequest): Promise<T> => thread.request<T>(request, transfers(request.job));
   return {
     train: async (job) => submit<TrainedHead>({ kind: 'head', job }),
     trainCache: async (job) => submit<TrainedCache>({ kind: 'cache', job }),
-    async close() {
-      const w = worker;
-      worker = undefined;
-      await w?.terminate();
-    },
+    close: async () => thread.close(),
   };
 }

@@ -226,7 +226,7 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
       // As a plan hands a cheaper variant the node's params, parsed for the node's own model.
       const params = [{ cache: classifierCacheSchema.parse({ layers: [17] }) }, { cache: classifierCacheSchema.parse({ layers: [17] }) }];
       for (let round = 0; round < 2; round++) {
-        const outputs = standIn.finish(await standIn.execute(await standIn.prepare(images.slice(0, 2), params, [stream, stream])));
+        const outputs = await standIn.finish(await standIn.execute(await standIn.prepare(images.slice(0, 2), params, [stream, stream])));
         outputs.forEach((o, i) => expect(classOf(o)).toEqual(classOf(whole[i])));
       }
       expect(said).toEqual(['learned cache of efficientnet-lite0 not set up; its rows run the model whole']);
@@ -241,7 +241,7 @@ describe('a learned cache on an image classifier (efficientnet-lite0)', () => {
     const noRoom = await loadModelRunner(zoo['efficientnet-lite0']!, alone, own);
     try {
       const params = [{ cache: classifierCacheSchema.parse({ lookups: 'async' }) }];
-      const outputs = noRoom.finish(await noRoom.execute(await noRoom.prepare(images.slice(0, 1), params, [stream])));
+      const outputs = await noRoom.finish(await noRoom.execute(await noRoom.prepare(images.slice(0, 1), params, [stream])));
       expect(classOf(outputs[0])).toEqual(classOf(whole[0]));
       expect(said).toEqual(['learned cache of efficientnet-lite0 not set up; its rows run the model whole']);
       expect(errors).toEqual(['cache.lookups async: the alone runtime cannot run lookups beside efficientnet-lite0; use sync']);

@@ -79,7 +79,7 @@ describe('face-identity and mobileface: identities of face crops', () => {
     // A runner loaded again (a plan unloads and reloads it) keeps the node's identities.
     const again = await loadModelRunner(zoo[model]!, runtime);
     runners.push(again);
-    const reloaded = again.finish(await again.execute(await again.prepare(images.slice(0, 1), params.slice(0, 1), ['billboard/identity/lobby'])));
+    const reloaded = await again.finish(await again.execute(await again.prepare(images.slice(0, 1), params.slice(0, 1), ['billboard/identity/lobby'])));
     expect(identities(reloaded)).toEqual([ids[0]]);
     expect(() => runner.parseParams({ sameIdentity: 2 })).toThrow(/sameIdentity/);
   });

@@ -98,7 +98,7 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     let reference: Detection[] | undefined;
     let hits = 0;
     for (const [i, image] of frames.entries()) {
-      const [output] = runner.finish(await runner.execute(await runner.prepare([image], [cached], ['detect/detect/road'])));
+      const [output] = await runner.finish(await runner.execute(await runner.prepare([image], [cached], ['detect/detect/road'])));
       const { detections, exit } = output as Extract<NodeOutput, { kind: 'detections' }>;
       expect(exit?.variant).toMatch(/^Pool/);
       if (exit?.at === 'full') {
@@ -124,7 +124,7 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
       const stream = `detect/detect/prior-${prior}-grid-${grid}`;
       let hits = 0;
       for (const image of frames.slice(0, 40)) {
-        const [output] = runner.finish(await runner.execute(await runner.prepare([image], [params], [stream])));
+        const [output] = await runner.finish(await runner.execute(await runner.prepare([image], [params], [stream])));
         if ((output as Extract<NodeOutput, { kind: 'detections' }>).exit?.at !== 'full') hits += 1;
       }
       const stats = runner.cacheStats!().find((s) => s.key === stream)!;
@@ -159,7 +159,7 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     const cached = runner.parseParams({ ...node.params, cache });
     const last = frames.at(-1)!;
     const exitOf = async (image: RgbImage): Promise<string | undefined> =>
-      (runner.finish(await runner.execute(await runner.prepare([image], [cached], ['detect/detect/road'])))[0] as Extract<NodeOutput, { kind: 'detections' }>).exit?.at;
+      ((await runner.finish(await runner.execute(await runner.prepare([image], [cached], ['detect/detect/road']))))[0] as Extract<NodeOutput, { kind: 'detections' }>).exit?.at;
     // The stream learned above; the same frame again, twice, leaves a stable reference of this size.
     await exitOf(last);
     await exitOf(last);
@@ -174,11 +174,11 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
   it('keeps streams apart, and runs rows of no stream whole', async () => {
     const cached = runner.parseParams({ ...node.params, cache });
     const plain = runner.parseParams(node.params);
-    const [first, withoutStream] = runner.finish(await runner.execute(await runner.prepare([frames[0]!, frames[1]!], [cached, cached], ['detect/detect/other', undefined])));
+    const [first, withoutStream] = await runner.finish(await runner.execute(await runner.prepare([frames[0]!, frames[1]!], [cached, cached], ['detect/detect/other', undefined])));
     // A stream it never saw has no reference: the model runs.
     expect((first as Extract<NodeOutput, { kind: 'detections' }>).exit?.at).toBe('full');
     expect((withoutStream as Extract<NodeOutput, { kind: 'detections' }>).exit).toBeUndefined();
-    const [again] = runner.finish(await runner.execute(await runner.prepare([frames[1]!], [plain], ['detect/detect/other'])));
+    const [again] = await runner.finish(await runner.execute(await runner.prepare([frames[1]!], [plain], ['detect/detect/other'])));
     expect((again as Extract<NodeOutput, { kind: 'detections' }>).exit).toBeUndefined();
     expect(runner.cacheStats!().map((s) => s.key)).toEqual(expect.arrayContaining(['detect/detect/other', 'detect/detect/road']));
   }, 60_000);

@@ -6,6 +6,7 @@ import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import {
+  createOcrSteps,
   ctcDecode,
   cropImage,
   cropQuad,
@@ -329,4 +330,28 @@ describe('PP-OCRv4 end to end (onnxruntime-node, CPU)', () => {
       }
     }, 60_000);
   }
+
+  it('runs the same steps on a thread of its own, and a bad input comes back as an error that says what is wrong', async () => {
+    const steps = createOcrSteps();
+    try {
+      const image = await loadFixture(GOLDEN[0]!.file);
+      const detInput = preprocessDet(image);
+      const onThread = await steps.preprocessDet(image, {});
+      expect(onThread).toEqual(detInput);
+      const map = await run(det, detInput.input);
+      const boxes = decodeDet(map, detInput);
+      expect(await steps.decodeDet(map, detInput, {})).toEqual(boxes);
+      // The map moved to the thread.
+      expect(map.data.length).toBe(0);
+      const crops = boxes.map((b) => cropImage(image, b.box));
+      const recInput = preprocessRec(crops);
+      expect(await steps.preprocessRec(crops)).toEqual(recInput);
+      const logits = await run(rec, recInput);
+      const texts = ctcDecode(logits, charset);
+      expect(await steps.ctcDecode(logits, `${MODELS}ppocr_keys_v1.txt`)).toEqual(texts);
+      await expect(steps.preprocessDet({ width: 0, height: 0, data: new Uint8Array(0) }, {})).rejects.toThrow(/text reading failed: .*preprocessDet: empty image/);
+    } finally {
+      await steps.close();
+    }
+  }, 60_000);
 });

@@ -51,7 +51,8 @@ describe('specialized nodes in a backend', () => {
       await sleep(1);
       inFlight.now -= 1;
       if (oracleDown) throw new DeadlineMissed();
-      return { kind: 'attributes', attributes: [{ name: 'class', value: `c${cls}`, number: 0, score: 0.9 }] };
+      // As an oracle with a learned cache: the odd classes answered by its cache.
+      return { kind: 'attributes', attributes: [{ name: 'class', value: `c${cls}`, number: 0, score: 0.9 }], ...(cls % 2 === 1 ? { exit: { at: 'block-3', variant: 'Pool(8)' } } : {}) };
     }
     runs.template += 1;
     expect(node.node).toBe('kind~tmpl');
@@ -106,6 +107,12 @@ describe('specialized nodes in a backend', () => {
       expect(ofDominant.filter((a) => answer(a) === a.truth).length / ofDominant.length).toBeGreaterThan(0.9);
       expect(cascade.filter((a) => answer(a) === a.truth).length / cascade.length).toBeGreaterThan(0.85);
       for (const a of mine) expect(['oracle', 'cascade', 'fall-through']).toContain(a.output.kind === 'attributes' ? a.output.answeredBy : '');
+      // The oracle's answers say where its cache answered; the cascade's have no exit.
+      for (const { truth, output } of mine) {
+        const exit = output.kind === 'attributes' ? output.exit : undefined;
+        if (output.kind === 'attributes' && output.answeredBy === 'cascade') expect(exit).toBeUndefined();
+        else expect(exit).toEqual(Number(truth.slice(1)) % 2 === 1 ? { at: 'block-3', variant: 'Pool(8)' } : undefined);
+      }
       const s = stats.find((x) => x.source === source)!;
       expect(s.transitions).toBeGreaterThanOrEqual(1);
       expect(s.inputs).toBe(mine.length);

@@ -34,7 +34,7 @@ describe('a zoo model run in stages', () => {
       await staged.run(0, [c]);
       await staged.run(1, [b, c]);
       await staged.run(2, [a, b, c]);
-      const answers = items.map((item) => staged.end(item));
+      const answers = await Promise.all(items.map(async (item) => staged.end(item)));
       answers.forEach((answer, i) => expectSameAnswer(answer, whole[i]!));
     } finally {
       await runner.dispose(); // and the staged model with it

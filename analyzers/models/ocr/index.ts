@@ -6,3 +6,4 @@ export type { DetDecodeOptions, DetGeometry, DetInput, DetPreprocessOptions, Tex
 export type { Point, Quad } from './geometry.js';
 export { ctcDecode, preprocessRec } from './rec.js';
 export type { CtcDecodeOptions, RecPreprocessOptions, RecResult } from './rec.js';
+export { createOcrSteps, type OcrSteps } from './steps.js';
