@@ -30,61 +30,80 @@ export interface WorkerClient<Request> {
 /** `what` names the work in errors ("training": "training failed: …", "the training thread exited (1)"). */
 export function createWorkerClient<Request extends object>(base: string, name: string, what: string): WorkerClient<Request> {
   let worker: Worker | undefined;
+  let closed = false;
   let nextId = 0;
-  const pending = new Map<number, { resolve: (result: unknown) => void; reject: (err: Error) => void }>();
-  const failAll = (err: Error): void => {
-    for (const p of pending.values()) p.reject(err);
-    pending.clear();
-    worker = undefined;
+  /** Requests not yet answered, each with the thread it went to. */
+  const pending = new Map<number, { thread: Worker; resolve: (result: unknown) => void; reject: (err: Error) => void }>();
+  const failure = (message: string, cause?: unknown) => new PanoptesError(ErrorCode.ModelRun, message, cause === undefined ? {} : { cause });
+  /** Idle, a thread must not keep the process alive. */
+  const unrefIfIdle = (thread: Worker): void => {
+    if (![...pending.values()].some((p) => p.thread === thread)) thread.unref();
+  };
+  /** Fails what went to `thread`, which is gone (a later thread's requests are not its own); the next request starts another. */
+  const fail = (thread: Worker, err: Error): void => {
+    for (const [id, p] of pending) {
+      if (p.thread !== thread) continue;
+      pending.delete(id);
+      p.reject(err);
+    }
+    if (worker === thread) worker = undefined;
   };
   const started = (): Worker => {
     if (worker) return worker;
     const w = startModuleWorker(base, name);
     w.on('message', (message: Reply) => {
       const p = pending.get(message.id);
+      if (!p) return;
       pending.delete(message.id);
-      if (message.error === undefined) p?.resolve(message.result);
-      else p?.reject(new PanoptesError(ErrorCode.ModelRun, `${what} failed: ${message.error}`));
+      if (message.error === undefined) p.resolve(message.result);
+      else p.reject(failure(`${what} failed: ${message.error}`));
+      unrefIfIdle(w);
     });
-    w.on('error', (err) => failAll(new PanoptesError(ErrorCode.ModelRun, `the ${what} thread failed: ${err.message}`, { cause: err })));
-    w.on('exit', (code) => failAll(new PanoptesError(ErrorCode.ModelRun, `the ${what} thread exited (${code})`)));
-    // Idle, it must not keep the process alive.
+    w.on('error', (err) => fail(w, failure(`the ${what} thread failed: ${err.message}`, err)));
+    w.on('exit', (code) => fail(w, failure(`the ${what} thread exited (${code})`)));
     w.unref();
     return (worker = w);
   };
   return {
     request<T>(message: Request, transfer: readonly ArrayBuffer[] = []): Promise<T> {
-      const w = started();
-      const id = nextId++;
       return new Promise<T>((resolve, reject) => {
-        pending.set(id, { resolve: resolve as (result: unknown) => void, reject });
+        if (closed) throw failure(`${what} failed: closed`);
+        const w = started();
+        const id = nextId++;
+        pending.set(id, { thread: w, resolve: resolve as (result: unknown) => void, reject });
         w.ref();
         try {
           w.postMessage({ ...message, id }, [...transfer]);
         } catch (err) {
           pending.delete(id);
-          reject(new PanoptesError(ErrorCode.ModelRun, `${what} failed: its request could not be sent to the ${what} thread: ${(err as Error).message}`, { cause: err }));
+          unrefIfIdle(w);
+          reject(failure(`${what} failed: its request could not be sent to the ${what} thread: ${(err as Error).message}`, err));
         }
-      }).finally(() => {
-        if (pending.size === 0) worker?.unref();
       });
     },
     async close() {
+      closed = true;
       const w = worker;
-      worker = undefined;
-      await w?.terminate();
+      if (!w) return;
+      fail(w, failure(`${what} failed: closed while it ran`));
+      await w.terminate();
     },
   };
 }
 
 /** The thread's side: answers each request `{ id, ...request }` with what `handle` gives, or its error; `transfer` moves the result's buffers back. */
 export function serveRequests<Request>(handle: (request: Request) => Promise<{ result: unknown; transfer?: ArrayBuffer[] }> | { result: unknown; transfer?: ArrayBuffer[] }): void {
+  const reply = (id: number, err: unknown) => parentPort?.postMessage({ id, error: describeError(err) } satisfies Reply);
   parentPort?.on('message', (message: Request & { id: number }) => {
     Promise.resolve()
       .then(() => handle(message))
-      .then(
-        ({ result, transfer = [] }) => parentPort?.postMessage({ id: message.id, result } satisfies Reply, transfer),
-        (err: unknown) => parentPort?.postMessage({ id: message.id, error: describeError(err) } satisfies Reply),
-      );
+      .then(({ result, transfer = [] }) => {
+        try {
+          parentPort?.postMessage({ id: message.id, result } satisfies Reply, transfer);
+        } catch (err) {
+          // A result that cannot be sent fails its request, not the thread.
+          reply(message.id, err);
+        }
+      }, (err: unknown) => reply(message.id, err));
   });
 }

@@ -46,7 +46,7 @@ async function main(): Promise<void> {
       for await (const frame of createFileSource({ id: clip, path: join(footage, clip), speed: 'max', loop: false, logger }).frames()) frames.push(await decodeJpeg(frame.jpeg));
       for (const stride of STRIDES) {
         const stream = `prior/${clip}/every-${stride}`;
-        for (let i = 0; i < frames.length; i += stride) runner.finish(await runner.execute(await runner.prepare([frames[i]!], [params], [stream])));
+        for (let i = 0; i < frames.length; i += stride) await runner.finish(await runner.execute(await runner.prepare([frames[i]!], [params], [stream])));
       }
       process.stderr.write(`${clip}: ${frames.length} frames\n`);
     }

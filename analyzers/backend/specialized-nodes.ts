@@ -46,7 +46,7 @@ export interface SpecializedNodes {
   classify(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
   /**
    * Table 5.4's counts per stream and node since this backend began serving the stream, and the
-   * oracle's and templates' runs since the last call, for the streams that sent inputs since then.
+   * oracle's and templates' runs since the last call, for the streams whose counts moved since then (inputs, fall-throughs, oracle calls).
    * Forgets streams idle for `idleStreamMs`.
    */
   stats(): SpecializationStats[];
@@ -85,7 +85,7 @@ interface Stream {
   running: boolean;
   /** Template runs by model, and the counts at the last stats, for the interval's. */
   templateRuns: Map<string, number>;
-  reported: { inputs: number; oracleCalls: number; templateRuns: Map<string, number>; cascadeOracleCalls: Record<string, number> };
+  reported: { inputs: number; fellThrough: number; oracleCalls: number; templateRuns: Map<string, number>; cascadeOracleCalls: Record<string, number> };
   lastInputMs: number;
 }
 
@@ -155,7 +155,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
       waiting: [],
       running: false,
       templateRuns: new Map(),
-      reported: { inputs: 0, oracleCalls: 0, templateRuns: new Map(), cascadeOracleCalls: {} },
+      reported: { inputs: 0, fellThrough: 0, oracleCalls: 0, templateRuns: new Map(), cascadeOracleCalls: {} },
       lastInputMs: Date.now(),
       specializer: createSpecializer<StreamInput>({
         name: `${node.app}-${node.node}`,
@@ -257,10 +257,12 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
         const { source, node: { app, node } } = stream;
         const { inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, cascadeOracleCalls, retrains, retrainMs, phase } = stream.specializer.status();
         const last = stream.reported;
-        if (inputs === last.inputs) continue;
+        // A cascade's input counts when it comes and its fall-through when the oracle has answered:
+        // a stream that sent its last inputs since the last report may still have fall-throughs to tell.
+        if (inputs === last.inputs && fellThrough === last.fellThrough && oracleCalls === last.oracleCalls) continue;
         const intervalTemplateRuns = Object.fromEntries([...stream.templateRuns].map(([model, runs]) => [model, runs - (last.templateRuns.get(model) ?? 0)]));
         const intervalCascadeOracleCalls = Object.fromEntries(Object.entries(cascadeOracleCalls).map(([model, calls]) => [model, calls - (last.cascadeOracleCalls[model] ?? 0)]));
-        stream.reported = { inputs, oracleCalls, templateRuns: new Map(stream.templateRuns), cascadeOracleCalls };
+        stream.reported = { inputs, fellThrough, oracleCalls, templateRuns: new Map(stream.templateRuns), cascadeOracleCalls };
         reports.push({
           ...{ app, node, source, phase, inputs, specialized, fellThrough, transitions, dominantSum, windowSum, oracleCalls, retrains, retrainMs },
           ...{ intervalInputs: inputs - last.inputs, intervalOracleCalls: oracleCalls - last.oracleCalls, intervalTemplateRuns, intervalCascadeOracleCalls },

@@ -286,9 +286,12 @@ export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAda
       // loading and swapping in) at once.
       try {
         for (const c of model.caches) if (release(c.model)) await model.retire(c.model);
-        await Promise.all(loaded.splice(0).map((lookup) => lookup.dispose()));
       } finally {
-        await disposeFrozen(() => true);
+        try {
+          await Promise.all(loaded.splice(0).map((lookup) => lookup.dispose()));
+        } finally {
+          await disposeFrozen(() => true);
+        }
       }
     },
   };

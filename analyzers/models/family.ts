@@ -134,7 +134,8 @@ function familyRunner(spec: ResolvedModel, runners: readonly ModelRunner[], roun
     },
     async finish(executed) {
       const outputs = new Array<NodeOutput>(executed.size);
-      for (const part of executed.parts) (await runners[part.member]!.finish(part.executed)).forEach((output, k) => (outputs[part.indices[k]!] = output));
+      const finished = await Promise.all(executed.parts.map(async (part) => runners[part.member]!.finish(part.executed)));
+      executed.parts.forEach((part, p) => finished[p]!.forEach((output, k) => (outputs[part.indices[k]!] = output)));
       return outputs;
     },
     dispose,

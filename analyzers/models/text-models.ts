@@ -21,7 +21,7 @@ const detParams = z.strictObject({
  */
 export async function loadTextDetector(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<z.infer<typeof detParams>>> {
   const model = await runtime.load({ name: spec.name, file: spec.file });
-  const steps = createOcrSteps();
+  const steps = createOcrSteps(spec.name);
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(detParams, spec, params),
@@ -71,7 +71,7 @@ export async function loadTextRecognizer(spec: ResolvedModel, runtime: ModelRunt
   // Read here too, so that a missing or malformed charset fails the load rather than every batch.
   loadCharset(readFileSync(charsetFile, 'utf8'));
   const model = await runtime.load({ name: spec.name, file: spec.file });
-  const steps = createOcrSteps();
+  const steps = createOcrSteps(spec.name);
   return phasedRunner({
     spec,
     parseParams: (params) => parseWith(recParams, spec, params),

@@ -145,7 +145,7 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     const params = runner.parseParams({ ...node.params, cache: { ...cache, falsePositiveWeight: 1000 } });
     const stream = 'detect/detect/prior-kept';
     for (const image of frames) {
-      runner.finish(await runner.execute(await runner.prepare([image], [params], [stream])));
+      await runner.finish(await runner.execute(await runner.prepare([image], [params], [stream])));
       const stats = runner.cacheStats!().find((s) => s.key === stream)!;
       if (stats.retrains > 0) {
         expect(stats.expectedHitRate).toBe(prior.expectedHitRate);

@@ -332,7 +332,7 @@ describe('PP-OCRv4 end to end (onnxruntime-node, CPU)', () => {
   }
 
   it('runs the same steps on a thread of its own, and a bad input comes back as an error that says what is wrong', async () => {
-    const steps = createOcrSteps();
+    const steps = createOcrSteps('ppocr');
     try {
       const image = await loadFixture(GOLDEN[0]!.file);
       const detInput = preprocessDet(image);
@@ -349,9 +349,11 @@ describe('PP-OCRv4 end to end (onnxruntime-node, CPU)', () => {
       const logits = await run(rec, recInput);
       const texts = ctcDecode(logits, charset);
       expect(await steps.ctcDecode(logits, `${MODELS}ppocr_keys_v1.txt`)).toEqual(texts);
-      await expect(steps.preprocessDet({ width: 0, height: 0, data: new Uint8Array(0) }, {})).rejects.toThrow(/text reading failed: .*preprocessDet: empty image/);
+      await expect(steps.preprocessDet({ width: 0, height: 0, data: new Uint8Array(0) }, {})).rejects.toThrow(/ppocr's text reading failed: .*preprocessDet: empty image/);
     } finally {
       await steps.close();
     }
+    // Closed, it starts no thread again.
+    await expect(steps.preprocessRec([])).rejects.toThrow(/ppocr's text reading failed: closed/);
   }, 60_000);
 });

@@ -24,16 +24,34 @@ export type OcrStep =
   | { step: 'preprocessRec'; crops: RgbImage[] }
   | { step: 'ctcDecode'; logits: TensorData; charsetFile: string };
 
-/** A tensor's buffer where the tensor is all of it (a view into a larger buffer is copied instead: the rest may be another's). */
-const own = (tensor: TensorData): ArrayBuffer[] => (tensor.data.byteOffset === 0 && tensor.data.byteLength === tensor.data.buffer.byteLength ? [tensor.data.buffer as ArrayBuffer] : []);
+const whole = (view: ArrayBufferView): boolean => view.buffer instanceof ArrayBuffer && view.byteOffset === 0 && view.byteLength === view.buffer.byteLength;
 
-export function createOcrSteps(): OcrSteps {
-  const thread = createWorkerClient<OcrStep>(import.meta.url, 'worker', 'text reading');
+/** A tensor's buffer where the tensor is all of it (a view into a larger buffer is copied instead: the rest may be another's). */
+const own = (tensor: TensorData): ArrayBuffer[] => (whole(tensor.data) ? [tensor.data.buffer as ArrayBuffer] : []);
+
+/**
+ * Images are copied: a frame's pixels are shared by every node that reads it. A copy of the
+ * pixels alone, moved, since sending a view would copy all of its buffer (a task's pixels are a
+ * view into the whole message batch the bus read).
+ */
+const copies = (images: readonly RgbImage[]): { images: RgbImage[]; transfer: ArrayBuffer[] } => {
+  const copied = images.map((image) => ({ ...image, data: image.data.slice() }));
+  return { images: copied, transfer: copied.map((image) => image.data.buffer as ArrayBuffer) };
+};
+
+/** `model` names the text model in errors. */
+export function createOcrSteps(model: string): OcrSteps {
+  const thread = createWorkerClient<OcrStep>(import.meta.url, 'worker', `${model}'s text reading`);
   return {
-    // Images are copied: a frame's pixels are shared by every node that reads it.
-    preprocessDet: (image, options) => thread.request({ step: 'preprocessDet', image, options }),
+    preprocessDet: (image, options) => {
+      const { images, transfer } = copies([image]);
+      return thread.request({ step: 'preprocessDet', image: images[0]!, options }, transfer);
+    },
     decodeDet: (map, geometry, options) => thread.request({ step: 'decodeDet', map, geometry, options }, own(map)),
-    preprocessRec: (crops) => thread.request({ step: 'preprocessRec', crops }),
+    preprocessRec: (crops) => {
+      const { images, transfer } = copies(crops);
+      return thread.request({ step: 'preprocessRec', crops: images }, transfer);
+    },
     ctcDecode: (logits, charsetFile) => thread.request({ step: 'ctcDecode', logits, charsetFile }, own(logits)),
     close: () => thread.close(),
   };
