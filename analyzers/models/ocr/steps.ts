@@ -35,7 +35,8 @@ const own = (tensor: TensorData): ArrayBuffer[] => (whole(tensor.data) ? [tensor
  * view into the whole message batch the bus read).
  */
 const copies = (images: readonly RgbImage[]): { images: RgbImage[]; transfer: ArrayBuffer[] } => {
-  const copied = images.map((image) => ({ ...image, data: image.data.slice() }));
+  // Not `data.slice()`: on a Node Buffer that is a view of the same memory, which would move away.
+  const copied = images.map((image) => ({ ...image, data: new Uint8Array(image.data) }));
   return { images: copied, transfer: copied.map((image) => image.data.buffer as ArrayBuffer) };
 };
 
