@@ -88,7 +88,7 @@ interface Row {
 /** Names a variant for as long as it serves: retraining keeps its frozen layers as they are. */
 const keyOf = (v: ExploredVariant): string => `${v.layer}/${v.name}`;
 
-/** Rows per run of a frozen model: a few hundred rows of an early layer at once would hold the lookup thread for a second. */
+/** Rows per run of a frozen model: small runs, so that request batches on the same runtime get in between. */
 const FROZEN_CHUNK = 16;
 
 export function createCacheAdaptation(options: CacheAdaptationOptions): CacheAdaptation {
