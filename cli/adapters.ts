@@ -44,16 +44,22 @@ const carriesJpeg = (topic: string): boolean => isFramesTopic(topic) || taskTopi
  * Waits until a group has committed everything produced on the topics. Commits are read
  * before end offsets: a message is committed only after the tasks it fans out to are sent,
  * so those tasks are already counted in the ends read next. Kafka reports a partition without
- * a commit as offset -1. Stops early once `giveUp` says so.
+ * a commit as offset -1. Stops early once `giveUp` says so. An error the client marks retriable
+ * (a broker away, a topic being re-created after a broker was replaced) is asked again later.
  */
 export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[], giveUp = (): boolean => false): Promise<void> {
   while (!giveUp()) {
-    const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
-    const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
-    const behind = ends.some((partitions, i) =>
-      partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)),
-    );
-    if (!behind) return;
-    await new Promise((r) => setTimeout(r, 25));
+    const behind = await consumerBehind(bus, groupId, topics).catch((err: unknown) => {
+      if ((err as { retriable?: unknown }).retriable === true) return 'unknown';
+      throw err;
+    });
+    if (behind === false) return;
+    await new Promise((r) => setTimeout(r, behind === 'unknown' ? 500 : 25));
   }
+}
+
+async function consumerBehind(bus: Bus, groupId: string, topics: readonly string[]): Promise<boolean> {
+  const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
+  const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
+  return ends.some((partitions, i) => partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)));
 }

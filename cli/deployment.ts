@@ -194,9 +194,13 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   let stopObserving: (() => Promise<void>) | undefined;
 
   try {
-    for (const stage of stages) await stage.start();
-    await localAnalysis?.start();
-    stopObserving = await options.observe?.(bus);
+    // A stop that comes while a stage still joins its group abandons the join once the bus closes.
+    const startAll = async (): Promise<void> => {
+      for (const stage of stages) await stage.start();
+      await localAnalysis?.start();
+      stopObserving = await options.observe?.(bus);
+    };
+    await startAll().catch(unlessForced);
     const processingStarted = Date.now();
     let sources: SourceResult[] = [];
     // Progress counts frames the models have seen here (ingest runs ahead by what the bus

@@ -104,8 +104,12 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
   }
 }
 
-/** How long a stopped `run` waits for the event loop to empty by itself. */
-const EXIT_GRACE_MS = 5000;
+/**
+ * How long a stopped `run` waits for the event loop to empty by itself. Every stage has closed
+ * by then; what is left open is a client library's retry timer or socket (kafkajs keeps
+ * reconnecting to a broker that is away), nothing that still has work to finish.
+ */
+const EXIT_GRACE_MS = 2000;
 
 async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, http: { metrics: Metrics; server: HttpApi } | undefined): Promise<void> {
   const abort = new AbortController();
@@ -160,14 +164,16 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
       // A deployment file, not a replay's: the same run again serves the dashboard.
       if (!http && existsSync(config.file)) process.stdout.write(`watch it in the dashboard, with the results so far:\n  npx panoptes run ${relative(process.cwd(), config.file) || config.file} --http-port 8081\n`);
     },
-  }).finally(() => process.off('SIGHUP', reload));
+  }).finally(() => {
+    process.off('SIGHUP', reload);
+    // Every stage has committed and closed. A client library that still holds a socket (kafkajs can
+    // keep one after a broker restart) must not keep a stopped process alive: said, then exit.
+    setTimeout(() => {
+      logger.warn({ open: process.getActiveResourcesInfo() }, 'stopped, but handles are still open; exiting');
+      process.exit();
+    }, EXIT_GRACE_MS).unref();
+  });
   if (!roles.has('sink')) printSummary(summary, config);
-  // Every stage has committed and closed. A client library that still holds a socket (kafkajs can
-  // keep one after a broker restart) must not keep a stopped process alive: said, then exit.
-  setTimeout(() => {
-    logger.warn({ open: process.getActiveResourcesInfo() }, 'stopped, but handles are still open; exiting');
-    process.exit();
-  }, EXIT_GRACE_MS).unref();
   const failed = summary.sources.filter((s) => s.error);
   if (failed.length === summary.sources.length && failed.length > 0) {
     throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);

@@ -26,6 +26,7 @@ export function pick(values: Float32Array, rows: readonly number[], width: numbe
 }
 
 /** A copy to hand to a runtime, which takes ownership of what it is given. */
-export const copyTensor = (t: TensorData): TensorData => ({ ...t, data: t.data.slice() as TensorData['data'] });
+// A Node Buffer's slice() is a view of the same memory: a Uint8Array is copied by its constructor.
+export const copyTensor = (t: TensorData): TensorData => ({ ...t, data: t.data instanceof Uint8Array ? new Uint8Array(t.data) : t.data.slice() });
 
 export const copyFeeds = (feeds: NamedTensors): NamedTensors => Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, copyTensor(t)]));

@@ -248,12 +248,15 @@ export function createKafkaConsumer(kafka: Kafka, options: ConsumerOptions, sett
       closeBegan();
       try {
         // Waits for the batches in flight, which commit before they return, within the timeout.
-        const timedOut = await Promise.race([
-          consumer.disconnect().then(() => false),
-          new Promise<boolean>((resolve) => setTimeout(() => resolve(true), settings.closeTimeoutMs).unref()),
-          forced.then(() => true),
+        const ended = await Promise.race([
+          consumer.disconnect().then(() => 'closed' as const),
+          new Promise<'timed out'>((resolve) => setTimeout(() => resolve('timed out'), settings.closeTimeoutMs).unref()),
+          forced.then(() => 'abandoned' as const),
         ]);
-        if (timedOut) settings.logger.warn({ groupId: options.groupId }, `Kafka consumer not closed within ${settings.closeTimeoutMs} ms (is the broker reachable?); leaving without it: what it had not committed goes to the next member`);
+        if (ended !== 'closed') {
+          const why = ended === 'timed out' ? `not closed within ${settings.closeTimeoutMs} ms` : 'not closed when the bus closed';
+          settings.logger.warn({ groupId: options.groupId }, `Kafka consumer ${why} (is the broker reachable?); leaving without it: what it had not committed goes to the next member`);
+        }
       } finally {
         state = 'closed';
         assignment = [];
