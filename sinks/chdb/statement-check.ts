@@ -19,8 +19,11 @@ export interface AstNode {
 /** Statement kinds that only read: SELECT (with UNION, INTERSECT, EXCEPT), EXPLAIN, DESCRIBE, SHOW TABLES/DATABASES, SHOW CREATE, EXISTS. */
 const READING_STATEMENTS = new Set(['SelectWithUnionQuery', 'Explain', 'DescribeQuery', 'ShowTables', 'ShowCreateTableQuery', 'ExistsTableQuery']);
 
-/** Scalar functions that read files or dictionaries (whose sources are files, URLs or other servers). */
-const FORBIDDEN_FUNCTIONS = /^(file|catboostevaluate|naivebayesclassifier|joinget|joingetornull|dict[a-z0-9]*)$/;
+/**
+ * Scalar functions that read files or dictionaries (whose sources are files, URLs or other
+ * servers), the server's own settings (its paths), or other databases' columns.
+ */
+const FORBIDDEN_FUNCTIONS = /^(file|catboostevaluate|naivebayesclassifier|joinget|joingetornull|dict[a-z0-9]*|getserversetting|hascolumnintable)$/;
 
 /** Table functions that make rows out of nothing or out of the statement itself; every other one reads from somewhere. */
 const ALLOWED_TABLE_FUNCTIONS = new Set(['numbers', 'numbers_mt', 'zeros', 'zeros_mt', 'generate_series', 'generateseries', 'values', 'view', 'format', 'null', 'generaterandom']);
@@ -35,7 +38,10 @@ export function parseAstDump(lines: readonly string[]): AstNode[] {
       const text = line.trimStart();
       const space = text.indexOf(' ');
       const kind = space < 0 ? text : text.slice(0, space);
-      const name = space < 0 ? '' : text.slice(space + 1).replace(/ \(children \d+\)$/, '').replace(/ \(alias [^)]*\)$/, '').trim();
+      const rest = space < 0 ? '' : text.slice(space + 1).replace(/ \(children \d+\)$/, '');
+      // ClickHouse prints an alias as it was written, `)` and spaces included: a function's name
+      // is its first word, and anything else's name ends where its alias begins.
+      const name = kind === 'Function' ? rest.split(' ')[0]! : rest.replace(/ \(alias .*$/, '').trim();
       return { depth: line.length - text.length, kind, name };
     });
 }
