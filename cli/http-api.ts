@@ -48,6 +48,8 @@ export interface HttpApiOptions {
   dashboard?: boolean;
   /** Serves /snapshots/… (pictures of events) from this folder. */
   snapshots?: string;
+  /** How long a client has to send its whole request. @defaultValue 30 s */
+  requestTimeoutMs?: number;
 }
 
 export interface HttpApi {
@@ -87,6 +89,10 @@ const ERROR_BODY = {
 const FORMATS = ['json', 'columns', 'csv', 'table'] as const;
 const PACKAGE_VERSION = (JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }).version;
 const MAX_BODY_BYTES = 64 * 1024;
+/** A client has this long to send its whole request (by default a body never finished held its socket forever). */
+const REQUEST_TIMEOUT_MS = 30_000;
+/** Open connections at most: idle sockets piled up by one client must not take the descriptors queries need. */
+const MAX_CONNECTIONS = 512;
 const MAX_SQL_CHARS = 100_000;
 const querySchema = {
   type: 'object',
@@ -116,6 +122,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     // A malformed URL (a bad percent-escape) is the client's error, answered in the API's shape.
     frameworkErrors: (err, _request, reply) => void (reply as FastifyReply).code(400).send({ error: { code: ErrorCode.HttpBadRequest, message: err.message } }),
   });
+  app.server.maxConnections = MAX_CONNECTIONS;
   // A cross-site form can send text/plain without a preflight: only JSON bodies are read.
   app.removeContentTypeParser('text/plain');
   let ingest: Ingest | undefined;
@@ -137,6 +144,19 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   app.addHook('onRequest', async (request) => {
     const refusal = checkSite(request.headers, hosts);
     if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal);
+  });
+
+  // A body that never finishes is answered 408 and its connection closed. Node's own
+  // requestTimeout, which fastify passes on, did not end such a request (fastify 5, Node 20).
+  const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.raw.complete) return;
+    const timer = setTimeout(() => {
+      if (request.raw.complete) return;
+      const socket = request.raw.socket;
+      socket.end('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n', () => socket.destroy());
+    }, requestTimeoutMs).unref();
+    reply.raw.once('close', () => clearTimeout(timer));
   });
 
   app.setErrorHandler((err: FastifyError | PanoptesError, _request, reply) => {

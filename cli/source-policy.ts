@@ -2,11 +2,13 @@
  * What a source added over HTTP may be. The deployment file is trusted; an API request is not,
  * even with the token: it may name files under the allowed directories and URLs of the allowed
  * schemes, and nothing that the file alone should decide (lavfi graphs, which can write files;
- * Twitch endpoints, which would receive the OAuth token).
+ * Twitch endpoints, which would receive the OAuth token; a port opened for cameras to push to).
+ * A path is a URL exactly when the config's compiler takes it for one (`scheme://`); one with a
+ * scheme and no `//` (`concat:a|b`, `http:../x`) is refused before anything looks at the filesystem.
  */
 import { realpathSync } from 'node:fs';
 import { isAbsolute, relative, resolve } from 'node:path';
-import { ErrorCode, PanoptesError, type SourceConfig } from '../core/index.js';
+import { ErrorCode, isUrl, PanoptesError, type SourceConfig } from '../core/index.js';
 
 export interface SourcePolicy {
   /** URL schemes, lower case, e.g. rtsp, https. */
@@ -14,8 +16,6 @@ export interface SourcePolicy {
   /** Absolute directories files may come from. */
   directories: readonly string[];
 }
-
-const URL_SCHEME = /^([a-z][a-z0-9+.-]*):/i;
 
 /** A source's config is a few levels deep; a body much deeper is junk that would only cost stack. */
 const MAX_DEPTH = 8;
@@ -26,6 +26,7 @@ export function checkRequestedSource(body: unknown, baseDir: string, policy: Sou
   if (depthOf(body) > MAX_DEPTH) throw new PanoptesError(ErrorCode.HttpBadRequest, `the body nests deeper than ${MAX_DEPTH} levels; send one source's config`);
   const source = body as Record<string, unknown>;
   if (source.synthetic !== undefined) refuse('synthetic', 'synthetic sources (ffmpeg lavfi graphs) come from the deployment file only');
+  if (source.listen !== undefined) refuse('listen', 'a source that listens for a pushed stream opens a port: it comes from the deployment file only');
   const twitch = source.twitch;
   if (typeof twitch === 'object' && twitch !== null) {
     for (const key of ['gqlUrl', 'usherUrl']) {
@@ -33,8 +34,9 @@ export function checkRequestedSource(body: unknown, baseDir: string, policy: Sou
     }
   }
   if (typeof source.path !== 'string') return;
-  const scheme = URL_SCHEME.exec(source.path)?.[1]?.toLowerCase();
-  if (scheme && scheme.length > 1) {
+  const scheme = /^([a-z][a-z0-9+.-]+):/i.exec(source.path)?.[1]?.toLowerCase();
+  if (scheme && !isUrl(source.path)) refuse('path', `${scheme}: without // is neither a URL nor a file here (ffmpeg would read it as its ${scheme} protocol)`);
+  if (scheme) {
     if (!policy.schemes.includes(scheme)) refuse('path', `${scheme}: URLs are not allowed here; allowed: ${policy.schemes.join(', ')} (http.sources.schemes)`);
     return;
   }
@@ -43,7 +45,7 @@ export function checkRequestedSource(body: unknown, baseDir: string, policy: Sou
 
 /** After compiling (the file exists): the real path, links followed, must still be inside. */
 export function checkCompiledSource(source: SourceConfig, policy: SourcePolicy): void {
-  if (source.path && !URL_SCHEME.test(source.path) && !inside(realpathSync(source.path), policy)) {
+  if (source.path && !isUrl(source.path) && !inside(realpathSync(source.path), policy)) {
     refuse('path', `the file links outside ${policy.directories.join(', ')} (http.sources.directories)`);
   }
 }

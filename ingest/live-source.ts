@@ -12,6 +12,7 @@
 import type { Readable } from 'node:stream';
 import {
   describeError,
+  redact,
   ErrorCode,
   PanoptesError,
   silentLogger,
@@ -222,7 +223,7 @@ export function createLiveSource(options: LiveSourceOptions): LiveSource {
         }
         status.lastError = 'the stream ended';
       } catch (err) {
-        status.lastError = describeError(err);
+        status.lastError = redact(describeError(err));
         if (err instanceof PanoptesError && err.code === ErrorCode.SourceOffline) {
           if (!offline) logger.info({ retryInMs: offlineRetryMs }, `offline: ${status.lastError}`);
           offline = true;

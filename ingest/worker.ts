@@ -1,6 +1,7 @@
 import {
   Channels,
   describeError,
+  redact,
   ErrorCode,
   PanoptesError,
   type Bus,
@@ -188,7 +189,8 @@ export function createIngest(options: IngestOptions): Ingest {
       // One line for operators; the whole error (ffmpeg's stderr, stack) at debug level.
       sourceLogger.error({ code: (err as { code?: string }).code }, `source failed: ${describeError(err).split('\n')[0]}`);
       sourceLogger.debug({ err }, 'source failure details');
-      return { id: config.id, frames: entry.published, error: describeError(err) };
+      // Kept redacted: the error is served (GET /sources, the dashboard) and printed in summaries.
+      return { id: config.id, frames: entry.published, error: redact(describeError(err)) };
     }
   };
 

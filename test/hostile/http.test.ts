@@ -7,6 +7,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -47,6 +48,7 @@ beforeAll(async () => {
     sources: { config, policy: { schemes: ['rtsp', 'http'], directories: [dir] }, token: { token: TOKEN, where: 'the test' } },
     dashboard: true,
     snapshots: join(dir, 'snapshots'),
+    requestTimeoutMs: 1_000,
   });
   // A picture, and a "picture" that is a link to a secret outside the folder.
   mkdirSync(join(dir, 'snapshots/traffic/cam'), { recursive: true });
@@ -183,6 +185,10 @@ describe('hostile HTTP', () => {
       { id: 'h', path: 'https://evil.example/x.mp4', apps: ['traffic'] },
       { id: 'i', path: join(dir, 'link.mp4'), apps: ['traffic'] },
       { id: 'j', path: join(outside, 'secret.mp4'), apps: ['traffic'] },
+      // A scheme without // is a file to the compiler: refused before it looks whether the file exists.
+      { id: 'm', path: 'http:../../../../../../../etc/passwd', apps: ['traffic'] },
+      { id: 'n', path: 'http:../../../../../../../etc/missing', apps: ['traffic'] },
+      { id: 'o', path: 'rtsp://0.0.0.0:8554/cam', listen: true, apps: ['traffic'] },
     ];
     for (const source of refused) {
       const answer = await postSource(source);
@@ -194,6 +200,17 @@ describe('hostile HTTP', () => {
     const missing = errorOf(await postSource({ id: 'k', path: join(outside, 'missing.mp4'), apps: ['traffic'] })).message;
     expect(existing).toBe(missing);
     expect((await postSource({ id: 'l', path: 'rtsp://127.0.0.1:8554/cam', apps: ['traffic'] })).status).toBe(503);
+  });
+
+  it('closes a request whose body never finishes with a 408, instead of holding its socket', async () => {
+    const { hostname, port } = new URL(api.url);
+    const socket = connect(Number(port), hostname);
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString()));
+    const closed = new Promise((resolve) => socket.on('close', resolve));
+    socket.write(`POST /query HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"sql"`);
+    await closed;
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
   });
 
   it('answers malformed input with a 4xx and a message, never a 500', async () => {

@@ -105,6 +105,13 @@ describe('sources added and removed while running', () => {
       expect(ingest.metrics().find((s) => s.id === 'cam-b')?.state).toBe('removed');
       expect(numberedFromZero(frames.get('cam-a'))).toBe(true);
       expect(numberedFromZero(frames.get('cam-b'))).toBe(true);
+
+      // A failed source's error is served, without the credentials its URL held.
+      expect((await post(JSON.stringify({ id: 'cam-d', path: 'http://admin:s3cretpw@127.0.0.1:9/x.mp4?token=abcdef123', apps: ['traffic'] }))).status).toBe(201);
+      await until(() => ingest.metrics().find((s) => s.id === 'cam-d')?.state === 'failed', 'cam-d to fail');
+      const served = await (await fetch(`${server.url}/sources`)).text();
+      expect(served).toContain('cam-d');
+      expect(served).not.toMatch(/s3cretpw|abcdef123/);
     } finally {
       await server.close();
       await ingest.close();
