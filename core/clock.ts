@@ -7,9 +7,12 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
+/** The longest a Node timer waits; a longer delay fires after 1 ms (with a warning), so it is waited in parts. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   sleep: async (ms, signal) => {
-    await delay(ms, undefined, signal ? { signal } : undefined);
+    for (let left = ms; left > 0; left -= MAX_TIMER_MS) await delay(Math.min(left, MAX_TIMER_MS), undefined, signal ? { signal } : undefined);
   },
 };

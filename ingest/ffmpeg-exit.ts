@@ -65,6 +65,9 @@ export function classifyExit(
   if (/Server returned 40[34]|HTTP error 40[34]/i.test(stderr)) {
     return sourceError(ErrorCode.SourceNotFound, `the server has no such file (${/(?:Server returned|HTTP error) 40[34][^\n]*/i.exec(stderr)?.[0] ?? '404'})\n${lastLines}`, details);
   }
+  if (framesEmitted === 0 && /Stream map '0:v:0' matches no streams/.test(stderr)) {
+    return sourceError(ErrorCode.SourceDecode, `the file has no video stream (exit code ${exit.code})\n${lastLines}`, details);
+  }
   if (framesEmitted === 0) {
     return sourceError(ErrorCode.SourceDecode, `ffmpeg could not decode the file (exit code ${exit.code}${why ? `: ${why}` : ''})\n${lastLines}`, details);
   }

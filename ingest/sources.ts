@@ -1,10 +1,13 @@
 import { join } from 'node:path';
-import type { Logger, SourceConfig } from '../core/index.js';
+import { isUrl, type Logger, type SourceConfig } from '../core/index.js';
 import { createFileSource, type FileSource } from './file-source.js';
 import { createHlsStats, followHls } from './hls.js';
 import { createLiveSource, type LiveSource } from './live-source.js';
 import { ensureSyntheticClip } from './synthetic.js';
 import { twitchConnect } from './twitch.js';
+
+/** How long ffmpeg waits on a recording's server (to connect, or for the next bytes) before it gives up. */
+const RECORDING_URL_TIMEOUT_S = 20;
 
 /** Streams that never end by themselves: `live` when set, else Twitch, listeners and the URL schemes of cameras and streams. */
 export function isLive(config: SourceConfig): boolean {
@@ -52,7 +55,9 @@ export async function openFrameSource(config: SourceConfig, dataDir: string, log
     return createLiveSource({ id: config.id, url: path, ...(config.listen ? { listen: true } : {}), ...(config.rtspTransport ? { rtspTransport: config.rtspTransport } : {}), ...sampling });
   }
   const mediaStartMs = recordedAt(config);
-  return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...sampling });
+  // A recording at a URL: a server that accepts the connection and never answers fails the source after the timeout, instead of holding it for ever.
+  const network = isUrl(path) ? { inputOptions: ['-rw_timeout', String(RECORDING_URL_TIMEOUT_S * 1_000_000)] } : {};
+  return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...network, ...sampling });
 }
 
 const isHlsUrl = (path: string): boolean => /^https?:\/\/[^?#]*\.m3u8?([?#]|$)/i.test(path);

@@ -45,7 +45,10 @@ export async function ensureSyntheticClip(id: string, clip: SyntheticClip, dir: 
   const exit = await run.exited;
   if (exit.code !== 0) {
     await rm(partial, { force: true });
-    throw new PanoptesError(ErrorCode.SourceDecode, `source ${id}: cannot render synthetic footage from "${clip.lavfi}":\n${run.stderrTail()}`, {
+    const tail = run.stderrTail();
+    // ffmpeg names the fault on its first line ("No such filter: 'x'"), then says where ("x: Invalid argument").
+    const why = tail.trim().split('\n').slice(-2).map((line) => line.replace(/^\[[^\]]*\] /, '')).join('; ');
+    throw new PanoptesError(ErrorCode.SourceDecode, `source ${id}: cannot render synthetic footage from "${clip.lavfi}": ${why}\n${tail}`, {
       details: { source: id, lavfi: clip.lavfi, code: exit.code },
     });
   }

@@ -32,7 +32,8 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
   const zoo = loadConfigFile(modelZooSchema, file);
   const baseDir = dirname(file);
   const issues: ConfigIssue[] = [];
-  const models: Record<string, ResolvedModel> = {};
+  // Without a prototype: a model named "constructor" or "toString" is looked up, not inherited.
+  const models: Record<string, ResolvedModel> = Object.create(null) as Record<string, ResolvedModel>;
   zoo.models.forEach((model, i) => {
     if (models[model.name]) issues.push({ file, path: `models[${i}].name`, message: `duplicate model name "${model.name}"` });
     const resolved: ResolvedModel = { ...model, file: resolveConfigPath(model.file, baseDir) };
@@ -279,13 +280,18 @@ export function compileDeployment(configured: Deployment, file: string, options:
   const baseDir = dirname(resolve(file));
   const models = loadModelZoo(resolve(baseDir, deployment.models));
 
-  const apps: Record<string, AppSpec> = {};
-  for (const appFile of deployment.apps) {
-    const app = loadApp(resolve(baseDir, appFile), models);
-    apps[app.name] = app;
-  }
-
+  // Without a prototype, as the models: an app named "constructor" is looked up, not inherited.
+  const apps: Record<string, AppSpec> = Object.create(null) as Record<string, AppSpec>;
   const issues: ConfigIssue[] = [];
+  const appFiles = new Map<string, string>();
+  deployment.apps.forEach((appFile, i) => {
+    const app = loadApp(resolve(baseDir, appFile), models);
+    const first = appFiles.get(app.name);
+    if (first !== undefined) issues.push({ file, path: `apps[${i}]`, message: `${appFile} is named "${app.name}", as ${first} is; each app needs a name of its own` });
+    else appFiles.set(app.name, appFile);
+    apps[app.name] = app;
+  });
+
   const sources: SourceConfig[] = [];
   const skipped: { id: string; reason: string }[] = [];
   const ids = new Set<string>();
@@ -368,9 +374,26 @@ function checkSource(
   return { ...source, apps: analyzedBy, ...(path ? { path } : {}) };
 }
 
-/** An id against an app's source pattern, where `*` stands for any run of characters. */
-function matchesId(pattern: string, id: string): boolean {
-  return new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.]/g, '\\.')).join('.*')}$`).test(id);
+/**
+ * An id against an app's source pattern, where `*` stands for any run of characters and every
+ * other character for itself. Each part between stars is taken at its first place after the one
+ * before, which is time linear in the id (a regular expression of many `.*` backtracked for
+ * minutes on a long id).
+ */
+export function matchesId(pattern: string, id: string): boolean {
+  const parts = pattern.split('*');
+  const first = parts[0]!;
+  const last = parts.at(-1)!;
+  if (parts.length === 1) return id === pattern;
+  if (id.length < first.length + last.length || !id.startsWith(first) || !id.endsWith(last)) return false;
+  const end = id.length - last.length;
+  let at = first.length;
+  for (const part of parts.slice(1, -1)) {
+    const found = id.indexOf(part, at);
+    if (found < 0 || found + part.length > end) return false;
+    at = found + part.length;
+  }
+  return true;
 }
 
 export function isUrl(path: string): boolean {

@@ -73,8 +73,8 @@ export const sourceSchema = z
     rtspTransport: z.enum(['tcp', 'udp']).optional(),
     /** Scale to this width at decode time, keeping the aspect ratio. */
     width: z.number().int().min(16).max(7680).optional(),
-    /** Replay speed: 1 is real time, N is N times faster, `max` is as fast as it decodes. */
-    speed: z.union([z.number().positive(), z.literal('max')]).default('max'),
+    /** Replay speed: 1 is real time, N is N times faster (at least 0.01), `max` is as fast as it decodes. */
+    speed: z.union([z.number().min(0.01), z.literal('max')]).default('max'),
     loop: z.boolean().default(false),
     /**
      * When a file's footage was recorded (ISO 8601, e.g. 2026-05-01T08:00:00Z): rows' frame_time
@@ -101,7 +101,7 @@ export type SourceConfig = z.infer<typeof sourceSchema>;
 /** Rows per insert round (summed over tables). */
 const batchRowsSchema = z.number().int().positive().default(5000);
 /** Longest a row waits before its batch is inserted, ms. */
-const flushMsSchema = z.number().int().positive().default(1000);
+const flushMsSchema = z.number().int().positive().max(3_600_000).default(1000);
 /**
  * Days rows are kept, counted from each row's own time (frame_time, a drop's or a stat's time);
  * absent keeps them forever. Changing it changes existing tables at the next start.
@@ -113,7 +113,7 @@ const partitionsSchema = z.number().int().positive().max(1024).default(4);
 
 export const deploymentSchema = z.strictObject({
   /** Folder for data (ClickHouse files, generated footage); `--data-dir` overrides. */
-  dataDir: z.string().default('./data'),
+  dataDir: z.string().min(1).default('./data'),
   /** The model zoo manifest, relative to the deployment file. */
   models: z.string().default('models.yaml'),
   /** App definition files, relative to the deployment file. */

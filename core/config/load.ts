@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync, type Stats } from 'node:fs';
 import type { z } from 'zod';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import { describeError, ErrorCode, PanoptesError } from '../errors.js';
@@ -47,14 +47,23 @@ function withLines(issues: ConfigIssue[]): ConfigIssue[] {
   });
 }
 
+/** Far more than any configuration file needs; a file larger is a mistake (or /dev/zero), not read. */
+const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+
 export function readConfigText(file: string): string {
+  let stats: Stats;
+  try {
+    stats = statSync(file);
+  } catch (err) {
+    throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}`, { cause: err, details: { file } });
+  }
+  // A device or a pipe would be read for ever (or block), a folder not at all.
+  if (!stats.isFile()) throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}: it is ${stats.isDirectory() ? 'a folder' : 'not a regular file'}`, { details: { file } });
+  if (stats.size > MAX_CONFIG_BYTES) throw new PanoptesError(ErrorCode.ConfigInvalid, `configuration file ${file} is ${stats.size} bytes; at most ${MAX_CONFIG_BYTES} are read`, { details: { file } });
   try {
     return readFileSync(file, 'utf8');
   } catch (err) {
-    throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}`, {
-      cause: err,
-      details: { file },
-    });
+    throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}`, { cause: err, details: { file } });
   }
 }
 

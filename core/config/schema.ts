@@ -8,7 +8,7 @@ import { z } from 'zod';
  */
 
 /** Ids of models, apps, nodes and sources. */
-export const idSchema = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'a lower-case id (letters, digits, ".", "_", "-")');
+export const idSchema = z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'a lower-case id (letters, digits, ".", "_", "-")').max(128);
 const id = idSchema;
 
 // ---- model zoo ----

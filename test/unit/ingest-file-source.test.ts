@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, PanoptesError, type Frame } from '../../core/index.js';
-import { createFileSource, resolveFfmpegPath, type FileSource, type FileSourceOptions } from '../../ingest/index.js';
+import { ErrorCode, PanoptesError, silentLogger, type Frame } from '../../core/index.js';
+import { createFileSource, ensureSyntheticClip, resolveFfmpegPath, type FileSource, type FileSourceOptions } from '../../ingest/index.js';
 
 const FOOTAGE = fileURLToPath(new URL('../../../shared/footage/car-detection.mp4', import.meta.url));
 const hasFootage = existsSync(FOOTAGE);
@@ -231,6 +231,20 @@ describe('createFileSource: errors', () => {
     expect(err.details).toMatchObject({ source: 'cam-test', path: clips.corrupt });
     expect(err.message).toMatch(/Invalid data found/);
     expect(String(err.details.stderr)).toMatch(/Invalid data found/);
+  });
+
+  it('a file with sound and no picture says so', async () => {
+    const path = join(dir, 'sound.m4a');
+    execFileSync(ffmpegPath, ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'sine=d=1', '-c:a', 'aac', path]);
+    const err = await failure(source({ path, fps: 5 }));
+    expect(err.code).toBe(ErrorCode.SourceDecode);
+    expect(err.message).toContain('the file has no video stream');
+  });
+
+  it('synthetic footage from a graph ffmpeg refuses says why on its first line', async () => {
+    const err = await ensureSyntheticClip('bad', { lavfi: 'nosuchfilter=foo', durationS: 1 }, dir, silentLogger()).catch((e: unknown) => e as PanoptesError);
+    expect(err).toBeInstanceOf(PanoptesError);
+    expect((err as PanoptesError).message.split('\n')[0]).toBe(`source bad: cannot render synthetic footage from "nosuchfilter=foo": No such filter: 'nosuchfilter'; nosuchfilter=foo: Invalid argument`);
   });
 
   it('a codec without a decoder is SourceUnsupportedCodec', async () => {

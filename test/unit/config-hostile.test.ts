@@ -1,0 +1,84 @@
+/**
+ * Configuration files as a careless or hostile hand writes them: names that are also an
+ * object's inherited keys, two apps of one name, a source pattern that would backtrack for
+ * minutes, a device where a file should be, values whose timers cannot wait that long.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ErrorCode, loadDeployment, loadModelZoo, matchesId, projectRoot, type ConfigIssue } from '../../core/index.js';
+import { thrown } from '../helpers.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'panoptes-config-hostile-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+let dirs = 0;
+
+const model = (name: string): string => `  - { name: ${name}, task: detect-objects, architecture: centernet, file: ${join(projectRoot(), 'models/centernet.onnx')}, inputSize: 512, labels: coco, license: MIT }\n`;
+const app = (name: string, modelName = 'centernet', extra = ''): string => `name: ${name}\nsloMs: 1500\n${extra}nodes:\n  - { id: detect, model: ${modelName} }\nedges:\n  - { from: frames, to: detect }\n`;
+
+/** A folder with the files given, and the deployment `deploy.yaml` loaded from it (or the error). */
+function load(files: Record<string, string>): ReturnType<typeof loadDeployment> {
+  const dir = join(scratch, `p${++dirs}`);
+  mkdirSync(dir, { recursive: true });
+  const all = { 'models.yaml': `models:\n${model('centernet')}`, 'clip.mp4': 'not really a video', ...files };
+  for (const [name, text] of Object.entries(all)) writeFileSync(join(dir, name), text);
+  return loadDeployment(join(dir, 'deploy.yaml'));
+}
+const source = (apps: string, extra = ''): string => `sources:\n  - { id: cam, path: clip.mp4, apps: [${apps}]${extra} }\n`;
+
+function issuesOf(fn: () => unknown): ConfigIssue[] {
+  const err = thrown(fn);
+  expect(err.code).toBe(ErrorCode.ConfigInvalid);
+  return err.details.issues as ConfigIssue[];
+}
+
+describe('hostile configuration', () => {
+  it('looks names up, never inherits them: an app or a model named "constructor"', () => {
+    const noApp = issuesOf(() => load({ 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${source('constructor')}`, 'a.yaml': app('det') }));
+    expect(noApp.map((i) => i.path)).toEqual(['sources[0].apps[0]']);
+    const noModel = thrown(() => load({ 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${source('det')}`, 'a.yaml': app('det', 'constructor') }));
+    expect(noModel.message).toContain('nodes[0].model: got "constructor"');
+    // A zoo may name a model so: it is not a duplicate of anything.
+    const dir = join(scratch, 'zoo');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'models.yaml'), `models:\n${model('constructor')}`);
+    expect(Object.keys(loadModelZoo(join(dir, 'models.yaml')))).toEqual(['constructor']);
+  });
+
+  it('refuses two app files of one name, naming both, instead of keeping the last', () => {
+    const issues = issuesOf(() => load({ 'deploy.yaml': `models: models.yaml\napps: [a.yaml, b.yaml]\n${source('det')}`, 'a.yaml': app('det'), 'b.yaml': app('det') }));
+    expect(issues).toEqual([expect.objectContaining({ path: 'apps[1]', message: 'b.yaml is named "det", as a.yaml is; each app needs a name of its own' })]);
+  });
+
+  it("matches a source pattern in time linear in the id: a pattern that would backtrack for minutes answers at once", () => {
+    expect(matchesId('cam-*', 'cam-1')).toBe(true);
+    expect(matchesId('cam-*', 'xcam-1')).toBe(false);
+    expect(matchesId('*', '')).toBe(true);
+    expect(matchesId('a*b*c', 'abc')).toBe(true);
+    expect(matchesId('a*b*c', 'a-b-b-c')).toBe(true);
+    expect(matchesId('a*b*c', 'acb')).toBe(false);
+    expect(matchesId('ab*ba', 'aba')).toBe(false); // the parts may not overlap
+    expect(matchesId('cam.1', 'camx1')).toBe(false); // "." is itself
+    const started = performance.now();
+    expect(matchesId(`${'*a'.repeat(30)}*b`, `${'a'.repeat(119)}c`)).toBe(false);
+    expect(performance.now() - started).toBeLessThan(100);
+    const selected = load({ 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\nsources:\n  - { id: ${'a'.repeat(100)}c, path: clip.mp4, apps: [] }\n`, 'a.yaml': app('det', 'centernet', `sources: ['${'*a'.repeat(30)}*c']\n`) });
+    expect(selected.sources[0]?.apps).toEqual(['det']);
+  });
+
+  it('reads no device, pipe or folder as a configuration file', () => {
+    const err = thrown(() => load({ 'deploy.yaml': `models: models.yaml\napps: [/dev/zero]\n${source('det')}` }));
+    expect(err.code).toBe(ErrorCode.ConfigNotFound);
+    expect(err.message).toBe('cannot read configuration file /dev/zero: it is not a regular file');
+  });
+
+  it('refuses values a timer cannot wait, an empty dataDir and ids too long for a file name', () => {
+    const files = { 'a.yaml': app('det') };
+    expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${source('det', ', speed: 1e-300')}` })).map((i) => i.path)).toEqual(['sources[0].speed']);
+    expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\nsink: { kind: chdb, flushMs: 3000000000 }\n${source('det')}` })).map((i) => i.path)).toEqual(['sink.flushMs']);
+    expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\ndataDir: ""\n${source('det')}` })).map((i) => i.path)).toEqual(['dataDir']);
+    const longId = `sources:\n  - { id: ${'a'.repeat(300)}, path: clip.mp4, apps: [det] }\n`;
+    expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${longId}` })).map((i) => i.path)).toEqual(['sources[0].id']);
+  });
+});
