@@ -39,6 +39,7 @@ import { parseCreationTimeMs, parseDurationMs, parseVideoFps, probeMedia, resolv
 import { classifyExit, type SourceErrorFactory } from './ffmpeg-exit.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
 import type { FrameCounts, FrameSource } from './frame-source.js';
+import { DamageTracker, type DamagedSample } from './damage.js';
 import { ShowinfoTimestamps } from './showinfo.js';
 
 /** `1` = real time, `N` = N times faster, `'max'` = as fast as ffmpeg decodes. */
@@ -117,6 +118,8 @@ export interface FileSourceStatus extends FrameCounts {
   expectedFrames: number | undefined;
   /** Set when the clip ended cleanly but clearly short of `expectedFrames` (a truncated file). */
   shortfall: Shortfall | undefined;
+  /** Samples of stretches ffmpeg could not decode, in order: each took a frame_seq and is owed a drop. */
+  damaged: readonly DamagedSample[];
 }
 
 /**
@@ -137,6 +140,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   let framesEmitted = 0;
   let framesDecoded = 0;
   let framesSkipped = 0;
+  const damage = new DamageTracker();
   let durationMs: number | undefined;
   let nativeFps: number | undefined;
   /** The container's `creation_time`: when the footage was recorded, where it says. */
@@ -227,17 +231,24 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     state = 'running';
     void ffmpeg.exited.then(() => timestamps.close());
     const splitter = new JpegSplitter();
+    let inDamage = false;
 
     try {
       for await (const chunk of ffmpeg.stdout as AsyncIterable<Buffer>) {
         for (const jpeg of splitter.push(chunk)) {
-          const ptsMs = await timestamps.next();
-          if (ptsMs === undefined) {
+          const out = await timestamps.next();
+          if (out === undefined) {
             throw sourceError(ErrorCode.FfmpegExited, 'ffmpeg wrote a frame without its showinfo timestamp', {
               stderr: ffmpeg.stderrTail(),
             });
           }
+          const { ptsMs } = out;
           lastPtsMs = ptsMs;
+          const damaged = damage.see(out, framesEmitted + damage.owed.length, fps === undefined && !options.sample && nativeFps ? 1000 / nativeFps : undefined);
+          // Once per damaged stretch (a copy of the fps filter's comes per sample).
+          if (damaged.took > 0 && !inDamage) logger.warn({ ptsMs }, `ffmpeg could not decode the footage before ${(ptsMs / 1000).toFixed(1)} s: the samples it owed are recorded as drops`);
+          inDamage = damaged.copy;
+          if (damaged.copy) continue;
           const size = readJpegSize(jpeg);
           if (!size) {
             framesSkipped += 1;
@@ -255,7 +266,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           if (abort.signal.aborted) return;
           const frame: Frame = {
             source: id,
-            seq: framesEmitted,
+            seq: framesEmitted + damage.owed.length,
             captureTimeMs: (options.replayStartMs ?? startedAt) + ptsMs,
             ...(mediaStartMs() !== undefined ? { mediaTimeMs: mediaStartMs()! + ptsMs } : {}),
             ptsMs,
@@ -276,7 +287,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       if (failure) throw failure;
       logger.debug({ frames: framesEmitted }, 'clip ended');
       if (!options.loop && !options.live) {
-        shortfall = findShortfall({ durationMs, nativeFps, sampling: { fps, sample: options.sample }, delivered: framesEmitted + framesSkipped, endedAtMs: lastPtsMs });
+        shortfall = findShortfall({ durationMs, nativeFps, sampling: { fps, sample: options.sample }, delivered: framesEmitted + framesSkipped + damage.owed.length, endedAtMs: lastPtsMs });
         if (shortfall) logger.warn({ ...shortfall }, `source ${id} (${path}): ${describeShortfall(shortfall)}`);
       }
       state = 'ended';
@@ -313,6 +324,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       framesEmitted,
       framesDecoded,
       framesSkipped,
+      damaged: damage.owed,
       durationMs,
       nativeFps,
       fps,

@@ -4,18 +4,35 @@ const SHOWINFO = /^\[Parsed_showinfo_(\d+) @ [^\]]+\] /;
 const SHOWINFO_TIME_BASE = /config in time_base: (\d+)\/(\d+)/;
 const SHOWINFO_FRAME = /\bn:\s*\d+\s+pts:\s*(\S+)/;
 
+/** ffmpeg's words for a picture it could not decode (a damaged file). */
+const DECODE_ERROR = /error while decoding|concealing \d+|Invalid NAL|missing picture in access unit|co located POCs unavailable|corrupt decoded frame|Invalid data found when processing input/i;
+
+/** A frame leaving the filter graph. */
+export interface OutputFrame {
+  ptsMs: number;
+  /** No frame was decoded since the one before it left: the fps filter repeated a picture over a gap. */
+  copy: boolean;
+  /** ffmpeg reported a picture it could not decode just before the latest decoded frame: the gap is damage, not a still scene. */
+  afterDamage: boolean;
+}
+
 /**
  * The pts of each frame leaving the filter graph, in order, from the last showinfo's stderr
  * lines (the filter at `outputIndex`); frame lines of the first one count decoded frames.
  * ffmpeg writes a frame's line before the frame's JPEG, so `next()` waits at most for the
- * stderr pipe to catch up with stdout.
+ * stderr pipe to catch up with stdout. The filters run one frame at a time, so a decoded
+ * frame's line comes before the lines of the frames the graph makes from it.
  */
 export class ShowinfoTimestamps {
   #timeBase: { num: number; den: number } = { num: 1, den: 1000 };
-  #queue: number[] = [];
+  #queue: OutputFrame[] = [];
   #lastPtsMs = 0;
   #closed = false;
   #wake: (() => void) | undefined;
+  #decodedSinceOutput = 0;
+  #outputs = 0;
+  #errorsSinceDecoded = 0;
+  #errorsBeforeLatest = 0;
 
   constructor(
     private readonly outputIndex: number,
@@ -25,9 +42,17 @@ export class ShowinfoTimestamps {
   /** Returns true for showinfo lines (they are data, not messages). */
   onLine(line: string): boolean {
     const showinfo = SHOWINFO.exec(line);
-    if (!showinfo) return false;
+    if (!showinfo) {
+      if (DECODE_ERROR.test(line)) this.#errorsSinceDecoded += 1;
+      return false;
+    }
     if (Number(showinfo[1]) !== this.outputIndex) {
-      if (SHOWINFO_FRAME.test(line)) this.onDecoded();
+      if (SHOWINFO_FRAME.test(line)) {
+        this.#decodedSinceOutput += 1;
+        this.#errorsBeforeLatest = this.#errorsSinceDecoded;
+        this.#errorsSinceDecoded = 0;
+        this.onDecoded();
+      }
       return true;
     }
     const timeBase = SHOWINFO_TIME_BASE.exec(line);
@@ -41,7 +66,9 @@ export class ShowinfoTimestamps {
       // A frame without pts (NOPTS) keeps the previous time.
       const ptsMs = Number.isFinite(pts) ? Math.round((pts * this.#timeBase.num * 1000) / this.#timeBase.den) : this.#lastPtsMs;
       this.#lastPtsMs = ptsMs;
-      this.#queue.push(ptsMs);
+      this.#queue.push({ ptsMs, copy: this.#outputs > 0 && this.#decodedSinceOutput === 0, afterDamage: this.#errorsBeforeLatest > 0 });
+      this.#outputs += 1;
+      this.#decodedSinceOutput = 0;
       this.#notify();
     }
     return true;
@@ -53,8 +80,8 @@ export class ShowinfoTimestamps {
     this.#notify();
   }
 
-  /** The next frame's pts in ms, or undefined when ffmpeg ended without one. */
-  async next(): Promise<number | undefined> {
+  /** The next frame out of the graph, or undefined when ffmpeg ended without one. */
+  async next(): Promise<OutputFrame | undefined> {
     while (this.#queue.length === 0 && !this.#closed) {
       await new Promise<void>((resolve) => {
         this.#wake = resolve;

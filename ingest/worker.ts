@@ -12,6 +12,7 @@ import {
   type SourceConfig,
 } from '../core/index.js';
 import { describeShortfall, expectedFrames as framesIn, type Shortfall } from './accounting.js';
+import type { DamagedSample } from './damage.js';
 import type { FileSource } from './file-source.js';
 import type { LiveSource } from './live-source.js';
 import { isDelayTolerant, isLive, openFrameSource } from './sources.js';
@@ -159,7 +160,19 @@ export function createIngest(options: IngestOptions): Ingest {
       if (entry.stopped) await source.stop();
       // A replay faster than real time goes apart from live frames (Topics.backfillFrames).
       const channel = isDelayTolerant(config) ? Channels.backfillFrames : Channels.frames;
+      /** Samples of damaged footage the source said so far, and how many of them are drops already. */
+      const damaged = (): readonly DamagedSample[] => {
+        const status = source.status();
+        return 'damaged' in status ? status.damaged : [];
+      };
+      let damagedSaid = 0;
+      const sayDamaged = async (): Promise<void> => {
+        const owed = damaged().slice(damagedSaid);
+        damagedSaid += owed.length;
+        if (owed.length > 0) await publishDamaged(producer, config.id, owed);
+      };
       for await (const read of source.frames()) {
+        await sayDamaged();
         // A replay faster than real time has no deadline to offload for.
         const frame = options.local && channel === Channels.frames ? await options.local.analyze(read, config) : read;
         // The apps travel with each frame, so a backend elsewhere knows a source added while running.
@@ -173,13 +186,16 @@ export function createIngest(options: IngestOptions): Ingest {
         if (entry.latencies.length > LATENCY_WINDOW) entry.latencies.shift();
         report();
       }
+      await sayDamaged();
       const ended = source.status();
-      const shortfall = 'shortfall' in ended ? ended.shortfall : undefined;
-      if (shortfall && !entry.stopped) {
-        await publishShortfall(producer, config.id, shortfall);
-        return { id: config.id, frames: entry.published, missing: { frames: shortfall.missing, detail: describeShortfall(shortfall) } };
-      }
-      return { id: config.id, frames: entry.published };
+      const shortfall = 'shortfall' in ended && !entry.stopped ? ended.shortfall : undefined;
+      if (shortfall) await publishShortfall(producer, config.id, shortfall);
+      const missing = [
+        ...(damagedSaid > 0 ? [{ frames: damagedSaid, detail: `${damagedSaid} samples of footage ffmpeg could not decode` }] : []),
+        ...(shortfall ? [{ frames: shortfall.missing, detail: describeShortfall(shortfall) }] : []),
+      ];
+      if (missing.length === 0) return { id: config.id, frames: entry.published };
+      return { id: config.id, frames: entry.published, missing: { frames: missing.reduce((n, m) => n + m.frames, 0), detail: missing.map((m) => m.detail).join('; ') } };
     } catch (err) {
       if (closed || entry.stopped) {
         // Stopped while a frame waited on the bus (a broker away past the stop's grace): a stop, not a failure.
@@ -276,6 +292,21 @@ async function publishShortfall(producer: Producer, source: string, shortfall: S
       const drop: Drop = { what: 'frame', where: 'ingest', why: 'truncated', source, frameSeq: seq, atMs, detail };
       records.push(Channels.drops.record(drop));
     }
+    await producer.send(Channels.drops.topic, records);
+  }
+}
+
+/**
+ * One drop per sample of a stretch ffmpeg could not decode, at the frame_seq it took. The
+ * detail depends on the file only, as a shortfall's does.
+ */
+async function publishDamaged(producer: Producer, source: string, owed: readonly DamagedSample[]): Promise<void> {
+  const atMs = Date.now();
+  for (let from = 0; from < owed.length; from += DROPS_PER_SEND) {
+    const records = owed.slice(from, from + DROPS_PER_SEND).map(({ seq, ptsMs }) => {
+      const drop: Drop = { what: 'frame', where: 'ingest', why: 'damaged', source, frameSeq: seq, atMs, detail: `ffmpeg could not decode the footage at ${(ptsMs / 1000).toFixed(1)} s` };
+      return Channels.drops.record(drop);
+    });
     await producer.send(Channels.drops.topic, records);
   }
 }

@@ -16,7 +16,7 @@ import { capturingLogger } from '../helpers.js';
 
 const root = projectRoot();
 let dir: string;
-const clips = { whole: '', cutMp4: '', cutMkv: '', oneSecond: '' };
+const clips = { whole: '', cutMp4: '', cutMkv: '', oneSecond: '', damaged: '' };
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'panoptes-accounting-'));
@@ -39,6 +39,11 @@ beforeAll(() => {
   copyFileSync(encode('whole.mkv', 10), clips.cutMkv);
   truncateSync(clips.cutMkv, Math.floor(statSync(clips.cutMkv).size * 0.4));
   clips.oneSecond = encode('one.mp4', 1);
+  // 20 s at 25 fps with the middle 40% of its bytes zeroed: seconds of pictures ffmpeg cannot decode.
+  const damaged = readFileSync(encode('to-damage.mp4', 20));
+  damaged.fill(0, Math.floor(damaged.length * 0.3), Math.floor(damaged.length * 0.7));
+  clips.damaged = join(dir, 'damaged.mp4');
+  writeFileSync(clips.damaged, damaged);
 });
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -105,6 +110,53 @@ describe('a recording that ends early', () => {
     expect(drops).toHaveLength(20 - delivered);
     expect(drops.every((d) => d.stage === 'ingest' && d.reason === 'truncated')).toBe(true);
     expect(drops.map((d) => Number(d.frame_seq))).toEqual(Array.from({ length: 20 - delivered }, (_, i) => delivered + i));
+  }, 120_000);
+});
+
+describe('a recording damaged in the middle', () => {
+  it('sampled at 2 fps: the fps filter\'s copies of the last good picture are drops, not frames, and every frame_seq is one or the other', async () => {
+    const { logger, warnings } = capturingLogger();
+    const { frames, source } = await readAll({ path: clips.damaged, fps: 2, logger });
+    const { damaged } = source.status();
+    expect(damaged.length).toBeGreaterThan(5);
+    const seqs = [...frames.map((f) => f.seq), ...damaged.map((d) => d.seq)].sort((a, b) => a - b);
+    expect(seqs).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    // No frame comes from the damaged stretch.
+    const [from, to] = [damaged[0]!.ptsMs, damaged.at(-1)!.ptsMs];
+    expect(frames.filter((f) => f.ptsMs >= from && f.ptsMs <= to)).toEqual([]);
+    expect(warnings.filter((w) => /could not decode/.test(w)).length).toBeGreaterThanOrEqual(1);
+    // The same clip whole: nothing damaged.
+    expect((await readAll({ path: clips.whole, fps: 2 })).source.status().damaged).toEqual([]);
+  });
+
+  it('every frame sampled: the jump over the damage is drops too', async () => {
+    const { frames, source } = await readAll({ path: clips.damaged });
+    const { damaged } = source.status();
+    expect(damaged.length).toBeGreaterThan(0);
+    const seqs = [...frames.map((f) => f.seq), ...damaged.map((d) => d.seq)].sort((a, b) => a - b);
+    expect(new Set(seqs).size).toBe(seqs.length);
+    expect(seqs.at(-1)).toBe(seqs.length - 1);
+  });
+
+  it('through the pipeline: the damage is drops (reason damaged) in the summary and in SQL, beside the frames', async () => {
+    const dataDir = join(dir, 'data-damaged');
+    const deployment = deploymentSchema.parse({ apps: ['apps/traffic.yaml'], sources: [{ id: 'hurt', path: clips.damaged, apps: ['traffic'], speed: 'max', fps: 2 }] });
+    const config = compileDeployment(deployment, join(root, 'configs/test.yaml'), { dataDir });
+    let seen: number[] = [];
+    let reasons: string[] = [];
+    const summary = await runDeployment(config, {
+      logger: silentLogger(),
+      beforeClose: async (sink) => {
+        seen = (await sink.query(`SELECT seq FROM (SELECT toInt64(frame_seq) AS seq FROM frames WHERE source = 'hurt'
+          UNION ALL SELECT frame_seq AS seq FROM drops WHERE source = 'hurt' AND what = 'frame') ORDER BY seq`)).rows.map((r) => Number(r.seq));
+        reasons = (await sink.query("SELECT DISTINCT reason FROM drops WHERE source = 'hurt'")).rows.map((r) => String(r.reason));
+      },
+    });
+    const { frames, missing } = summary.sources[0]!;
+    expect(missing?.frames).toBe(40 - frames);
+    expect(missing?.detail).toContain('samples of footage ffmpeg could not decode');
+    expect(seen).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    expect(reasons).toEqual(['damaged']);
   }, 120_000);
 });
 

@@ -1,0 +1,38 @@
+import type { OutputFrame } from './showinfo.js';
+
+/** A sample a damaged stretch of a recording owed: its frame_seq, and its time in the footage. */
+export interface DamagedSample {
+  seq: number;
+  ptsMs: number;
+}
+
+/**
+ * Stretches of a recording ffmpeg could not decode. Sampling with `fps`, ffmpeg's fps filter
+ * repeats the last good picture over such a stretch, and the copies would be analyzed as footage
+ * that does not exist; sampling every frame, the stretch is a silent jump in time. Either way each
+ * sample the stretch owed takes a frame_seq and becomes a drop, and no copy is analyzed. A repeat
+ * or a jump with no decoding error before it is the footage itself (a GIF's long frame, a
+ * variable-rate recording, a still scene) and is kept.
+ */
+export class DamageTracker {
+  readonly owed: DamagedSample[] = [];
+  #lastPtsMs: number | undefined;
+
+  /**
+   * For a frame out of the graph whose frame_seq would be `seq`: how many seqs the damage before
+   * it took (the frame's own included when it is a copy), and whether the frame is a copy.
+   * `everyFrameMs` is the clip's frame interval when every frame is sampled, else undefined.
+   */
+  see(frame: OutputFrame, seq: number, everyFrameMs: number | undefined): { took: number; copy: boolean } {
+    const last = this.#lastPtsMs;
+    this.#lastPtsMs = frame.ptsMs;
+    if (!frame.afterDamage || last === undefined) return { took: 0, copy: false };
+    if (frame.copy && everyFrameMs === undefined) {
+      this.owed.push({ seq, ptsMs: frame.ptsMs });
+      return { took: 1, copy: true };
+    }
+    const missing = everyFrameMs === undefined ? 0 : Math.round((frame.ptsMs - last) / everyFrameMs) - 1;
+    for (let k = 1; k <= missing; k++) this.owed.push({ seq: seq + k - 1, ptsMs: Math.round(last + k * everyFrameMs!) });
+    return { took: Math.max(0, missing), copy: false };
+  }
+}
