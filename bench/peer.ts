@@ -5,9 +5,12 @@
 // batch size (batch 1 or 4) on letterboxed frames, with the pipeline's model threads: the
 // ceiling of both. `--batch N` sets the pipeline's batch (default: per model from this
 // machine's profile, cli/batch-sizes.ts); `--threads N` its model threads (`backend.threads`,
-// batches run at once, each on the cores divided among them; default 1).
+// batches run at once, each on the cores divided among them; default 1). Besides frames per
+// second, each side's frames per CPU-second (all its threads, and for the pipeline ingest's
+// ffmpeg too): analysis per core, the product's promise, and less moved by other work on a
+// shared machine than the wall clock.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -43,9 +46,18 @@ async function peerPython(): Promise<string | { missing: string }> {
   return python;
 }
 
-async function peerFps(interpreter: string, dir: string): Promise<{ fps: number; frames: number; detections: number }> {
+async function peerFps(interpreter: string, dir: string): Promise<{ fps: number; cpuFps: number; frames: number; detections: number }> {
   const { stdout } = await execute(interpreter, [join(root, 'bench/peers/detect.py'), clip, model, join(dir, 'peer.csv')], { maxBuffer: 16 << 20 });
-  return JSON.parse(stdout.trim().split('\n').at(-1)!) as { fps: number; frames: number; detections: number };
+  const run = JSON.parse(stdout.trim().split('\n').at(-1)!) as { fps: number; frames: number; detections: number; cpuSeconds: number };
+  return { ...run, cpuFps: run.frames / run.cpuSeconds };
+}
+
+/** CPU seconds used by every thread of this process and by its children that have exited (ingest's ffmpeg). */
+function cpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  // Fields 16 and 17 of /proc/self/stat (cutime, cstime), in clock ticks of 1/100 s; the first two fields end at ") ".
+  const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  return (user + system) / 1e6 + (Number(fields[13]) + Number(fields[14])) / 100;
 }
 
 /**
@@ -97,11 +109,15 @@ function benchConfig(dataDir: string, batch: number | undefined, threads: number
 }
 
 /** The run's frames/s, and each frame's detections and exit as stored. */
-async function pipelineFps(config: CompiledConfig): Promise<{ fps: number; frames: number; detections: number; byFrame: Map<number, StoredFrame> }> {
+async function pipelineFps(config: CompiledConfig): Promise<{ fps: number; cpuFps: number; frames: number; detections: number; byFrame: Map<number, StoredFrame> }> {
   const byFrame = new Map<number, StoredFrame>();
+  // From the sources' start to every row stored, as the peer counts from its first frame to its CSV's last row.
+  let cpu = 0;
   const summary = await runDeployment(config, {
     logger,
+    onIngest: () => (cpu = -cpuSeconds()),
     beforeClose: async (sink) => {
+      cpu += cpuSeconds();
       for (const row of (await sink.query('SELECT frame_seq, exit FROM frames')).rows) byFrame.set(Number(row['frame_seq']), { exit: String(row['exit']), detections: [] });
       const detections = await sink.query('SELECT frame_seq, class, x1, y1, x2, y2 FROM detections');
       for (const row of detections.rows) {
@@ -109,7 +125,7 @@ async function pipelineFps(config: CompiledConfig): Promise<{ fps: number; frame
       }
     },
   });
-  return { fps: summary.frames / (summary.processingMs / 1000), frames: summary.frames, detections: summary.detections, byFrame };
+  return { fps: summary.frames / (summary.processingMs / 1000), cpuFps: summary.frames / cpu, frames: summary.frames, detections: summary.detections, byFrame };
 }
 
 interface StoredFrame {
@@ -158,9 +174,11 @@ export async function peerBench(args: readonly string[]): Promise<void> {
     const { agreement: cachedAgreement, hitRate } = agreement(cached.byFrame, pipeline.byFrame);
     const model = await modelOnlyFps(config);
     const peer = (peerBefore.fps + peerAfter.fps) / 2;
-    console.log(`peer script (OpenCV + onnxruntime, one frame at a time): ${peerBefore.fps.toFixed(1)} / ${peerAfter.fps.toFixed(1)} frames/s before / after, ${peerBefore.frames} frames, ${peerBefore.detections} detections`);
-    console.log(`embedded pipeline: ${pipeline.fps.toFixed(1)} frames/s, ${pipeline.frames} frames, ${pipeline.detections} detections, ${config.deployment.backend.threads} model thread(s)`);
-    console.log(`with a learned cache on the detector (learned from the clip as it plays): ${cached.fps.toFixed(1)} frames/s, ${cached.detections} detections, ${(100 * hitRate).toFixed(1)}% of frames answered by the cache, ${(100 * cachedAgreement).toFixed(1)}% of frames with the uncached run's objects`);
+    const peerCpu = (peerBefore.cpuFps + peerAfter.cpuFps) / 2;
+    const perCpu = (run: { cpuFps: number }): string => `${run.cpuFps.toFixed(1)} frames per CPU-second`;
+    console.log(`peer script (OpenCV + onnxruntime, one frame at a time): ${peerBefore.fps.toFixed(1)} / ${peerAfter.fps.toFixed(1)} frames/s before / after (${perCpu(peerBefore)} / ${perCpu(peerAfter)}), ${peerBefore.frames} frames, ${peerBefore.detections} detections`);
+    console.log(`embedded pipeline: ${pipeline.fps.toFixed(1)} frames/s (${perCpu(pipeline)}), ${pipeline.frames} frames, ${pipeline.detections} detections, ${config.deployment.backend.threads} model thread(s)`);
+    console.log(`with a learned cache on the detector (learned from the clip as it plays): ${cached.fps.toFixed(1)} frames/s (${perCpu(cached)}), ${cached.detections} detections, ${(100 * hitRate).toFixed(1)}% of frames answered by the cache, ${(100 * cachedAgreement).toFixed(1)}% of frames with the uncached run's objects`);
     console.log(
       JSON.stringify({
         pipelineFps: round(pipeline.fps),
@@ -173,6 +191,10 @@ export async function peerBench(args: readonly string[]): Promise<void> {
         cachedRatio: round(cached.fps / peer, 3),
         cachedAgreement: round(cachedAgreement, 3),
         cacheHitRate: round(hitRate, 3),
+        peerCpuFps: round(peerCpu),
+        pipelineCpuFps: round(pipeline.cpuFps),
+        cpuRatio: round(pipeline.cpuFps / peerCpu, 3),
+        cachedCpuRatio: round(cached.cpuFps / peerCpu, 3),
       }),
     );
   } finally {

@@ -94,9 +94,12 @@ export function phasedRunner<Params, P extends Prepared, E extends Executed>(run
 export function parseWith<S extends z.ZodType>(schema: S, spec: ResolvedModel, params: Record<string, unknown>): z.infer<S> {
   const parsed = schema.safeParse(params, { reportInput: true });
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  const got = issue && 'input' in issue && issue.input !== undefined ? ` (got ${JSON.stringify(issue.input)})` : '';
-  throw new PanoptesError(ErrorCode.AppInvalid, `params.${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}${got} for model ${spec.name}`, {
+  // Every problem at once, as the config files' errors.
+  const problems = parsed.error.issues.map((issue) => {
+    const got = 'input' in issue && issue.input !== undefined ? ` (got ${JSON.stringify(issue.input) ?? String(issue.input)})` : '';
+    return `params.${issue.path.join('.')}: ${issue.message}${got}`;
+  });
+  throw new PanoptesError(ErrorCode.AppInvalid, `${problems.join('; ')} for model ${spec.name}`, {
     details: { model: spec.name },
   });
 }

@@ -18,6 +18,8 @@ describe('model zoo runners', () => {
     expect(() => runner.parseParams({ minScore: 2 })).toThrow(expect.objectContaining({ code: ErrorCode.AppInvalid }));
     expect(() => runner.parseParams({ minScores: { unicorn: 0.5 } })).toThrow(/unicorn/);
     expect(() => runner.parseParams({ minScroe: 0.5 })).toThrow(/minScroe/);
+    // Every problem at once, not the first only.
+    expect(() => runner.parseParams({ minScore: 'high', maxDetections: -5 })).toThrow(/params\.minScore: .*; params\.maxDetections: .* for model centernet/);
 
     const image = await decodeJpeg(readFileSync(join(root, 'test/fixtures/images/room-person.jpg')));
     const [strict, loose] = await runner.run([image, image], [
