@@ -134,7 +134,7 @@ function describeIssue(
 function expectation(issue: z.core.$ZodIssue): string {
   switch (issue.code) {
     case 'invalid_type':
-      return issue.expected;
+      return issue.expected === 'number' && typeof issue.input === 'number' ? 'a finite number' : issue.expected;
     case 'invalid_value':
       return `one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'too_small':
@@ -142,14 +142,20 @@ function expectation(issue: z.core.$ZodIssue): string {
     case 'too_big':
       return `${issue.origin === 'array' ? 'at most' : issue.inclusive ? '≤' : '<'} ${String(issue.maximum)}${issue.origin === 'array' ? ' items' : ''}`;
     case 'invalid_format':
+      if (issue.format === 'datetime') return 'an ISO 8601 date and time, e.g. 2026-05-01T08:00:00Z';
       return issue.pattern ? `${issue.message} (${issue.pattern})` : issue.format;
+    case 'invalid_union':
+      // Each form the key allows, by what it lacked.
+      if (issue.errors.length > 0) return issue.errors.map((form) => form.map((i) => `${i.path.length > 0 ? `${formatPath(i.path.filter((p): p is string | number => typeof p !== 'symbol'))}: ` : ''}${expectation(i)}`).join(', ')).join('; or ');
+      return issue.message;
     default:
       return issue.message;
   }
 }
 
 function preview(value: unknown): string {
-  const text = JSON.stringify(value) ?? String(value);
+  // JSON has no NaN or Infinity: it would say null.
+  const text = typeof value === 'number' && !Number.isFinite(value) ? String(value) : (JSON.stringify(value) ?? String(value));
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 

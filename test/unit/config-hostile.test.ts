@@ -73,6 +73,18 @@ describe('hostile configuration', () => {
     expect(err.message).toBe('cannot read configuration file /dev/zero: it is not a regular file');
   });
 
+  it('says what a value is and what was expected: NaN and Infinity, a date without its time, a sample of no form', () => {
+    const files = { 'a.yaml': app('det') };
+    const messages = issuesOf(() =>
+      load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\nsources:\n  - { id: a, path: clip.mp4, apps: [det], fps: .inf, startTime: 2026-05-01 }\n  - { id: b, path: clip.mp4, apps: [det], sample: {} }\n` }),
+    ).map((i) => `${i.path}: ${i.message}`);
+    expect(messages).toEqual([
+      'sources[0].fps: got Infinity; expected a finite number',
+      'sources[0].startTime: got "2026-05-01"; expected an ISO 8601 date and time, e.g. 2026-05-01T08:00:00Z',
+      'sources[1].sample: got {}; expected everyNth: number; or keyframes: one of true; or sceneChange: number',
+    ]);
+  });
+
   it('refuses values a timer cannot wait, an empty dataDir and ids too long for a file name', () => {
     const files = { 'a.yaml': app('det') };
     expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${source('det', ', speed: 1e-300')}` })).map((i) => i.path)).toEqual(['sources[0].speed']);
