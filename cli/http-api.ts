@@ -190,7 +190,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
 
   if (sources) {
     const needsToken = async (request: FastifyRequest): Promise<void> => {
-      const refusal = checkToken(request.headers.authorization, sources.token.token, sources.token.where);
+      const refusal = checkToken(request.headers.authorization, sources.token.token, sources.token.hint ?? sources.token.where);
       if (refusal) throw new PanoptesError(ErrorCode.HttpUnauthorized, refusal);
     };
     const running = (): Ingest => {

@@ -63,8 +63,10 @@ export function checkToken(authorization: string | undefined, token: string, whe
 
 export interface ApiToken {
   token: string;
-  /** Where it came from, for messages: never the token itself. */
+  /** Where it came from, for the operator's messages: never the token itself. */
   where: string;
+  /** Where it came from, for a client refused without it: no path of this machine. @defaultValue `where` */
+  hint?: string;
 }
 
 /**
@@ -81,7 +83,7 @@ export function apiToken(dataDir: string, configured?: string): ApiToken {
       ensureDir(dataDir, 'dataDir');
       writeFileSync(file, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
     }
-    return { token: readFileSync(file, 'utf8').trim(), where: `the file ${file}` };
+    return { token: readFileSync(file, 'utf8').trim(), where: `the file ${file}`, hint: "the file api-token in the server's data directory" };
   } catch (err) {
     throw new PanoptesError(ErrorCode.ConfigInvalid, `cannot make or read the API token file ${file}: ${describeError(err)}; set PANOPTES_API_TOKEN instead`, { cause: err });
   }

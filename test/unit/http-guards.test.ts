@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { allowedHosts, checkSite } from '../../cli/http-guards.js';
+import { allowedHosts, apiToken, checkSite, checkToken } from '../../cli/http-guards.js';
 
 describe('the Host and Origin a request may carry', () => {
   it('names this server: its address and loopback with its port, never a bare name of its own', () => {
@@ -19,5 +22,24 @@ describe('the Host and Origin a request may carry', () => {
     expect(checkSite({ host: 'odd.example' }, hosts)).toMatch(/is not this server/);
     expect(checkSite({ host: 'dash.example', origin: 'https://evil.example' }, hosts)).toMatch(/cross-origin/);
     expect(checkSite({ host: 'dash.example.evil.example' }, hosts)).toMatch(/is not this server/);
+  });
+});
+
+describe('the API token', () => {
+  it('made into the data directory: the operator is told its path, a client refused without it is not', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'panoptes-token-'));
+    try {
+      const saved = process.env.PANOPTES_API_TOKEN;
+      delete process.env.PANOPTES_API_TOKEN;
+      const token = apiToken(dataDir);
+      if (saved !== undefined) process.env.PANOPTES_API_TOKEN = saved;
+      expect(token.where).toBe(`the file ${join(dataDir, 'api-token')}`);
+      const refusal = checkToken('Bearer wrong', token.token, token.hint ?? token.where);
+      expect(refusal).toContain("the file api-token in the server's data directory");
+      expect(refusal).not.toContain(dataDir);
+      expect(checkToken(`Bearer ${token.token}`, token.token, token.where)).toBeUndefined();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
