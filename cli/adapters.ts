@@ -45,18 +45,27 @@ const carriesJpeg = (topic: string): boolean => isFramesTopic(topic) || taskTopi
  * before end offsets: a message is committed only after the tasks it fans out to are sent,
  * so those tasks are already counted in the ends read next. Kafka reports a partition without
  * a commit as offset -1. Stops early once `giveUp` says so. An error the client marks retriable
- * (a broker away, a topic being re-created after a broker was replaced) is asked again later.
+ * (a broker away, a topic being re-created after a broker was replaced), or the client's own
+ * retries of one running out, is asked again later, for up to `retryForMs` in a row.
  */
-export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[], giveUp = (): boolean => false): Promise<void> {
+export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[], giveUp = (): boolean => false, retryForMs = 120_000): Promise<void> {
+  let failingSince: number | undefined;
   while (!giveUp()) {
     const behind = await consumerBehind(bus, groupId, topics).catch((err: unknown) => {
-      if ((err as { retriable?: unknown }).retriable === true) return 'unknown';
+      failingSince ??= Date.now();
+      if (isTransient(err) && Date.now() - failingSince < retryForMs) return 'unknown';
       throw err;
     });
+    if (behind !== 'unknown') failingSince = undefined;
     if (behind === false) return;
     await new Promise((r) => setTimeout(r, behind === 'unknown' ? 500 : 25));
   }
 }
+
+const isTransient = (err: unknown): boolean => {
+  const { retriable, name, cause } = err as { retriable?: unknown; name?: unknown; cause?: unknown };
+  return retriable === true || (name === 'KafkaJSNumberOfRetriesExceeded' && (cause as { retriable?: unknown } | undefined)?.retriable === true);
+};
 
 async function consumerBehind(bus: Bus, groupId: string, topics: readonly string[]): Promise<boolean> {
   const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));

@@ -230,7 +230,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
     });
     const statusTicker = !roles.has('ingest') && options.onStatusLine ? setInterval(() => options.onStatusLine?.(status.line()), STATUS_EVERY_MS) : undefined;
     try {
-      if (roles.has('ingest')) {
+      // A stop that came while the stages started: no source is opened.
+      if (roles.has('ingest') && !stopping.signal.aborted) {
         for (const skipped of config.skipped) logger.info(skipped, 'source skipped');
         const ingest = createIngest({
           bus,

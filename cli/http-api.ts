@@ -141,12 +141,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     route.schema = { ...route.schema, response: { 200: { description: 'OK' }, ...(route.schema?.response as object | undefined), '4xx': ERROR_BODY, '5xx': ERROR_BODY } };
   });
 
-  app.addHook('onRequest', async (request) => {
-    const refusal = checkSite(request.headers, hosts);
-    if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal);
-  });
-
-  // A body that never finishes is answered 408 and its connection closed. Node's own
+  // A body that never finishes is answered 408 and its connection closed, refused or not. Node's own
   // requestTimeout, which fastify passes on, did not end such a request (fastify 5, Node 20).
   const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   app.addHook('onRequest', async (request, reply) => {
@@ -154,9 +149,18 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     const timer = setTimeout(() => {
       if (request.raw.complete) return;
       const socket = request.raw.socket;
-      socket.end('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n', () => socket.destroy());
+      // Refused already (a 403 before the body came): the connection is closed, no second answer.
+      if (reply.raw.headersSent) socket.destroy();
+      else socket.end('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n', () => socket.destroy());
     }, requestTimeoutMs).unref();
-    reply.raw.once('close', () => clearTimeout(timer));
+    reply.raw.once('close', () => {
+      if (request.raw.complete) clearTimeout(timer);
+    });
+  });
+
+  app.addHook('onRequest', async (request) => {
+    const refusal = checkSite(request.headers, hosts);
+    if (refusal) throw new PanoptesError(ErrorCode.HttpForbidden, refusal);
   });
 
   app.setErrorHandler((err: FastifyError | PanoptesError, _request, reply) => {

@@ -164,6 +164,10 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
       // A deployment file, not a replay's: the same run again serves the dashboard.
       if (!http && existsSync(config.file)) process.stdout.write(`watch it in the dashboard, with the results so far:\n  npx panoptes run ${relative(process.cwd(), config.file) || config.file} --http-port 8081\n`);
     },
+  }).catch((err: unknown) => {
+    // Recorded before the exit timer is armed: the error line comes after the cleanup, which may outlast it.
+    process.exitCode = 1;
+    throw err;
   }).finally(() => {
     process.off('SIGHUP', reload);
     // Every stage has committed and closed. A client library that still holds a socket (kafkajs can
@@ -176,6 +180,7 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
   if (!roles.has('sink')) printSummary(summary, config);
   const failed = summary.sources.filter((s) => s.error);
   if (failed.length === summary.sources.length && failed.length > 0) {
+    process.exitCode = 1;
     throw new PanoptesError(ErrorCode.SourceDecode, `every source failed: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);
   }
 }

@@ -26,7 +26,7 @@ export function checkRequestedSource(body: unknown, baseDir: string, policy: Sou
   if (depthOf(body) > MAX_DEPTH) throw new PanoptesError(ErrorCode.HttpBadRequest, `the body nests deeper than ${MAX_DEPTH} levels; send one source's config`);
   const source = body as Record<string, unknown>;
   if (source.synthetic !== undefined) refuse('synthetic', 'synthetic sources (ffmpeg lavfi graphs) come from the deployment file only');
-  if (source.listen !== undefined) refuse('listen', 'a source that listens for a pushed stream opens a port: it comes from the deployment file only');
+  if (source.listen === true) refuse('listen', 'a source that listens for a pushed stream opens a port: it comes from the deployment file only');
   const twitch = source.twitch;
   if (typeof twitch === 'object' && twitch !== null) {
     for (const key of ['gqlUrl', 'usherUrl']) {
@@ -34,12 +34,13 @@ export function checkRequestedSource(body: unknown, baseDir: string, policy: Sou
     }
   }
   if (typeof source.path !== 'string') return;
-  const scheme = /^([a-z][a-z0-9+.-]+):/i.exec(source.path)?.[1]?.toLowerCase();
-  if (scheme && !isUrl(source.path)) refuse('path', `${scheme}: without // is neither a URL nor a file here (ffmpeg would read it as its ${scheme} protocol)`);
-  if (scheme) {
+  if (isUrl(source.path)) {
+    const scheme = source.path.slice(0, source.path.indexOf(':')).toLowerCase();
     if (!policy.schemes.includes(scheme)) refuse('path', `${scheme}: URLs are not allowed here; allowed: ${policy.schemes.join(', ')} (http.sources.schemes)`);
     return;
   }
+  const scheme = /^([a-z][a-z0-9+.-]+):/i.exec(source.path)?.[1]?.toLowerCase();
+  if (scheme) refuse('path', `${scheme}: without // is neither a URL nor a file here (ffmpeg would read it as its ${scheme} protocol)`);
   if (!inside(resolve(baseDir, source.path), policy)) refuse('path', `files must be under ${policy.directories.join(', ')} (http.sources.directories)`);
 }
 

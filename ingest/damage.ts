@@ -15,7 +15,9 @@ export interface DamagedSample {
  * variable-rate recording, a still scene) and is kept.
  */
 export class DamageTracker {
-  readonly owed: DamagedSample[] = [];
+  /** Samples owed so far: the frame_seqs they took. */
+  count = 0;
+  #owed: DamagedSample[] = [];
   #lastPtsMs: number | undefined;
 
   /**
@@ -28,11 +30,24 @@ export class DamageTracker {
     this.#lastPtsMs = frame.ptsMs;
     if (!frame.afterDamage || last === undefined) return { took: 0, copy: false };
     if (frame.copy && everyFrameMs === undefined) {
-      this.owed.push({ seq, ptsMs: frame.ptsMs });
+      this.owe(seq, frame.ptsMs);
       return { took: 1, copy: true };
     }
     const missing = everyFrameMs === undefined ? 0 : Math.round((frame.ptsMs - last) / everyFrameMs) - 1;
-    for (let k = 1; k <= missing; k++) this.owed.push({ seq: seq + k - 1, ptsMs: Math.round(last + k * everyFrameMs!) });
+    for (let k = 1; k <= missing; k++) this.owe(seq + k - 1, Math.round(last + k * everyFrameMs!));
     return { took: Math.max(0, missing), copy: false };
+  }
+
+  /** A sample that took `seq` and cannot be analyzed (its JPEG has no frame header): owed a drop too. */
+  owe(seq: number, ptsMs: number): void {
+    this.#owed.push({ seq, ptsMs });
+    this.count += 1;
+  }
+
+  /** The samples owed since the last call: the caller records their drops. */
+  take(): DamagedSample[] {
+    const owed = this.#owed;
+    this.#owed = [];
+    return owed;
   }
 }

@@ -118,15 +118,16 @@ export interface FileSourceStatus extends FrameCounts {
   expectedFrames: number | undefined;
   /** Set when the clip ended cleanly but clearly short of `expectedFrames` (a truncated file). */
   shortfall: Shortfall | undefined;
-  /** Samples of stretches ffmpeg could not decode, in order: each took a frame_seq and is owed a drop. */
-  damaged: readonly DamagedSample[];
 }
 
 /**
  * A file replayed: its frames end when the clip ends (never with `loop`) or after `stop()`;
  * `frames()` throws a PanoptesError naming the source when the clip can't be read or ffmpeg dies.
  */
-export type FileSource = FrameSource<FileSourceStatus>;
+export type FileSource = FrameSource<FileSourceStatus> & {
+  /** Samples of footage that cannot be analyzed since the last call (stretches ffmpeg could not decode, frames without a JPEG header), in order: each took a frame_seq and is owed a drop. */
+  takeDamaged(): DamagedSample[];
+};
 
 const DEFAULT_QUALITY = 5;
 
@@ -244,7 +245,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           }
           const { ptsMs } = out;
           lastPtsMs = ptsMs;
-          const damaged = damage.see(out, framesEmitted + damage.owed.length, fps === undefined && !options.sample && nativeFps ? 1000 / nativeFps : undefined);
+          // A live connection is renumbered by its source and its rate is not probed: not judged here.
+          const damaged = options.live ? { took: 0, copy: false } : damage.see(out, framesEmitted + damage.count, fps === undefined && !options.sample && nativeFps ? 1000 / nativeFps : undefined);
           // Once per damaged stretch (a copy of the fps filter's comes per sample).
           if (damaged.took > 0 && !inDamage) logger.warn({ ptsMs }, `ffmpeg could not decode the footage before ${(ptsMs / 1000).toFixed(1)} s: the samples it owed are recorded as drops`);
           inDamage = damaged.copy;
@@ -253,6 +255,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           if (!size) {
             framesSkipped += 1;
             logger.warn({ seq: framesEmitted, ptsMs, bytes: jpeg.length }, 'skipping a frame without a JPEG frame header');
+            // A recording's frame keeps its frame_seq, and is a drop (a live connection is renumbered by its source).
+            if (!options.live) damage.owe(framesEmitted + damage.count, ptsMs);
             continue;
           }
           startedAt ??= clock.now() - (options.speed === 'max' ? 0 : ptsMs / options.speed);
@@ -266,7 +270,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           if (abort.signal.aborted) return;
           const frame: Frame = {
             source: id,
-            seq: framesEmitted + damage.owed.length,
+            seq: framesEmitted + damage.count,
             captureTimeMs: (options.replayStartMs ?? startedAt) + ptsMs,
             ...(mediaStartMs() !== undefined ? { mediaTimeMs: mediaStartMs()! + ptsMs } : {}),
             ptsMs,
@@ -287,7 +291,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       if (failure) throw failure;
       logger.debug({ frames: framesEmitted }, 'clip ended');
       if (!options.loop && !options.live) {
-        shortfall = findShortfall({ durationMs, nativeFps, sampling: { fps, sample: options.sample }, delivered: framesEmitted + framesSkipped + damage.owed.length, endedAtMs: lastPtsMs });
+        shortfall = findShortfall({ durationMs, nativeFps, sampling: { fps, sample: options.sample }, delivered: framesEmitted + damage.count, endedAtMs: lastPtsMs });
         if (shortfall) logger.warn({ ...shortfall }, `source ${id} (${path}): ${describeShortfall(shortfall)}`);
       }
       state = 'ended';
@@ -304,6 +308,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
 
   return {
     id,
+    takeDamaged: () => damage.take(),
     frames() {
       if (iterated) throw new Error(`source ${id}: frames() can be iterated only once`);
       iterated = true;
@@ -324,7 +329,6 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       framesEmitted,
       framesDecoded,
       framesSkipped,
-      damaged: damage.owed,
       durationMs,
       nativeFps,
       fps,

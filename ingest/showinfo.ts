@@ -5,14 +5,20 @@ const SHOWINFO_TIME_BASE = /config in time_base: (\d+)\/(\d+)/;
 const SHOWINFO_FRAME = /\bn:\s*\d+\s+pts:\s*(\S+)/;
 
 /** ffmpeg's words for a picture it could not decode (a damaged file). */
-const DECODE_ERROR = /error while decoding|concealing \d+|Invalid NAL|missing picture in access unit|co located POCs unavailable|corrupt decoded frame|Invalid data found when processing input/i;
+const DECODE_ERROR = /error while decoding|concealing \d+|Invalid NAL unit size|missing picture in access unit|co located POCs unavailable|corrupt decoded frame|Invalid data found when processing input/i;
+
+/**
+ * A decoder working on several frames at once reports a broken packet before it has put out the
+ * frames that came before it: an error this many decoded frames back still counts as just before.
+ */
+const DAMAGE_REACH = 16;
 
 /** A frame leaving the filter graph. */
 export interface OutputFrame {
   ptsMs: number;
   /** No frame was decoded since the one before it left: the fps filter repeated a picture over a gap. */
   copy: boolean;
-  /** ffmpeg reported a picture it could not decode just before the latest decoded frame: the gap is damage, not a still scene. */
+  /** ffmpeg reported a picture it could not decode within the last few decoded frames: a gap here is damage, not a still scene. */
   afterDamage: boolean;
 }
 
@@ -31,8 +37,8 @@ export class ShowinfoTimestamps {
   #wake: (() => void) | undefined;
   #decodedSinceOutput = 0;
   #outputs = 0;
-  #errorsSinceDecoded = 0;
-  #errorsBeforeLatest = 0;
+  /** Frames decoded since ffmpeg last reported a picture it could not decode. */
+  #decodedSinceError = Infinity;
 
   constructor(
     private readonly outputIndex: number,
@@ -43,14 +49,13 @@ export class ShowinfoTimestamps {
   onLine(line: string): boolean {
     const showinfo = SHOWINFO.exec(line);
     if (!showinfo) {
-      if (DECODE_ERROR.test(line)) this.#errorsSinceDecoded += 1;
+      if (DECODE_ERROR.test(line)) this.#decodedSinceError = 0;
       return false;
     }
     if (Number(showinfo[1]) !== this.outputIndex) {
       if (SHOWINFO_FRAME.test(line)) {
         this.#decodedSinceOutput += 1;
-        this.#errorsBeforeLatest = this.#errorsSinceDecoded;
-        this.#errorsSinceDecoded = 0;
+        this.#decodedSinceError += 1;
         this.onDecoded();
       }
       return true;
@@ -66,7 +71,7 @@ export class ShowinfoTimestamps {
       // A frame without pts (NOPTS) keeps the previous time.
       const ptsMs = Number.isFinite(pts) ? Math.round((pts * this.#timeBase.num * 1000) / this.#timeBase.den) : this.#lastPtsMs;
       this.#lastPtsMs = ptsMs;
-      this.#queue.push({ ptsMs, copy: this.#outputs > 0 && this.#decodedSinceOutput === 0, afterDamage: this.#errorsBeforeLatest > 0 });
+      this.#queue.push({ ptsMs, copy: this.#outputs > 0 && this.#decodedSinceOutput === 0, afterDamage: this.#decodedSinceError <= DAMAGE_REACH });
       this.#outputs += 1;
       this.#decodedSinceOutput = 0;
       this.#notify();

@@ -160,14 +160,10 @@ export function createIngest(options: IngestOptions): Ingest {
       if (entry.stopped) await source.stop();
       // A replay faster than real time goes apart from live frames (Topics.backfillFrames).
       const channel = isDelayTolerant(config) ? Channels.backfillFrames : Channels.frames;
-      /** Samples of damaged footage the source said so far, and how many of them are drops already. */
-      const damaged = (): readonly DamagedSample[] => {
-        const status = source.status();
-        return 'damaged' in status ? status.damaged : [];
-      };
+      /** Samples of a recording that cannot be analyzed, as drops, before the frames after them. */
       let damagedSaid = 0;
       const sayDamaged = async (): Promise<void> => {
-        const owed = damaged().slice(damagedSaid);
+        const owed = 'takeDamaged' in source ? source.takeDamaged() : [];
         damagedSaid += owed.length;
         if (owed.length > 0) await publishDamaged(producer, config.id, owed);
       };

@@ -4,6 +4,7 @@ import { projectRoot, resolveConfigPath } from '../paths.js';
 import { configError, deepFreeze, loadConfigFile, parseConfig, type ConfigIssue } from './load.js';
 import { deploymentSchema, sourceSchema, type Deployment, type SourceConfig } from './deployment-schema.js';
 import { appSpecSchema, cacheSchemaFor, modelZooSchema, type AppSpec, type ModelSpec } from './schema.js';
+import { matchesId } from './source-pattern.js';
 
 /** A model spec whose files are absolute paths that exist. */
 export type ResolvedModel = ModelSpec & {
@@ -372,28 +373,6 @@ function checkSource(
   }
   if (issues.length > before) return undefined;
   return { ...source, apps: analyzedBy, ...(path ? { path } : {}) };
-}
-
-/**
- * An id against an app's source pattern, where `*` stands for any run of characters and every
- * other character for itself. Each part between stars is taken at its first place after the one
- * before, which is time linear in the id (a regular expression of many `.*` backtracked for
- * minutes on a long id).
- */
-export function matchesId(pattern: string, id: string): boolean {
-  const parts = pattern.split('*');
-  const first = parts[0]!;
-  const last = parts.at(-1)!;
-  if (parts.length === 1) return id === pattern;
-  if (id.length < first.length + last.length || !id.startsWith(first) || !id.endsWith(last)) return false;
-  const end = id.length - last.length;
-  let at = first.length;
-  for (const part of parts.slice(1, -1)) {
-    const found = id.indexOf(part, at);
-    if (found < 0 || found + part.length > end) return false;
-    at = found + part.length;
-  }
-  return true;
 }
 
 export function isUrl(path: string): boolean {

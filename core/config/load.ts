@@ -1,4 +1,4 @@
-import { readFileSync, statSync, type Stats } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import type { z } from 'zod';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import { describeError, ErrorCode, PanoptesError } from '../errors.js';
@@ -33,6 +33,8 @@ function withLines(issues: ConfigIssue[]): ConfigIssue[] {
     if (issue.line !== undefined || !issue.path) return issue;
     if (!docs.has(issue.file)) {
       try {
+        // A pipe was read once already: opened again it could wait for a writer for ever.
+        if (!statSync(issue.file).isFile()) throw new Error('not a regular file');
         const lineCounter = new LineCounter();
         docs.set(issue.file, { doc: parseDocument(readFileSync(issue.file, 'utf8'), { lineCounter }), lineCounter });
       } catch {
@@ -57,13 +59,27 @@ export function readConfigText(file: string): string {
   } catch (err) {
     throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}`, { cause: err, details: { file } });
   }
-  // A device or a pipe would be read for ever (or block), a folder not at all.
-  if (!stats.isFile()) throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}: it is ${stats.isDirectory() ? 'a folder' : 'not a regular file'}`, { details: { file } });
-  if (stats.size > MAX_CONFIG_BYTES) throw new PanoptesError(ErrorCode.ConfigInvalid, `configuration file ${file} is ${stats.size} bytes; at most ${MAX_CONFIG_BYTES} are read`, { details: { file } });
+  // A device would be read for ever, a folder not at all; a pipe (`<(envsubst < x.yaml)`) is read up to the limit.
+  if (!stats.isFile() && !stats.isFIFO()) throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}: it is ${stats.isDirectory() ? 'a folder' : 'not a regular file'}`, { details: { file } });
+  let text: Buffer;
   try {
-    return readFileSync(file, 'utf8');
+    text = readAtMost(file, MAX_CONFIG_BYTES + 1);
   } catch (err) {
     throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}`, { cause: err, details: { file } });
+  }
+  if (text.length > MAX_CONFIG_BYTES) throw new PanoptesError(ErrorCode.ConfigInvalid, `configuration file ${file} is over ${MAX_CONFIG_BYTES} bytes; no more are read`, { details: { file } });
+  return text.toString('utf8');
+}
+
+function readAtMost(file: string, limit: number): Buffer {
+  const fd = openSync(file, 'r');
+  try {
+    const buffer = Buffer.alloc(limit);
+    let length = 0;
+    for (let n = -1; n !== 0 && length < limit; length += n) n = readSync(fd, buffer, length, limit - length, null);
+    return buffer.subarray(0, length);
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -136,7 +152,7 @@ function expectation(issue: z.core.$ZodIssue): string {
     case 'invalid_type':
       return issue.expected === 'number' && typeof issue.input === 'number' ? 'a finite number' : issue.expected;
     case 'invalid_value':
-      return `one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
+      return issue.values.length === 1 ? JSON.stringify(issue.values[0]) : `one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'too_small':
       return `${issue.origin === 'array' ? 'at least' : issue.inclusive ? '≥' : '>'} ${String(issue.minimum)}${issue.origin === 'array' ? ' items' : ''}`;
     case 'too_big':

@@ -117,7 +117,7 @@ describe('a recording damaged in the middle', () => {
   it('sampled at 2 fps: the fps filter\'s copies of the last good picture are drops, not frames, and every frame_seq is one or the other', async () => {
     const { logger, warnings } = capturingLogger();
     const { frames, source } = await readAll({ path: clips.damaged, fps: 2, logger });
-    const { damaged } = source.status();
+    const damaged = source.takeDamaged();
     expect(damaged.length).toBeGreaterThan(5);
     const seqs = [...frames.map((f) => f.seq), ...damaged.map((d) => d.seq)].sort((a, b) => a - b);
     expect(seqs).toEqual(Array.from({ length: 40 }, (_, i) => i));
@@ -126,12 +126,12 @@ describe('a recording damaged in the middle', () => {
     expect(frames.filter((f) => f.ptsMs >= from && f.ptsMs <= to)).toEqual([]);
     expect(warnings.filter((w) => /could not decode/.test(w)).length).toBeGreaterThanOrEqual(1);
     // The same clip whole: nothing damaged.
-    expect((await readAll({ path: clips.whole, fps: 2 })).source.status().damaged).toEqual([]);
+    expect((await readAll({ path: clips.whole, fps: 2 })).source.takeDamaged()).toEqual([]);
   });
 
   it('every frame sampled: the jump over the damage is drops too', async () => {
     const { frames, source } = await readAll({ path: clips.damaged });
-    const { damaged } = source.status();
+    const damaged = source.takeDamaged();
     expect(damaged.length).toBeGreaterThan(0);
     const seqs = [...frames.map((f) => f.seq), ...damaged.map((d) => d.seq)].sort((a, b) => a - b);
     expect(new Set(seqs).size).toBe(seqs.length);
