@@ -142,6 +142,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   let framesDecoded = 0;
   let framesSkipped = 0;
   const damage = new DamageTracker();
+  /** A frame's frame_seq: the frames emitted and the samples owed as drops take them in turn. */
+  const nextSeq = (): number => framesEmitted + damage.count;
   let durationMs: number | undefined;
   let nativeFps: number | undefined;
   /** The container's `creation_time`: when the footage was recorded, where it says. */
@@ -246,7 +248,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           const { ptsMs } = out;
           lastPtsMs = ptsMs;
           // A live connection is renumbered by its source and its rate is not probed: not judged here.
-          const damaged = options.live ? { took: 0, copy: false } : damage.see(out, framesEmitted + damage.count, fps === undefined && !options.sample && nativeFps ? 1000 / nativeFps : undefined);
+          const damaged = options.live ? { took: 0, copy: false } : damage.see(out, nextSeq(), fps === undefined && !options.sample && nativeFps ? 1000 / nativeFps : undefined);
           // Once per damaged stretch (a copy of the fps filter's comes per sample).
           if (damaged.took > 0 && !inDamage) logger.warn({ ptsMs }, `ffmpeg could not decode the footage before ${(ptsMs / 1000).toFixed(1)} s: the samples it owed are recorded as drops`);
           inDamage = damaged.copy;
@@ -256,7 +258,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
             framesSkipped += 1;
             logger.warn({ seq: framesEmitted, ptsMs, bytes: jpeg.length }, 'skipping a frame without a JPEG frame header');
             // A recording's frame keeps its frame_seq, and is a drop (a live connection is renumbered by its source).
-            if (!options.live) damage.owe(framesEmitted + damage.count, ptsMs);
+            if (!options.live) damage.owe(nextSeq(), ptsMs);
             continue;
           }
           startedAt ??= clock.now() - (options.speed === 'max' ? 0 : ptsMs / options.speed);
@@ -270,7 +272,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           if (abort.signal.aborted) return;
           const frame: Frame = {
             source: id,
-            seq: framesEmitted + damage.count,
+            seq: nextSeq(),
             captureTimeMs: (options.replayStartMs ?? startedAt) + ptsMs,
             ...(mediaStartMs() !== undefined ? { mediaTimeMs: mediaStartMs()! + ptsMs } : {}),
             ptsMs,
@@ -291,7 +293,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       if (failure) throw failure;
       logger.debug({ frames: framesEmitted }, 'clip ended');
       if (!options.loop && !options.live) {
-        shortfall = findShortfall({ durationMs, nativeFps, sampling: { fps, sample: options.sample }, delivered: framesEmitted + damage.count, endedAtMs: lastPtsMs });
+        shortfall = findShortfall({ durationMs, nativeFps, sampling: { fps, sample: options.sample }, delivered: nextSeq(), endedAtMs: lastPtsMs });
         if (shortfall) logger.warn({ ...shortfall }, `source ${id} (${path}): ${describeShortfall(shortfall)}`);
       }
       state = 'ended';

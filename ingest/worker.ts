@@ -278,29 +278,22 @@ const DROPS_PER_SEND = 500;
  * from 0 to the expected count (docs/ingest.md). The detail names the file's shortfall only
  * (no clock): replayed, the same file gives the same drop rows, not new ones.
  */
-async function publishShortfall(producer: Producer, source: string, shortfall: Shortfall): Promise<void> {
+function publishShortfall(producer: Producer, source: string, shortfall: Shortfall): Promise<void> {
   const detail = describeShortfall(shortfall);
-  const atMs = Date.now();
-  for (let from = shortfall.delivered; from < shortfall.expected; from += DROPS_PER_SEND) {
-    const to = Math.min(shortfall.expected, from + DROPS_PER_SEND);
-    const records = [];
-    for (let seq = from; seq < to; seq += 1) {
-      const drop: Drop = { what: 'frame', where: 'ingest', why: 'truncated', source, frameSeq: seq, atMs, detail };
-      records.push(Channels.drops.record(drop));
-    }
-    await producer.send(Channels.drops.topic, records);
-  }
+  const seqs = Array.from({ length: shortfall.expected - shortfall.delivered }, (_, i) => shortfall.delivered + i);
+  return sendFrameDrops(producer, source, 'truncated', seqs.map((seq) => ({ seq, detail })));
 }
 
-/**
- * One drop per sample of a stretch ffmpeg could not decode, at the frame_seq it took. The
- * detail depends on the file only, as a shortfall's does.
- */
-async function publishDamaged(producer: Producer, source: string, owed: readonly DamagedSample[]): Promise<void> {
+/** One drop per sample of footage that cannot be analyzed, at the frame_seq it took; the detail depends on the file only, as a shortfall's does. */
+function publishDamaged(producer: Producer, source: string, owed: readonly DamagedSample[]): Promise<void> {
+  return sendFrameDrops(producer, source, 'damaged', owed.map(({ seq, ptsMs }) => ({ seq, detail: `ffmpeg could not decode the footage at ${(ptsMs / 1000).toFixed(1)} s` })));
+}
+
+async function sendFrameDrops(producer: Producer, source: string, why: string, drops: readonly { seq: number; detail: string }[]): Promise<void> {
   const atMs = Date.now();
-  for (let from = 0; from < owed.length; from += DROPS_PER_SEND) {
-    const records = owed.slice(from, from + DROPS_PER_SEND).map(({ seq, ptsMs }) => {
-      const drop: Drop = { what: 'frame', where: 'ingest', why: 'damaged', source, frameSeq: seq, atMs, detail: `ffmpeg could not decode the footage at ${(ptsMs / 1000).toFixed(1)} s` };
+  for (let from = 0; from < drops.length; from += DROPS_PER_SEND) {
+    const records = drops.slice(from, from + DROPS_PER_SEND).map(({ seq, detail }) => {
+      const drop: Drop = { what: 'frame', where: 'ingest', why, source, frameSeq: seq, atMs, detail };
       return Channels.drops.record(drop);
     });
     await producer.send(Channels.drops.topic, records);

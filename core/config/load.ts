@@ -61,20 +61,23 @@ export function readConfigText(file: string): string {
   }
   // A device would be read for ever, a folder not at all; a pipe (`<(envsubst < x.yaml)`) is read up to the limit.
   if (!stats.isFile() && !stats.isFIFO()) throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}: it is ${stats.isDirectory() ? 'a folder' : 'not a regular file'}`, { details: { file } });
+  const tooLarge = (): PanoptesError => new PanoptesError(ErrorCode.ConfigInvalid, `configuration file ${file} is over ${MAX_CONFIG_BYTES} bytes; no more are read`, { details: { file } });
+  if (stats.size > MAX_CONFIG_BYTES) throw tooLarge();
   let text: Buffer;
   try {
-    text = readAtMost(file, MAX_CONFIG_BYTES + 1);
+    text = stats.isFile() ? readFileSync(file) : readPipe(file, MAX_CONFIG_BYTES + 1);
   } catch (err) {
     throw new PanoptesError(ErrorCode.ConfigNotFound, `cannot read configuration file ${file}`, { cause: err, details: { file } });
   }
-  if (text.length > MAX_CONFIG_BYTES) throw new PanoptesError(ErrorCode.ConfigInvalid, `configuration file ${file} is over ${MAX_CONFIG_BYTES} bytes; no more are read`, { details: { file } });
+  if (text.length > MAX_CONFIG_BYTES) throw tooLarge();
   return text.toString('utf8');
 }
 
-function readAtMost(file: string, limit: number): Buffer {
+/** A pipe's bytes up to `limit` (its size is not known ahead). */
+function readPipe(file: string, limit: number): Buffer {
   const fd = openSync(file, 'r');
   try {
-    const buffer = Buffer.alloc(limit);
+    const buffer = Buffer.allocUnsafe(limit);
     let length = 0;
     for (let n = -1; n !== 0 && length < limit; length += n) n = readSync(fd, buffer, length, limit - length, null);
     return buffer.subarray(0, length);
