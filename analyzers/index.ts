@@ -43,6 +43,7 @@ export {
   findPrefixFamilies,
   letterboxBatchNative,
   loadFeatureExtractor,
+  checkModelParams,
   loadModelRunner,
   sameObjects,
   matchedObjects,

@@ -40,7 +40,8 @@ export interface RequestHeaders {
 export function checkSite(headers: RequestHeaders, hosts: ReadonlySet<string>): string | undefined {
   const host = headers.host?.toLowerCase();
   if (!host || !hosts.has(host)) {
-    return `Host "${headers.host ?? ''}" is not this server; use one of ${[...hosts].join(', ')} (or list it in http.allowedHosts)`;
+    // Not the list: bound to every interface, it would tell any caller every address of the machine.
+    return `Host "${headers.host ?? ''}" is not a name of this server; use the address it listens on or localhost, or list the name in http.allowedHosts`;
   }
   const origin = headers.origin;
   if (origin !== undefined && !(/^https?:\/\//.test(origin) && hosts.has(origin.replace(/^https?:\/\//, '').toLowerCase()))) {

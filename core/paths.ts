@@ -29,6 +29,10 @@ export function resolveConfigPath(path: string, baseDir: string): string {
   const nameParts = spec.startsWith('@') ? 2 : 1;
   const pkg = parts.slice(0, nameParts).join('/');
   const rest = parts.slice(nameParts).join('/');
+  // A package's own file: `npm:../x` or `npm:pkg/../../x` would name a file outside node_modules.
+  if (!/^(@[a-z0-9][\w.-]*\/)?[a-z0-9][\w.-]*$/i.test(pkg) || parts.slice(nameParts).some((p) => p === '..' || p === '.' || p === '')) {
+    throw new PanoptesError(ErrorCode.ConfigInvalid, `got "${path}"; expected npm:<package>/<file inside it>`);
+  }
   const searchPaths = createRequire(join(projectRoot(), 'package.json')).resolve.paths(pkg) ?? [];
   for (const nodeModules of searchPaths) {
     const candidate = join(nodeModules, pkg, rest);

@@ -17,7 +17,7 @@ import { float32Output, NO_INPUT, parseWith, phasedRunner, type ModelRunner } fr
  * class, for a specialized node). Crops are letterboxed.
  */
 
-const classifierParams = z.strictObject({
+export const classifierParams = z.strictObject({
   /** The node's `cache:` (a learned cache), which the DAG runner passes here. */
   cache: classifierCacheSchema.optional(),
 });

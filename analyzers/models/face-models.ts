@@ -20,7 +20,7 @@ import {
 import { letterboxBatchNative } from './detector/index.js';
 import { float32Output, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
-const faceDetectorParams = z.strictObject({
+export const faceDetectorParams = z.strictObject({
   minScore: z.number().min(0).max(1).default(BLAZEFACE_DEFAULT_MIN_SCORE),
   iouThreshold: z.number().min(0).max(1).default(BLAZEFACE_DEFAULT_IOU),
   maxDetections: z.number().int().positive().default(100),
@@ -53,7 +53,7 @@ export async function loadFaceDetector(spec: ResolvedModel, runtime: ModelRuntim
   });
 }
 
-const faceAttributeParams = z.strictObject({
+export const faceAttributeParams = z.strictObject({
   /** Gender sigmoid at or above which a face is `male` (the model's authors use 0.6, the human library 0.5). */
   maleThreshold: z.number().gt(0).lt(1).default(FACERES_DEFAULT_MALE_THRESHOLD),
 });
@@ -75,7 +75,7 @@ export async function loadFaceAttributes(spec: ResolvedModel, runtime: ModelRunt
   });
 }
 
-const faceVerifierParams = z.strictObject({
+export const faceVerifierParams = z.strictObject({
   /** Face-presence confidence at or above which a crop is a face (the human library keeps faces above 0.2). */
   minScore: z.number().min(0).max(1).default(FACEMESH_DEFAULT_MIN_SCORE),
 });
@@ -110,7 +110,7 @@ export async function loadFaceVerifier(spec: ResolvedModel, runtime: ModelRuntim
   });
 }
 
-const faceIdentityParams = z.strictObject({
+export const faceIdentityParams = z.strictObject({
   /** Cosine similarity of descriptors from which a face is an identity's (the weg bench enrols at 0.7). */
   sameIdentity: z.number().gt(0).max(1).default(0.7),
   /** Identities a node keeps; a new one lets the one seen longest ago go (each face is compared with every one, on the event loop). */

@@ -27,6 +27,20 @@ const detectorParams = z.strictObject({
 });
 type DetectorParams = z.infer<typeof detectorParams>;
 
+/** A node's params, as far as they can be checked without the model's graph (`config check`). */
+export function parseDetectorParams(spec: ResolvedModel, params: Record<string, unknown>): DetectorParams {
+  const parsed = parseWith(detectorParams, spec, params);
+  const named = new Set([...cocoLabels, ...Object.values(parsed.relabel)]);
+  const unknown = [
+    ...Object.keys(parsed.relabel).filter((c) => !cocoLabels.includes(c)),
+    ...[...(parsed.classes ?? []), ...Object.keys(parsed.minScores)].filter((c) => !named.has(c)),
+  ];
+  if (unknown.length > 0) {
+    throw new PanoptesError(ErrorCode.AppInvalid, `params: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
+  }
+  return parsed;
+}
+
 /**
  * COCO object detection with CenterNet: letterbox, run, decode, then each node's own filter.
  * Rows of nodes with a `cache:` run through a frame cache per stream (docs/learned-caches.md).
@@ -102,15 +116,7 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
   return phasedRunner({
     spec,
     parseParams(params) {
-      const parsed = parseWith(detectorParams, spec, params);
-      const named = new Set([...cocoLabels, ...Object.values(parsed.relabel)]);
-      const unknown = [
-        ...Object.keys(parsed.relabel).filter((c) => !cocoLabels.includes(c)),
-        ...[...(parsed.classes ?? []), ...Object.keys(parsed.minScores)].filter((c) => !named.has(c)),
-      ];
-      if (unknown.length > 0) {
-        throw new PanoptesError(ErrorCode.AppInvalid, `params: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
-      }
+      const parsed = parseDetectorParams(spec, params);
       if (parsed.cache && parsed.cache.layer >= candidateLayers.length) {
         throw new PanoptesError(ErrorCode.AppInvalid, `cache.layer ${parsed.cache.layer}: ${spec.name} has candidate layers 0..${candidateLayers.length - 1} (docs/learned-caches.md)`);
       }

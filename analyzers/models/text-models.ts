@@ -6,7 +6,7 @@ import type { ModelRuntime } from '../runtime/index.js';
 import { createOcrSteps, loadCharset } from './ocr/index.js';
 import { parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
-const detParams = z.strictObject({
+export const detParams = z.strictObject({
   /** DB box threshold: mean text probability inside a box (PaddleOCR's det_db_box_thresh). */
   minScore: z.number().min(0).max(1).default(0.6),
   /** How far boxes grow around the text (det_db_unclip_ratio). */
@@ -57,7 +57,7 @@ export async function loadTextDetector(spec: ResolvedModel, runtime: ModelRuntim
   });
 }
 
-const recParams = z.strictObject({
+export const recParams = z.strictObject({
   /** Lines read with a lower mean confidence are left out (PaddleOCR's drop_score). */
   minScore: z.number().min(0).max(1).default(0.5),
 });

@@ -1,36 +1,64 @@
 import { ErrorCode, PanoptesError, silentLogger, type Logger, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import { loadImageClassifier } from './classifier-models.js';
-import { loadFaceAttributes, loadFaceDetector, loadFaceIdentities, loadFaceVerifier } from './face-models.js';
+import type { z } from 'zod';
+import { classifierParams, loadImageClassifier } from './classifier-models.js';
+import {
+  faceAttributeParams,
+  faceDetectorParams,
+  faceIdentityParams,
+  faceVerifierParams,
+  loadFaceAttributes,
+  loadFaceDetector,
+  loadFaceIdentities,
+  loadFaceVerifier,
+} from './face-models.js';
 import { loadFamilyRunner } from './family.js';
-import { loadObjectDetector } from './object-detector.js';
-import type { ModelRunner } from './runner.js';
-import { loadTextDetector, loadTextRecognizer } from './text-models.js';
+import { loadObjectDetector, parseDetectorParams } from './object-detector.js';
+import { parseWith, type ModelRunner } from './runner.js';
+import { detParams, loadTextDetector, loadTextRecognizer, recParams } from './text-models.js';
 
-/** Which code runs a zoo model, by the architecture its manifest entry names. */
-const LOADERS: Record<string, (spec: ResolvedModel, runtime: ModelRuntime, logger: Logger) => Promise<ModelRunner>> = {
-  centernet: loadObjectDetector,
-  blazeface: loadFaceDetector,
-  faceres: loadFaceAttributes,
-  facemesh: loadFaceVerifier,
-  'face-embedding': loadFaceIdentities,
-  'ppocr-det': loadTextDetector,
-  'ppocr-rec': loadTextRecognizer,
-  'efficientnet-lite': loadImageClassifier,
+type ParamsCheck = (spec: ResolvedModel, params: Record<string, unknown>) => unknown;
+const schema =
+  (of: z.ZodType): ParamsCheck =>
+  (spec, params) =>
+    parseWith(of, spec, params);
+
+/**
+ * Which code runs a zoo model, by the architecture its manifest entry names, and how a node's
+ * params for it are checked before it loads (what needs the model's graph is checked at load).
+ */
+const ARCHITECTURES: Record<string, { load: (spec: ResolvedModel, runtime: ModelRuntime, logger: Logger) => Promise<ModelRunner>; params: ParamsCheck }> = {
+  centernet: { load: loadObjectDetector, params: parseDetectorParams },
+  blazeface: { load: loadFaceDetector, params: schema(faceDetectorParams) },
+  faceres: { load: loadFaceAttributes, params: schema(faceAttributeParams) },
+  facemesh: { load: loadFaceVerifier, params: schema(faceVerifierParams) },
+  'face-embedding': { load: loadFaceIdentities, params: schema(faceIdentityParams) },
+  'ppocr-det': { load: loadTextDetector, params: schema(detParams) },
+  'ppocr-rec': { load: loadTextRecognizer, params: schema(recParams) },
+  'efficientnet-lite': { load: loadImageClassifier, params: schema(classifierParams) },
 };
+
+function architectureOf(spec: ResolvedModel): (typeof ARCHITECTURES)[string] {
+  const known = Object.hasOwn(ARCHITECTURES, spec.architecture) ? ARCHITECTURES[spec.architecture] : undefined;
+  if (!known) {
+    throw new PanoptesError(
+      ErrorCode.ModelLoad,
+      `model ${spec.name}: no runner for architecture "${spec.architecture}" (known: ${Object.keys(ARCHITECTURES).join(', ')})`,
+      { details: { model: spec.name } },
+    );
+  }
+  return known;
+}
+
+/** A node's params checked without loading its model, as the runner will parse them; throws what is wrong. */
+export function checkModelParams(spec: ResolvedModel, params: Record<string, unknown>): void {
+  architectureOf(spec).params(spec, params);
+}
 
 /** `logger` hears what a runner does on its own beside the batches (a learned cache exploring, retraining, failing). */
 export async function loadModelRunner(spec: ResolvedModel, runtime: ModelRuntime, logger: Logger = silentLogger()): Promise<ModelRunner> {
   if (spec.family) return loadFamilyRunner(spec, runtime, (member, on) => loadModelRunner(member, on, logger)) as Promise<ModelRunner>;
-  const load = LOADERS[spec.architecture];
-  if (!load) {
-    throw new PanoptesError(
-      ErrorCode.ModelLoad,
-      `model ${spec.name}: no runner for architecture "${spec.architecture}" (known: ${Object.keys(LOADERS).join(', ')})`,
-      { details: { model: spec.name } },
-    );
-  }
-  return load(spec, runtime, logger);
+  return architectureOf(spec).load(spec, runtime, logger);
 }
 
 export type { ModelRunner } from './runner.js';

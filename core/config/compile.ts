@@ -1,5 +1,6 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { describeError } from '../errors.js';
 import { projectRoot, resolveConfigPath } from '../paths.js';
 import { configError, deepFreeze, loadConfigFile, parseConfig, type ConfigIssue } from './load.js';
 import { deploymentSchema, sourceSchema, type Deployment, type SourceConfig } from './deployment-schema.js';
@@ -37,13 +38,17 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
   const models: Record<string, ResolvedModel> = Object.create(null) as Record<string, ResolvedModel>;
   zoo.models.forEach((model, i) => {
     if (models[model.name]) issues.push({ file, path: `models[${i}].name`, message: `duplicate model name "${model.name}"` });
-    const resolved: ResolvedModel = { ...model, file: resolveConfigPath(model.file, baseDir) };
-    if (model.charset) resolved.charset = resolveConfigPath(model.charset, baseDir);
-    if (model.labelsFile) resolved.labelsFile = resolveConfigPath(model.labelsFile, baseDir);
+    const resolved: ResolvedModel = { ...model };
     for (const key of ['file', 'charset', 'labelsFile'] as const) {
-      const path = resolved[key];
-      if (path && !isUrl(path) && !existsSync(path)) {
-        issues.push({ file, path: `models[${i}].${key}`, message: `got "${model[key]}"; expected an existing file (${path})` });
+      if (model[key] === undefined) continue;
+      try {
+        const path = (resolved[key] = resolveConfigPath(model[key], baseDir));
+        // A device (/dev/zero) would be read without end, a folder not at all.
+        if (!isUrl(path) && !statSync(path, { throwIfNoEntry: false })?.isFile()) {
+          issues.push({ file, path: `models[${i}].${key}`, message: `got "${model[key]}"; expected an existing file (${path})` });
+        }
+      } catch (err) {
+        issues.push({ file, path: `models[${i}].${key}`, message: describeError(err) });
       }
     }
     if (model.architecture === 'centernet' && model.inputSize !== undefined && model.inputSize % 32 !== 0) {
@@ -63,9 +68,21 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
   return deepFreeze(models);
 }
 
-export function loadApp(file: string, models: Readonly<Record<string, ResolvedModel>>): AppSpec {
+/** Throws what is wrong with a node's params for `model`; the analyzers know how, core does not. */
+export type ParamsCheck = (model: ResolvedModel, params: Record<string, unknown>) => void;
+
+export function loadApp(file: string, models: Readonly<Record<string, ResolvedModel>>, checkParams?: ParamsCheck): AppSpec {
   const app = loadConfigFile(appSpecSchema, file);
   const issues = checkAppGraph(app, models).map((i) => ({ ...i, file }));
+  app.nodes.forEach((node, i) => {
+    const model = models[node.model];
+    try {
+      // As the backend parses them: a node's learned cache is read among its params.
+      if (model && checkParams) checkParams(model, node.cache ? { ...node.params, cache: node.cache } : node.params);
+    } catch (err) {
+      issues.push({ file, path: `nodes[${i}].params`, message: describeError(err) });
+    }
+  });
   if (issues.length > 0) throw configError(file, issues);
   return app;
 }
@@ -236,6 +253,8 @@ export interface CompileOptions {
   dataDir?: string;
   /** Where the environment overrides are read (`ENVIRONMENT_OVERRIDES`). @defaultValue process.env */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Checks each app node's params against its model before anything runs (`config check` included). */
+  checkParams?: ParamsCheck;
 }
 
 /**
@@ -286,7 +305,12 @@ export function compileDeployment(configured: Deployment, file: string, options:
   const issues: ConfigIssue[] = [];
   const appFiles = new Map<string, string>();
   deployment.apps.forEach((appFile, i) => {
-    const app = loadApp(resolve(baseDir, appFile), models);
+    const path = resolve(baseDir, appFile);
+    if (!existsSync(path)) {
+      issues.push({ file, path: `apps[${i}]`, message: `got "${appFile}"; expected an existing app file (${path})` });
+      return;
+    }
+    const app = loadApp(path, models, options.checkParams);
     const first = appFiles.get(app.name);
     if (first !== undefined) issues.push({ file, path: `apps[${i}]`, message: `${appFile} is named "${app.name}", as ${first} is; each app needs a name of its own` });
     else appFiles.set(app.name, appFile);

@@ -1,6 +1,6 @@
 import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import type { z } from 'zod';
-import { LineCounter, parseDocument, type Document } from 'yaml';
+import { isScalar, LineCounter, parseDocument, visit, type Document } from 'yaml';
 import { describeError, ErrorCode, PanoptesError } from '../errors.js';
 
 /**
@@ -101,6 +101,16 @@ export function parseConfig<S extends z.ZodType>(schema: S, text: string, file: 
       })),
     );
   }
+  // A list, map or alias as a key would be stringified by toJS (with a Node warning): no config has such keys.
+  const oddKeys: ConfigIssue[] = [];
+  visit(doc, {
+    Pair(_, pair) {
+      const key = pair.key as { range?: [number, number, number] } | null;
+      if (key === null || isScalar(key)) return;
+      oddKeys.push({ file, line: lineCounter.linePos(key.range?.[0] ?? 0).line, path: '', message: 'a key must be a plain name, not a list, a map or an alias' });
+    },
+  });
+  if (oddKeys.length > 0) throw configError(file, oddKeys);
   let value: unknown;
   try {
     // Aliases are expanded with a cap: a "billion laughs" file is refused, not expanded.

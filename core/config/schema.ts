@@ -21,8 +21,8 @@ export const modelSpecSchema = z.strictObject({
   architecture: z.string().min(1),
   /** Path of the ONNX file: relative to the project root, or `npm:<package>/<path>` for a model shipped in a package. */
   file: z.string().min(1),
-  /** Square input side for detectors, in pixels. */
-  inputSize: z.number().int().positive().optional(),
+  /** Square input side for detectors, in pixels (a 2048-px CenterNet input is already 50 MB a frame). */
+  inputSize: z.number().int().positive().max(2048).optional(),
   /** Label set for detectors, e.g. `coco`. */
   labels: z.string().optional(),
   /** Character list for text recognizers, same path rules as `file`. */

@@ -74,6 +74,25 @@ describe('panoptes command', () => {
     const result = await panoptes('run', file, '--data-dir', dataDir);
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`${file}:7: sources[0].fps: got "fast"; expected number`);
+
+    // A node's params too, before any model loads.
+    const appFile = join(dataDir, 'bad-params.yaml');
+    writeFileSync(appFile, 'name: det\nsloMs: 1500\nnodes:\n  - { id: detect, model: centernet, params: { minScore: 3 } }\nedges:\n  - { from: frames, to: detect }\n');
+    writeFileSync(file, `apps: [${appFile}]\nmodels: ${join(root, 'configs/models.yaml')}\nsources:\n  - { id: cam, path: x.mp4, apps: [det] }\n`);
+    const check = await panoptes('config', 'check', file);
+    expect(check.code).toBe(1);
+    expect(check.stderr).toContain(`${appFile}:4: nodes[0].params: params.minScore:`);
+  });
+
+  it.skipIf(!existsSync(clip))('exits 1 when one source of several fails, naming it, with the others\' results stored', async () => {
+    const file = join(dataDir, 'one-bad.yaml');
+    writeFileSync(join(dataDir, 'broken.mp4'), 'not a video at all');
+    const apps = `apps: [${join(root, 'bench/apps/detect.yaml')}]\nmodels: ${join(root, 'configs/models.yaml')}\n`;
+    writeFileSync(file, `${apps}sources:\n  - { id: good, path: ${clip}, apps: [detect], fps: 2 }\n  - { id: broken, path: broken.mp4, apps: [detect] }\n`);
+    const result = await panoptes('run', file, '--data-dir', join(dataDir, 'one-bad'));
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim().split('\n').at(-1)).toMatch(/^panoptes: 1 of 2 sources failed \(the others' results are stored\): broken: /);
+    expect(Number(/frames: (\d+) {2}/.exec(result.stdout)?.[1])).toBeGreaterThan(0);
   });
 
   it.skipIf(!existsSync(clip))('stops a looping replay cleanly on SIGINT: in-flight frames stored, summary printed', async () => {

@@ -8,7 +8,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ErrorCode, loadDeployment, loadModelZoo, matchesId, projectRoot, type ConfigIssue } from '../../core/index.js';
+import { checkModelParams } from '../../analyzers/index.js';
+import { ErrorCode, loadDeployment, loadModelZoo, matchesId, projectRoot, type CompileOptions, type ConfigIssue } from '../../core/index.js';
 import { thrown } from '../helpers.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'panoptes-config-hostile-'));
@@ -19,12 +20,12 @@ const model = (name: string): string => `  - { name: ${name}, task: detect-objec
 const app = (name: string, modelName = 'centernet', extra = ''): string => `name: ${name}\nsloMs: 1500\n${extra}nodes:\n  - { id: detect, model: ${modelName} }\nedges:\n  - { from: frames, to: detect }\n`;
 
 /** A folder with the files given, and the deployment `deploy.yaml` loaded from it (or the error). */
-function load(files: Record<string, string>): ReturnType<typeof loadDeployment> {
+function load(files: Record<string, string>, options: CompileOptions = {}): ReturnType<typeof loadDeployment> {
   const dir = join(scratch, `p${++dirs}`);
   mkdirSync(dir, { recursive: true });
   const all = { 'models.yaml': `models:\n${model('centernet')}`, 'clip.mp4': 'not really a video', ...files };
   for (const [name, text] of Object.entries(all)) writeFileSync(join(dir, name), text);
-  return loadDeployment(join(dir, 'deploy.yaml'));
+  return loadDeployment(join(dir, 'deploy.yaml'), options);
 }
 const source = (apps: string, extra = ''): string => `sources:\n  - { id: cam, path: clip.mp4, apps: [${apps}]${extra} }\n`;
 
@@ -106,5 +107,45 @@ describe('hostile configuration', () => {
     expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\ndataDir: ""\n${source('det')}` })).map((i) => i.path)).toEqual(['dataDir']);
     const longId = `sources:\n  - { id: ${'a'.repeat(300)}, path: clip.mp4, apps: [det] }\n`;
     expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${longId}` })).map((i) => i.path)).toEqual(['sources[0].id']);
+  });
+
+  it("checks a node's params before any model loads, naming the app file, its line and the key", () => {
+    const deploy = `models: models.yaml\napps: [a.yaml]\n${source('det')}`;
+    const bad = app('det').replace('{ id: detect, model: centernet }', '{ id: detect, model: centernet, params: { minScore: 3, classes: [unicorn] } }');
+    const issues = issuesOf(() => load({ 'a.yaml': bad, 'deploy.yaml': deploy }, { checkParams: checkModelParams }));
+    expect(issues).toMatchObject([{ file: expect.stringMatching(/a\.yaml$/), line: 4, path: 'nodes[0].params' }]);
+    expect(issues[0]!.message).toMatch(/params\.minScore: .*\(got 3\) for model centernet/);
+    const unknownClass = issuesOf(() => load({ 'a.yaml': bad.replace('minScore: 3', 'minScore: 0.3'), 'deploy.yaml': deploy }, { checkParams: checkModelParams }));
+    expect(unknownClass[0]!.message).toMatch(/unknown class "unicorn"/);
+    expect(load({ 'a.yaml': bad.replace('minScore: 3, classes: [unicorn]', 'minScore: 0.3, classes: [car]'), 'deploy.yaml': deploy }, { checkParams: checkModelParams }).apps.det).toBeDefined();
+  });
+
+  it('names the deployment key of a missing app file', () => {
+    const issues = issuesOf(() => load({ 'a.yaml': app('det'), 'deploy.yaml': `models: models.yaml\napps: [a.yaml, gone.yaml]\n${source('det')}` }));
+    expect(issues).toMatchObject([{ path: 'apps[1]', line: 2, message: expect.stringMatching(/got "gone\.yaml"; expected an existing app file/) }]);
+  });
+
+  it('refuses a list or a map as a key, which YAML allows and no configuration has', () => {
+    const warnings: unknown[] = [];
+    const onWarning = (w: unknown): number => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const issues = issuesOf(() => load({ 'a.yaml': app('det'), 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n? [x, y]\n: 1\n${source('det')}` }));
+      expect(issues).toMatchObject([{ line: 3, message: expect.stringMatching(/a key must be a plain name/) }]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).toEqual([]);
+  });
+
+  it("refuses a model file that is not a regular file, an npm: path out of its package, and a detector's input side past 2048", () => {
+    const zoo = (line: string): ConfigIssue[] => issuesOf(() => load({ 'a.yaml': app('det'), 'models.yaml': `models:\n${line}`, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${source('det')}` }));
+    const entry = (file: string, inputSize = 512): string => `  - { name: centernet, task: detect-objects, architecture: centernet, file: "${file}", inputSize: ${inputSize}, labels: coco, license: MIT }\n`;
+    expect(zoo(entry('/dev/zero'))).toMatchObject([{ path: 'models[0].file', message: expect.stringMatching(/expected an existing file/) }]);
+    expect(zoo(entry(scratch))).toMatchObject([{ path: 'models[0].file' }]);
+    for (const escape of ['npm:../../etc/passwd', 'npm:onnxruntime-node/../../package.json', 'npm:@scope/x/./y']) {
+      expect(zoo(entry(escape)), escape).toMatchObject([{ path: 'models[0].file', message: expect.stringMatching(/expected npm:<package>\/<file inside it>/) }]);
+    }
+    expect(zoo(entry(join(projectRoot(), 'models/centernet.onnx'), 4096))).toMatchObject([{ path: 'models[0].inputSize' }]);
   });
 });

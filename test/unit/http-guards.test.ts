@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { allowedHosts, apiToken, checkSite, checkToken } from '../../cli/http-guards.js';
@@ -9,7 +9,7 @@ describe('the Host and Origin a request may carry', () => {
     const hosts = allowedHosts('127.0.0.1', 8081);
     expect(checkSite({ host: '127.0.0.1:8081' }, hosts)).toBeUndefined();
     expect(checkSite({ host: 'localhost:8081', origin: 'http://localhost:8081' }, hosts)).toBeUndefined();
-    for (const host of ['localhost', '127.0.0.1', 'localhost:8082', 'evil.example:8081']) expect(checkSite({ host }, hosts), host).toMatch(/is not this server/);
+    for (const host of ['localhost', '127.0.0.1', 'localhost:8082', 'evil.example:8081']) expect(checkSite({ host }, hosts), host).toMatch(/is not a name of this server/);
   });
 
   it('behind a proxy: a name given with 443 (or 80, or no port) matches what a browser sends, the bare name; other sites stay out', () => {
@@ -19,9 +19,19 @@ describe('the Host and Origin a request may carry', () => {
     expect(checkSite({ host: 'plain.example' }, hosts)).toBeUndefined();
     expect(checkSite({ host: 'plain.example:8081' }, hosts)).toBeUndefined();
     expect(checkSite({ host: 'odd.example:8443' }, hosts)).toBeUndefined();
-    expect(checkSite({ host: 'odd.example' }, hosts)).toMatch(/is not this server/);
+    expect(checkSite({ host: 'odd.example' }, hosts)).toMatch(/is not a name of this server/);
     expect(checkSite({ host: 'dash.example', origin: 'https://evil.example' }, hosts)).toMatch(/cross-origin/);
-    expect(checkSite({ host: 'dash.example.evil.example' }, hosts)).toMatch(/is not this server/);
+    expect(checkSite({ host: 'dash.example.evil.example' }, hosts)).toMatch(/is not a name of this server/);
+  });
+
+  it('bound to every interface: each address is accepted, and a refusal lists none of them', () => {
+    const hosts = allowedHosts('0.0.0.0', 8081);
+    const addresses = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+    for (const address of addresses) expect(hosts.has(address.includes(':') ? `[${address}]:8081` : `${address}:8081`), address).toBe(true);
+    const refusal = checkSite({ host: 'evil.example:8081' }, hosts) ?? '';
+    expect(refusal).toMatch(/is not a name of this server/);
+    for (const address of addresses) expect(refusal).not.toContain(address);
+    expect(refusal).not.toContain('127.0.0.1');
   });
 });
 
