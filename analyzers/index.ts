@@ -43,7 +43,7 @@ export {
   findPrefixFamilies,
   letterboxBatchNative,
   loadFeatureExtractor,
-  checkModelParams,
+  MODEL_PARAMS,
   loadModelRunner,
   sameObjects,
   matchedObjects,

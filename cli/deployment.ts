@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { checkModelParams, createBackend, createLocalAnalysis, createOnnxRuntime, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
+import { createBackend, MODEL_PARAMS, createLocalAnalysis, createOnnxRuntime, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import {
   describeError,
@@ -320,7 +320,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
  */
 export async function reloadSources(config: CompiledConfig, ingest: Ingest, logger: Logger): Promise<void> {
   try {
-    const next = loadDeployment(config.file, { dataDir: config.dataDir, checkParams: checkModelParams });
+    const next = loadDeployment(config.file, { dataDir: config.dataDir, params: MODEL_PARAMS });
     const [before, after] = [Object.keys(config.apps).sort().join(','), Object.keys(next.apps).sort().join(',')];
     if (before !== after) throw new PanoptesError(ErrorCode.ConfigInvalid, `${config.file}: apps changed (${before} → ${after}); restart to load other apps`);
     const changes = await ingest.reconcile(next.sources);

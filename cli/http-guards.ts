@@ -40,8 +40,9 @@ export interface RequestHeaders {
 export function checkSite(headers: RequestHeaders, hosts: ReadonlySet<string>): string | undefined {
   const host = headers.host?.toLowerCase();
   if (!host || !hosts.has(host)) {
-    // Not the list: bound to every interface, it would tell any caller every address of the machine.
-    return `Host "${headers.host ?? ''}" is not a name of this server; use the address it listens on or localhost, or list the name in http.allowedHosts`;
+    // Not the whole list: bound to every interface, it would tell any caller every address of the machine.
+    const loopback = [...hosts].find((h) => h.startsWith('localhost:')) ?? 'localhost';
+    return `Host "${headers.host ?? ''}" is not a name of this server; use ${loopback} or the address it listens on, with its port, or list the name in http.allowedHosts`;
   }
   const origin = headers.origin;
   if (origin !== undefined && !(/^https?:\/\//.test(origin) && hosts.has(origin.replace(/^https?:\/\//, '').toLowerCase()))) {

@@ -25,7 +25,7 @@ import {
   type Logger,
   type Stats,
 } from '../core/index.js';
-import { checkModelParams } from '../analyzers/index.js';
+import { MODEL_PARAMS } from '../analyzers/index.js';
 import type { Ingest } from '../ingest/index.js';
 import { parseRoles, reloadSources, runDeployment, type Role, type RunSummary } from './deployment.js';
 import { createMetrics, type Metrics } from './metrics.js';
@@ -183,7 +183,7 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
   const failed = summary.sources.filter((s) => s.error);
   if (failed.length > 0) {
     process.exitCode = 1;
-    const which = failed.length === summary.sources.length ? 'every source failed' : `${failed.length} of ${summary.sources.length} sources failed (the others' results are stored)`;
+    const which = failed.length === summary.sources.length ? 'every source failed' : `${failed.length} of ${summary.sources.length} sources failed (the others ran to their end)`;
     throw new PanoptesError(ErrorCode.SourceDecode, `${which}: ${failed.map((s) => `${s.id}: ${firstLine(s.error)}`).join('; ')}`);
   }
 }
@@ -234,7 +234,7 @@ export function buildProgram(): Command {
     .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink,scheduler (split roles need bus.kind: kafka)', 'all')
     .option('--http-port <port>', 'serve the HTTP API on 127.0.0.1 at this port (/health, /metrics, /sources, /query; adding or removing sources needs the API token) and keep running until stopped', parsePositive)
     .action(async (file: string, opts: { dataDir?: string; roles: string; httpPort?: number }) => {
-      const config = loadDeployment(file, { checkParams: checkModelParams, ...(opts.dataDir ? { dataDir: opts.dataDir } : {}) });
+      const config = loadDeployment(file, { params: MODEL_PARAMS, ...(opts.dataDir ? { dataDir: opts.dataDir } : {}) });
       await runPipeline(config, parseRoles(opts.roles, config), logger(), opts.httpPort);
     });
 
@@ -271,7 +271,7 @@ export function buildProgram(): Command {
         throw new PanoptesError(ErrorCode.ConfigInvalid, problems.join('; '));
       }
       const deployment = parsed.data;
-      await runPipeline(compileDeployment(deployment, join(configsDir, 'replay.yaml'), { dataDir: opts.dataDir, checkParams: checkModelParams }), parseRoles('all'), logger());
+      await runPipeline(compileDeployment(deployment, join(configsDir, 'replay.yaml'), { dataDir: opts.dataDir, params: MODEL_PARAMS }), parseRoles('all'), logger());
     });
 
   program
@@ -355,7 +355,7 @@ export function buildProgram(): Command {
     .description('validate a deployment and the apps and models it names')
     .argument('<deployment.yaml>')
     .action((file: string) => {
-      const compiled = loadDeployment(file, { checkParams: checkModelParams });
+      const compiled = loadDeployment(file, { params: MODEL_PARAMS });
       process.stdout.write(`${file}: ok (${compiled.sources.length} sources, apps: ${Object.keys(compiled.apps).join(', ')})\n`);
     });
   config

@@ -1,5 +1,5 @@
 export type * from './types.js';
-export { checkModelParams, loadModelRunner, type ModelRunner } from './zoo.js';
+export { loadModelRunner, MODEL_PARAMS, type ModelRunner } from './zoo.js';
 export { blankImage, type Executed, type Prepared } from './runner.js';
 export type { StagedItem, StagedModel } from './staged.js';
 export { cropImage } from './ocr/index.js';

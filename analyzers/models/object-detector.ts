@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { cacheSchema, ErrorCode, PanoptesError, type CacheConfig, type CacheExit, type Detection, type ResolvedModel } from '../../core/index.js';
+import { cacheSchema, ErrorCode, PanoptesError, type CacheConfig, type CacheExit, type Detection, type ModelSpec, type ResolvedModel } from '../../core/index.js';
 import { concat, createFrameCache, framePriorFile, pick, readFramePrior, type FrameCache, type FrameExit } from '../cache/index.js';
 import { blockOutputs, firstInputDims, readOnnxModel } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
@@ -7,7 +7,7 @@ import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
 import { cocoLabels, decodeCenternet, letterboxBatchNative, nms, sameObjects } from './detector/index.js';
 import { NO_INPUT, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
-const detectorParams = z.strictObject({
+export const detectorParams = z.strictObject({
   minScore: z.number().min(0).max(1).default(0.3),
   /** Per-class thresholds that override `minScore`, e.g. `{ person: 0.3 }`. */
   minScores: z.record(z.string(), z.number().min(0).max(1)).default({}),
@@ -27,18 +27,15 @@ const detectorParams = z.strictObject({
 });
 type DetectorParams = z.infer<typeof detectorParams>;
 
-/** A node's params, as far as they can be checked without the model's graph (`config check`). */
-export function parseDetectorParams(spec: ResolvedModel, params: Record<string, unknown>): DetectorParams {
-  const parsed = parseWith(detectorParams, spec, params);
-  const named = new Set([...cocoLabels, ...Object.values(parsed.relabel)]);
-  const unknown = [
-    ...Object.keys(parsed.relabel).filter((c) => !cocoLabels.includes(c)),
-    ...[...(parsed.classes ?? []), ...Object.keys(parsed.minScores)].filter((c) => !named.has(c)),
+/** Class names the params use that the model does not know, each at its key (`config check` and the runner say the same). */
+export function unknownClasses(params: DetectorParams, spec: ModelSpec): { path: string; message: string }[] {
+  const named = new Set([...cocoLabels, ...Object.values(params.relabel)]);
+  const unknown = (name: string, path: string): { path: string; message: string } => ({ path, message: `got "${name}"; expected a class ${spec.name} knows (${spec.labels ?? 'coco'} names)` });
+  return [
+    ...Object.keys(params.relabel).filter((c) => !cocoLabels.includes(c)).map((c) => unknown(c, `relabel.${c}`)),
+    ...(params.classes ?? []).flatMap((c, i) => (named.has(c) ? [] : [unknown(c, `classes[${i}]`)])),
+    ...Object.keys(params.minScores).filter((c) => !named.has(c)).map((c) => unknown(c, `minScores.${c}`)),
   ];
-  if (unknown.length > 0) {
-    throw new PanoptesError(ErrorCode.AppInvalid, `params: unknown class ${unknown.map((c) => `"${c}"`).join(', ')} for ${spec.name}; expected ${spec.labels ?? 'coco'} names`);
-  }
-  return parsed;
 }
 
 /**
@@ -116,7 +113,9 @@ export async function loadObjectDetector(spec: ResolvedModel, runtime: ModelRunt
   return phasedRunner({
     spec,
     parseParams(params) {
-      const parsed = parseDetectorParams(spec, params);
+      const parsed = parseWith(detectorParams, spec, params);
+      const unknown = unknownClasses(parsed, spec);
+      if (unknown.length > 0) throw new PanoptesError(ErrorCode.AppInvalid, `${unknown.map((u) => `params.${u.path}: ${u.message}`).join('; ')}`, { details: { model: spec.name } });
       if (parsed.cache && parsed.cache.layer >= candidateLayers.length) {
         throw new PanoptesError(ErrorCode.AppInvalid, `cache.layer ${parsed.cache.layer}: ${spec.name} has candidate layers 0..${candidateLayers.length - 1} (docs/learned-caches.md)`);
       }

@@ -1,6 +1,5 @@
-import { ErrorCode, PanoptesError, silentLogger, type Logger, type ResolvedModel } from '../../core/index.js';
+import { ErrorCode, PanoptesError, silentLogger, type Logger, type ParamsRules, type ParamsRulesByArchitecture, type ResolvedModel } from '../../core/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
-import type { z } from 'zod';
 import { classifierParams, loadImageClassifier } from './classifier-models.js';
 import {
   faceAttributeParams,
@@ -13,30 +12,27 @@ import {
   loadFaceVerifier,
 } from './face-models.js';
 import { loadFamilyRunner } from './family.js';
-import { loadObjectDetector, parseDetectorParams } from './object-detector.js';
-import { parseWith, type ModelRunner } from './runner.js';
+import { detectorParams, loadObjectDetector, unknownClasses } from './object-detector.js';
+import type { ModelRunner } from './runner.js';
 import { detParams, loadTextDetector, loadTextRecognizer, recParams } from './text-models.js';
 
-type ParamsCheck = (spec: ResolvedModel, params: Record<string, unknown>) => unknown;
-const schema =
-  (of: z.ZodType): ParamsCheck =>
-  (spec, params) =>
-    parseWith(of, spec, params);
-
 /**
- * Which code runs a zoo model, by the architecture its manifest entry names, and how a node's
- * params for it are checked before it loads (what needs the model's graph is checked at load).
+ * Which code runs a zoo model, by the architecture its manifest entry names, and what a node's
+ * params for it may be (checked before anything loads; what needs the model's graph, at load).
  */
-const ARCHITECTURES: Record<string, { load: (spec: ResolvedModel, runtime: ModelRuntime, logger: Logger) => Promise<ModelRunner>; params: ParamsCheck }> = {
-  centernet: { load: loadObjectDetector, params: parseDetectorParams },
-  blazeface: { load: loadFaceDetector, params: schema(faceDetectorParams) },
-  faceres: { load: loadFaceAttributes, params: schema(faceAttributeParams) },
-  facemesh: { load: loadFaceVerifier, params: schema(faceVerifierParams) },
-  'face-embedding': { load: loadFaceIdentities, params: schema(faceIdentityParams) },
-  'ppocr-det': { load: loadTextDetector, params: schema(detParams) },
-  'ppocr-rec': { load: loadTextRecognizer, params: schema(recParams) },
-  'efficientnet-lite': { load: loadImageClassifier, params: schema(classifierParams) },
+const ARCHITECTURES: Record<string, { load: (spec: ResolvedModel, runtime: ModelRuntime, logger: Logger) => Promise<ModelRunner>; params: ParamsRules }> = {
+  centernet: { load: loadObjectDetector, params: { schema: detectorParams, check: unknownClasses } },
+  blazeface: { load: loadFaceDetector, params: { schema: faceDetectorParams } },
+  faceres: { load: loadFaceAttributes, params: { schema: faceAttributeParams } },
+  facemesh: { load: loadFaceVerifier, params: { schema: faceVerifierParams } },
+  'face-embedding': { load: loadFaceIdentities, params: { schema: faceIdentityParams } },
+  'ppocr-det': { load: loadTextDetector, params: { schema: detParams } },
+  'ppocr-rec': { load: loadTextRecognizer, params: { schema: recParams } },
+  'efficientnet-lite': { load: loadImageClassifier, params: { schema: classifierParams } },
 };
+
+/** Each architecture's params, for `compileDeployment` (`CompileOptions.params`). */
+export const MODEL_PARAMS: ParamsRulesByArchitecture = Object.fromEntries(Object.entries(ARCHITECTURES).map(([name, { params }]) => [name, params]));
 
 function architectureOf(spec: ResolvedModel): (typeof ARCHITECTURES)[string] {
   const known = Object.hasOwn(ARCHITECTURES, spec.architecture) ? ARCHITECTURES[spec.architecture] : undefined;
@@ -48,11 +44,6 @@ function architectureOf(spec: ResolvedModel): (typeof ARCHITECTURES)[string] {
     );
   }
   return known;
-}
-
-/** A node's params checked without loading its model, as the runner will parse them; throws what is wrong. */
-export function checkModelParams(spec: ResolvedModel, params: Record<string, unknown>): void {
-  architectureOf(spec).params(spec, params);
 }
 
 /** `logger` hears what a runner does on its own beside the batches (a learned cache exploring, retraining, failing). */

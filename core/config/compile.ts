@@ -1,10 +1,11 @@
 import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { describeError } from '../errors.js';
+import { describeError, ErrorCode } from '../errors.js';
 import { projectRoot, resolveConfigPath } from '../paths.js';
 import { configError, deepFreeze, loadConfigFile, parseConfig, type ConfigIssue } from './load.js';
 import { deploymentSchema, sourceSchema, type Deployment, type SourceConfig } from './deployment-schema.js';
-import { appSpecSchema, cacheSchemaFor, modelZooSchema, type AppSpec, type ModelSpec } from './schema.js';
+import { appSpecSchema, modelZooSchema, type AppSpec, type ModelSpec } from './schema.js';
+import { checkCache, localParamsIssues, paramsIssues, type ParamsRulesByArchitecture } from './params.js';
 import { matchesId } from './source-pattern.js';
 
 /** A model spec whose files are absolute paths that exist. */
@@ -30,7 +31,8 @@ export interface CompiledConfig {
 
 export const DEFAULT_MODELS_FILE = (): string => resolve(projectRoot(), 'configs/models.yaml');
 
-export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<string, ResolvedModel>> {
+/** `architectures`: those a runner exists for, where the caller knows them (the analyzers do); any other is refused. */
+export function loadModelZoo(file = DEFAULT_MODELS_FILE(), architectures?: readonly string[]): Readonly<Record<string, ResolvedModel>> {
   const zoo = loadConfigFile(modelZooSchema, file);
   const baseDir = dirname(file);
   const issues: ConfigIssue[] = [];
@@ -51,6 +53,9 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
         issues.push({ file, path: `models[${i}].${key}`, message: describeError(err) });
       }
     }
+    if (architectures && !architectures.includes(model.architecture)) {
+      issues.push({ file, path: `models[${i}].architecture`, message: `got "${model.architecture}"; expected one of: ${architectures.join(', ')}` });
+    }
     if (model.architecture === 'centernet' && model.inputSize !== undefined && model.inputSize % 32 !== 0) {
       // Its stride-32 feature map is upsampled by 2 three times, down to the stride-4 heads.
       issues.push({ file, path: `models[${i}].inputSize`, message: `got ${model.inputSize}; expected a multiple of 32 for CenterNet` });
@@ -68,21 +73,15 @@ export function loadModelZoo(file = DEFAULT_MODELS_FILE()): Readonly<Record<stri
   return deepFreeze(models);
 }
 
-/** Throws what is wrong with a node's params for `model`; the analyzers know how, core does not. */
-export type ParamsCheck = (model: ResolvedModel, params: Record<string, unknown>) => void;
-
-export function loadApp(file: string, models: Readonly<Record<string, ResolvedModel>>, checkParams?: ParamsCheck): AppSpec {
+export function loadApp(file: string, models: Readonly<Record<string, ResolvedModel>>, params?: ParamsRulesByArchitecture): AppSpec {
   const app = loadConfigFile(appSpecSchema, file);
   const issues = checkAppGraph(app, models).map((i) => ({ ...i, file }));
-  app.nodes.forEach((node, i) => {
-    const model = models[node.model];
-    try {
-      // As the backend parses them: a node's learned cache is read among its params.
-      if (model && checkParams) checkParams(model, node.cache ? { ...node.params, cache: node.cache } : node.params);
-    } catch (err) {
-      issues.push({ file, path: `nodes[${i}].params`, message: describeError(err) });
-    }
-  });
+  if (params) {
+    app.nodes.forEach((node, i) => {
+      const model = models[node.model];
+      if (model) issues.push(...paramsIssues(node.params, model, params, file, `nodes[${i}].params`));
+    });
+  }
   if (issues.length > 0) throw configError(file, issues);
   return app;
 }
@@ -170,19 +169,6 @@ export function checkAppGraph(app: AppSpec, models: Readonly<Record<string, unkn
  * a* + τ_a is an accuracy the cascade can reach.
  */
 /** A node's `cache:` against the schema of its model's kind of cache. */
-function checkCache(node: AppSpec['nodes'][number], i: number, architecture: string | undefined): Omit<ConfigIssue, 'file'>[] {
-  const schema = cacheSchemaFor(architecture);
-  if (!schema) {
-    return [{ path: `nodes[${i}].cache`, message: `node "${node.id}" runs ${node.model}; learned caches in apps run on object detectors (centernet) and image classifiers (efficientnet-lite)` }];
-  }
-  const parsed = schema.safeParse(node.cache);
-  if (parsed.success) return [];
-  return parsed.error.issues.map((issue) => ({
-    path: [`nodes[${i}].cache`, ...issue.path.map(String)].join('.'),
-    message: `${issue.message} (a cache on ${architecture}: docs/learned-caches.md)`,
-  }));
-}
-
 function checkSpecialize(node: AppSpec['nodes'][number], i: number, models: Readonly<Record<string, unknown>>): Omit<ConfigIssue, 'file'>[] {
   const { templates, oracleAccuracy, accuracyMargin } = node.specialize!;
   const issues: Omit<ConfigIssue, 'file'>[] = [];
@@ -253,8 +239,8 @@ export interface CompileOptions {
   dataDir?: string;
   /** Where the environment overrides are read (`ENVIRONMENT_OVERRIDES`). @defaultValue process.env */
   env?: Readonly<Record<string, string | undefined>>;
-  /** Checks each app node's params against its model before anything runs (`config check` included). */
-  checkParams?: ParamsCheck;
+  /** Each architecture's params: with them every node's params are checked before anything runs (`config check` included), and an unknown architecture is refused. */
+  params?: ParamsRulesByArchitecture;
 }
 
 /**
@@ -298,19 +284,20 @@ export function compileDeployment(configured: Deployment, file: string, options:
   const env = options.env ?? process.env;
   const deployment = withEnvironment(configured, env);
   const baseDir = dirname(resolve(file));
-  const models = loadModelZoo(resolve(baseDir, deployment.models));
+  const models = loadModelZoo(resolve(baseDir, deployment.models), options.params && Object.keys(options.params));
 
   // Without a prototype, as the models: an app named "constructor" is looked up, not inherited.
   const apps: Record<string, AppSpec> = Object.create(null) as Record<string, AppSpec>;
   const issues: ConfigIssue[] = [];
   const appFiles = new Map<string, string>();
-  deployment.apps.forEach((appFile, i) => {
+  // A missing app file, named by its key here; the sources naming its app are not judged without it.
+  const missing = deployment.apps.flatMap((appFile, i) => {
     const path = resolve(baseDir, appFile);
-    if (!existsSync(path)) {
-      issues.push({ file, path: `apps[${i}]`, message: `got "${appFile}"; expected an existing app file (${path})` });
-      return;
-    }
-    const app = loadApp(path, models, options.checkParams);
+    return existsSync(path) ? [] : [{ file, path: `apps[${i}]`, message: `got "${appFile}"; expected an existing app file (${path})` }];
+  });
+  if (missing.length > 0) throw configError(file, missing, ErrorCode.ConfigNotFound);
+  deployment.apps.forEach((appFile, i) => {
+    const app = loadApp(resolve(baseDir, appFile), models, options.params);
     const first = appFiles.get(app.name);
     if (first !== undefined) issues.push({ file, path: `apps[${i}]`, message: `${appFile} is named "${app.name}", as ${first} is; each app needs a name of its own` });
     else appFiles.set(app.name, appFile);
@@ -335,6 +322,8 @@ export function compileDeployment(configured: Deployment, file: string, options:
       if (!model) issues.push({ file, path: `ingest.localAnalysis.${key}`, message: `got "${name}"; expected a model from the zoo: ${Object.keys(models).join(', ')}` });
       else if (model.task !== 'detect-objects') issues.push({ file, path: `ingest.localAnalysis.${key}`, message: `got "${name}" (${model.task}); expected an object detector (task detect-objects)` });
     }
+    const model = models[local.model];
+    if (model && options.params) issues.push(...localParamsIssues(Object.values(apps), local, model, options.params, file));
   }
   const { stages, batching } = deployment.backend;
   if (stages > 1 && batching !== 'on-time') issues.push({ file, path: 'backend.stages', message: `got ${stages}; models run in stages only with \`batching: on-time\`` });

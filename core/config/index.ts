@@ -4,3 +4,4 @@ export { configError, loadConfigFile, parseConfig, deepFreeze, type ConfigIssue 
 export * from './compile.js';
 export { matchesId } from './source-pattern.js';
 export * from './json-schema.js';
+export { paramsIssues, type ParamsRules, type ParamsRulesByArchitecture } from './params.js';

@@ -1,6 +1,6 @@
 import { closeSync, openSync, readFileSync, readSync, statSync, type Stats } from 'node:fs';
 import type { z } from 'zod';
-import { isScalar, LineCounter, parseDocument, visit, type Document } from 'yaml';
+import { isAlias, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Document } from 'yaml';
 import { describeError, ErrorCode, PanoptesError } from '../errors.js';
 
 /**
@@ -16,11 +16,11 @@ export interface ConfigIssue {
   message: string;
 }
 
-export function configError(file: string, issues: ConfigIssue[]): PanoptesError {
+export function configError(file: string, issues: ConfigIssue[], code: ErrorCode = ErrorCode.ConfigInvalid): PanoptesError {
   issues = withLines(issues);
   const lines = issues.map((i) => `  ${file}${i.line ? `:${i.line}` : ''}: ${i.path || '(top level)'}: ${i.message}`);
   return new PanoptesError(
-    ErrorCode.ConfigInvalid,
+    code,
     `${file} is not a valid configuration (${issues.length} problem${issues.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
     { details: { file, issues } },
   );
@@ -101,13 +101,13 @@ export function parseConfig<S extends z.ZodType>(schema: S, text: string, file: 
       })),
     );
   }
-  // A list, map or alias as a key would be stringified by toJS (with a Node warning): no config has such keys.
+  // A list or a map as a key would be stringified by toJS (with a Node warning): no config has such keys.
   const oddKeys: ConfigIssue[] = [];
   visit(doc, {
-    Pair(_, pair) {
+    Pair(_, pair, ancestors) {
       const key = pair.key as { range?: [number, number, number] } | null;
-      if (key === null || isScalar(key)) return;
-      oddKeys.push({ file, line: lineCounter.linePos(key.range?.[0] ?? 0).line, path: '', message: 'a key must be a plain name, not a list, a map or an alias' });
+      if (key === null || isScalar(key) || (isAlias(key) && isScalar(key.resolve(doc)))) return;
+      oddKeys.push({ file, line: lineCounter.linePos(key.range?.[0] ?? 0).line, path: formatPath(keyPath(ancestors)), message: 'a key must be a plain name, not a list or a map' });
     },
   });
   if (oddKeys.length > 0) throw configError(file, oddKeys);
@@ -139,24 +139,43 @@ function describeIssue(
   lineCounter: LineCounter,
   file: string,
 ): ConfigIssue {
-  let path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
-  let message: string;
-  if (issue.code === 'unrecognized_keys') {
-    const allowed = objectKeysAt(schema, path);
-    path = [...path, issue.keys[0] ?? ''];
-    message =
-      `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}` +
-      (allowed ? `; expected one of: ${allowed.join(', ')}` : '');
-  } else {
-    const got = 'input' in issue && issue.input !== undefined ? `got ${preview(issue.input)}` : 'missing';
-    message = `${got}; expected ${expectation(issue)}`;
-  }
-  const offset = nearestRange(doc, path);
+  const { at, message } = issueAt(issue, schema);
+  const offset = nearestRange(doc, at);
   return {
     file,
     ...(offset === undefined ? {} : { line: lineCounter.linePos(offset).line }),
-    path: formatPath(path),
+    path: formatPath(at),
     message,
+  };
+}
+
+/** Where a zod issue is, within the value the schema checked, and what is wrong there. */
+function issueAt(issue: z.core.$ZodIssue, schema: z.ZodType): { at: (string | number)[]; message: string } {
+  const path = issue.path.filter((p): p is string | number => typeof p !== 'symbol');
+  if (issue.code === 'unrecognized_keys') {
+    const allowed = objectKeysAt(schema, path);
+    return {
+      at: [...path, issue.keys[0] ?? ''],
+      message: `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `"${k}"`).join(', ')}` + (allowed ? `; expected one of: ${allowed.join(', ')}` : ''),
+    };
+  }
+  const got = 'input' in issue && issue.input !== undefined ? `got ${preview(issue.input)}` : 'missing';
+  return { at: path, message: `${got}; expected ${expectation(issue)}` };
+}
+
+/**
+ * A part of a configuration file checked against a schema of its own (a node's params against
+ * its model's): each problem at its key path under `prefix`, worded as the file's own problems.
+ * The line is found from the path when the issues are thrown (`configError`).
+ */
+export function checkAgainst(schema: z.ZodType, value: unknown, file: string, prefix: readonly (string | number)[]): { issues: ConfigIssue[]; parsed?: unknown } {
+  const result = schema.safeParse(value, { reportInput: true });
+  if (result.success) return { issues: [], parsed: result.data };
+  return {
+    issues: result.error.issues.map((issue) => {
+      const { at, message } = issueAt(issue, schema);
+      return { file, path: formatPath([...prefix, ...at]), message };
+    }),
   };
 }
 
@@ -186,6 +205,15 @@ function preview(value: unknown): string {
   // JSON has no NaN or Infinity: it would say null.
   const text = typeof value === 'number' && !Number.isFinite(value) ? String(value) : (JSON.stringify(value) ?? String(value));
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** The key path of a node from its ancestors (as the visitor gives them, the document first). */
+function keyPath(ancestors: readonly unknown[]): (string | number)[] {
+  return ancestors.flatMap((node, i): (string | number)[] => {
+    if (isPair(node) && isScalar(node.key)) return [String(node.key.value)];
+    if (isSeq(node)) return [node.items.indexOf(ancestors[i + 1] as never)];
+    return [];
+  });
 }
 
 function formatPath(path: readonly (string | number)[]): string {

@@ -81,7 +81,7 @@ describe('panoptes command', () => {
     writeFileSync(file, `apps: [${appFile}]\nmodels: ${join(root, 'configs/models.yaml')}\nsources:\n  - { id: cam, path: x.mp4, apps: [det] }\n`);
     const check = await panoptes('config', 'check', file);
     expect(check.code).toBe(1);
-    expect(check.stderr).toContain(`${appFile}:4: nodes[0].params: params.minScore:`);
+    expect(check.stderr).toContain(`${appFile}:4: nodes[0].params.minScore: got 3; expected ≤ 1`);
   });
 
   it.skipIf(!existsSync(clip))('exits 1 when one source of several fails, naming it, with the others\' results stored', async () => {
@@ -91,7 +91,7 @@ describe('panoptes command', () => {
     writeFileSync(file, `${apps}sources:\n  - { id: good, path: ${clip}, apps: [detect], fps: 2 }\n  - { id: broken, path: broken.mp4, apps: [detect] }\n`);
     const result = await panoptes('run', file, '--data-dir', join(dataDir, 'one-bad'));
     expect(result.code).toBe(1);
-    expect(result.stderr.trim().split('\n').at(-1)).toMatch(/^panoptes: 1 of 2 sources failed \(the others' results are stored\): broken: /);
+    expect(result.stderr.trim().split('\n').at(-1)).toMatch(/^panoptes: 1 of 2 sources failed \(the others ran to their end\): broken: /);
     expect(Number(/frames: (\d+) {2}/.exec(result.stdout)?.[1])).toBeGreaterThan(0);
   });
 

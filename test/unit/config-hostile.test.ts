@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { checkModelParams } from '../../analyzers/index.js';
+import { MODEL_PARAMS } from '../../analyzers/index.js';
 import { ErrorCode, loadDeployment, loadModelZoo, matchesId, projectRoot, type CompileOptions, type ConfigIssue } from '../../core/index.js';
 import { thrown } from '../helpers.js';
 
@@ -109,20 +109,44 @@ describe('hostile configuration', () => {
     expect(issuesOf(() => load({ ...files, 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${longId}` })).map((i) => i.path)).toEqual(['sources[0].id']);
   });
 
-  it("checks a node's params before any model loads, naming the app file, its line and the key", () => {
+  it("checks a node's params before any model loads: each problem at its key and line, worded as the file's own", () => {
     const deploy = `models: models.yaml\napps: [a.yaml]\n${source('det')}`;
-    const bad = app('det').replace('{ id: detect, model: centernet }', '{ id: detect, model: centernet, params: { minScore: 3, classes: [unicorn] } }');
-    const issues = issuesOf(() => load({ 'a.yaml': bad, 'deploy.yaml': deploy }, { checkParams: checkModelParams }));
-    expect(issues).toMatchObject([{ file: expect.stringMatching(/a\.yaml$/), line: 4, path: 'nodes[0].params' }]);
-    expect(issues[0]!.message).toMatch(/params\.minScore: .*\(got 3\) for model centernet/);
-    const unknownClass = issuesOf(() => load({ 'a.yaml': bad.replace('minScore: 3', 'minScore: 0.3'), 'deploy.yaml': deploy }, { checkParams: checkModelParams }));
-    expect(unknownClass[0]!.message).toMatch(/unknown class "unicorn"/);
-    expect(load({ 'a.yaml': bad.replace('minScore: 3, classes: [unicorn]', 'minScore: 0.3, classes: [car]'), 'deploy.yaml': deploy }, { checkParams: checkModelParams }).apps.det).toBeDefined();
+    const withParams = (params: string, extra = ''): string => `name: det\nsloMs: 1500\nnodes:\n  - id: detect\n    model: centernet\n    params:\n${params}${extra}edges:\n  - { from: frames, to: detect }\n`;
+    const checked = (text: string): ConfigIssue[] => issuesOf(() => load({ 'a.yaml': text, 'deploy.yaml': deploy }, { params: MODEL_PARAMS }));
+    const issues = checked(withParams('      minScore: 0.3\n      minScroe: 0.5\n      minScores: { person: 1.5 }\n'));
+    expect(issues.map(({ line, path }) => ({ line, path }))).toEqual([
+      { line: 9, path: 'nodes[0].params.minScores.person' },
+      { line: 8, path: 'nodes[0].params.minScroe' },
+    ]);
+    expect(issues[0]!.message).toBe('got 1.5; expected ≤ 1');
+    expect(issues[1]!.message).toMatch(/^unknown key "minScroe"; expected one of: minScore, minScores, /);
+    const unknownClass = checked(withParams('      classes: [car, unicorn]\n'));
+    expect(unknownClass).toMatchObject([{ line: 7, path: 'nodes[0].params.classes[1]', message: 'got "unicorn"; expected a class centernet knows (coco names)' }]);
+    // A cache's problems are the cache's, said once.
+    const cache = checked(withParams('      minScore: 0.3\n', '    cache: { layer: 1, maxClasses: 3 }\n'));
+    expect(cache.map((i) => i.path)).toEqual(['nodes[0].cache']);
+    expect(load({ 'a.yaml': withParams('      minScore: 0.3\n      classes: [car]\n'), 'deploy.yaml': deploy }, { params: MODEL_PARAMS }).apps.det).toBeDefined();
+  });
+
+  it('refuses an architecture no runner exists for, in the zoo, once', () => {
+    const zoo = `models:\n${model('centernet').replace('architecture: centernet', 'architecture: yolo-v8')}`;
+    const issues = issuesOf(() => load({ 'models.yaml': zoo, 'a.yaml': app('det'), 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n${source('det')}` }, { params: MODEL_PARAMS }));
+    expect(issues).toMatchObject([{ file: expect.stringMatching(/models\.yaml$/), path: 'models[0].architecture', message: expect.stringMatching(/^got "yolo-v8"; expected one of: centernet, /) }]);
+  });
+
+  it("refuses a local model that would not take the params of the nodes it runs in their place", () => {
+    const zoo = `models:\n${model('centernet')}  - { name: faces, task: detect-objects, architecture: blazeface, file: ${join(projectRoot(), 'models/centernet.onnx')}, license: MIT }\n`;
+    const detect = app('det').replace('{ id: detect, model: centernet }', '{ id: detect, model: centernet, params: { classes: [car] } }');
+    const deploy = `models: models.yaml\napps: [a.yaml]\ningest: { localAnalysis: { model: faces, replaces: centernet } }\n${source('det')}`;
+    const issues = issuesOf(() => load({ 'models.yaml': zoo, 'a.yaml': detect, 'deploy.yaml': deploy }, { params: MODEL_PARAMS }));
+    expect(issues).toMatchObject([{ path: 'ingest.localAnalysis.model', message: expect.stringMatching(/^faces runs node "detect" of app det in its place, with that node's params\.classes: unknown key "classes"/) }]);
   });
 
   it('names the deployment key of a missing app file', () => {
-    const issues = issuesOf(() => load({ 'a.yaml': app('det'), 'deploy.yaml': `models: models.yaml\napps: [a.yaml, gone.yaml]\n${source('det')}` }));
-    expect(issues).toMatchObject([{ path: 'apps[1]', line: 2, message: expect.stringMatching(/got "gone\.yaml"; expected an existing app file/) }]);
+    const err = thrown(() => load({ 'a.yaml': app('det'), 'deploy.yaml': `models: models.yaml\napps: [a.yaml, gone.yaml]\n${source('det, gone')}` }));
+    expect(err.code).toBe(ErrorCode.ConfigNotFound);
+    // Only that: the source naming the missing app is not judged without it.
+    expect(err.details.issues).toMatchObject([{ path: 'apps[1]', line: 2, message: expect.stringMatching(/got "gone\.yaml"; expected an existing app file/) }]);
   });
 
   it('refuses a list or a map as a key, which YAML allows and no configuration has', () => {
@@ -130,8 +154,11 @@ describe('hostile configuration', () => {
     const onWarning = (w: unknown): number => warnings.push(w);
     process.on('warning', onWarning);
     try {
-      const issues = issuesOf(() => load({ 'a.yaml': app('det'), 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\n? [x, y]\n: 1\n${source('det')}` }));
-      expect(issues).toMatchObject([{ line: 3, message: expect.stringMatching(/a key must be a plain name/) }]);
+      const issues = issuesOf(() => load({ 'a.yaml': app('det'), 'deploy.yaml': `models: models.yaml\napps: [a.yaml]\nsources:\n  - id: cam\n    ? { x: 1 }\n    : 1\n` }));
+      expect(issues).toMatchObject([{ line: 5, path: 'sources[0]', message: 'a key must be a plain name, not a list or a map' }]);
+      // An alias of a plain value is a plain key: judged by the schema as any key is.
+      const alias = issuesOf(() => load({ 'a.yaml': app('det'), 'deploy.yaml': `models: &m models.yaml\napps: [a.yaml]\n${source('det')}sink: { kind: chdb, *m : 1 }\n` }));
+      expect(alias.map((i) => i.message)).toEqual([expect.stringMatching(/^unknown key "models\.yaml"/)]);
     } finally {
       process.off('warning', onWarning);
     }

@@ -9,7 +9,7 @@ describe('the Host and Origin a request may carry', () => {
     const hosts = allowedHosts('127.0.0.1', 8081);
     expect(checkSite({ host: '127.0.0.1:8081' }, hosts)).toBeUndefined();
     expect(checkSite({ host: 'localhost:8081', origin: 'http://localhost:8081' }, hosts)).toBeUndefined();
-    for (const host of ['localhost', '127.0.0.1', 'localhost:8082', 'evil.example:8081']) expect(checkSite({ host }, hosts), host).toMatch(/is not a name of this server/);
+    for (const host of ['localhost', '127.0.0.1', 'localhost:8082', 'evil.example:8081']) expect(checkSite({ host }, hosts), host).toMatch(/is not a name of this server; use localhost:8081 /);
   });
 
   it('behind a proxy: a name given with 443 (or 80, or no port) matches what a browser sends, the bare name; other sites stay out', () => {
