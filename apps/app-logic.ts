@@ -1,5 +1,5 @@
 import { frameId, outputId, type AppLogic, type AppSpec, type Box, type FrameRef, type NodeResult, type ResultRow, type TextLine } from '../core/index.js';
-import { createChangeDetector, createTextParser, type ChangeDetector, type FieldValue, type TextParser } from './operators/index.js';
+import { createChangeDetector, createTextParser, STREAM_RESTART_GAP, type ChangeDetector, type FieldValue, type TextParser } from './operators/index.js';
 import { APP_TABLES, DETECTIONS, EVENTS, FRAMES, RECOGNITIONS } from './tables.js';
 import { createSourceTracking, type SourceTracking, type TrackEvent } from './tracking.js';
 
@@ -45,15 +45,15 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     if (node.parse) parsers.set(node.id, { parser: createTextParser([node.parse]), changes: new Map(), confirmFrames: node.parse.confirmFrames });
   }
   /** Per tracking node, per source: its operators, and when its last frame came (wall clock). */
-  const tracking = new Map<string, Map<string, { state: SourceTracking; lastFrameMs: number }>>();
+  const tracking = new Map<string, Map<string, { state: SourceTracking; lastFrameMs: number; lastSeq: number }>>();
   for (const node of spec.nodes) if (node.track) tracking.set(node.id, new Map());
   /** Output id of a tracked detection → its track. */
   const owners = new Map<string, Owner>();
 
-  const sourceTracking = (nodeId: string, source: string): { state: SourceTracking; lastFrameMs: number } => {
+  const sourceTracking = (nodeId: string, source: string): { state: SourceTracking; lastFrameMs: number; lastSeq: number } => {
     const bySource = tracking.get(nodeId)!;
     let entry = bySource.get(source);
-    if (!entry) bySource.set(source, (entry = { state: createSourceTracking(spec.nodes.find((n) => n.id === nodeId)!), lastFrameMs: Date.now() }));
+    if (!entry) bySource.set(source, (entry = { state: createSourceTracking(spec.nodes.find((n) => n.id === nodeId)!), lastFrameMs: Date.now(), lastSeq: -1 }));
     return entry;
   };
 
@@ -146,8 +146,15 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     let trackIds: (string | undefined)[] = [];
     const events: ResultRow[] = [];
     if (node.track && root) {
-      const tracked = sourceTracking(node.id, frame.source);
+      let tracked = sourceTracking(node.id, frame.source);
+      if (frame.seq + STREAM_RESTART_GAP < tracked.lastSeq) {
+        // The stream starts again (see STREAM_RESTART_GAP): its tracks so far end here.
+        events.push(...tracked.state.flush().map((e) => eventRow(frame.source, node.id, e)));
+        tracking.get(node.id)!.delete(frame.source);
+        tracked = sourceTracking(node.id, frame.source);
+      }
       tracked.lastFrameMs = Date.now();
+      tracked.lastSeq = Math.max(tracked.lastSeq, frame.seq);
       const update = tracked.state.update({ seq: frame.seq, timeMs: common.frame_time, width: frame.width, height: frame.height }, detections);
       trackIds = update.trackIds;
       trackIds.forEach((trackId, i) => {

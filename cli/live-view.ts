@@ -49,6 +49,18 @@ export interface LiveView {
  */
 const FRAMES_KEPT = 32;
 const PLAN_HISTORY = 50;
+/** Sources whose frames are kept, those heard from least recently let go first: a bus can carry any number of source ids. */
+const SOURCES_KEPT = 256;
+
+/** `map[key] = value` as the most recently used entry, the least recently used let go past `limit`. */
+function setRecent<V>(map: Map<string, V>, key: string, value: V, limit: number): void {
+  map.delete(key);
+  map.set(key, value);
+  for (const oldest of map.keys()) {
+    if (map.size <= limit) break;
+    map.delete(oldest);
+  }
+}
 
 export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView {
   const { bus, logger } = options;
@@ -72,8 +84,8 @@ export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView 
   };
 
   const keepFrame = (source: string, seq: number, frame: { width: number; height: number; jpeg: Uint8Array }): void => {
-    let kept = pending.get(source);
-    if (!kept) pending.set(source, (kept = { stride: 1, frames: new Map() }));
+    const kept = pending.get(source) ?? { stride: 1, frames: new Map() };
+    setRecent(pending, source, kept, SOURCES_KEPT);
     if (seq % kept.stride !== 0) return;
     kept.frames.set(seq, frame);
     if (kept.frames.size <= FRAMES_KEPT) return;
@@ -102,7 +114,7 @@ export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView 
       // Frames before the latest were let go when it came; one here is newer, or a restarted source's.
       if (!pixels) return;
       frame = { source: row.source, seq, atMs: Date.now(), ...pixels, objects: [] };
-      latest.set(row.source, frame);
+      setRecent(latest, row.source, frame, SOURCES_KEPT);
     }
     const object = objectOf(row);
     if (object) frame.objects.push(object);

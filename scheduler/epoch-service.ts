@@ -52,6 +52,9 @@ export interface EpochServiceStatus {
  * within 10 s) plans with `planEpoch` and publishes the plan to `panoptes.plan`, where backends
  * and the sink follow the newest.
  */
+/** Backends the scheduler plans for at most: far more than a deployment has, few enough that ids made up on the stats topic cannot grow its memory or its plans without bound. */
+const MAX_BACKENDS = 1024;
+
 export function createEpochService(options: EpochServiceOptions): Lifecycle<EpochServiceStatus> {
   const clock = options.clock ?? systemClock;
   const rule = {
@@ -74,6 +77,10 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
     for (const message of batch.messages) {
       try {
         const stats = Channels.stats.decode(message.value);
+        if (!latest.has(stats.backend) && latest.size >= MAX_BACKENDS) {
+          logger.warn({ backend: stats.backend }, `stats of a backend past the ${MAX_BACKENDS} reporting skipped`);
+          continue;
+        }
         if (!latest.has(stats.backend)) logger.info({ backend: stats.backend, device: stats.device }, 'backend registered');
         latest.set(stats.backend, { stats, atMs: clock.now() });
       } catch (err) {
@@ -86,7 +93,9 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
   /** The load the backends reported lately. */
   const demand = (): { apps: AppDemand[]; backends: string[] } => {
     const now = clock.now();
-    const live = [...latest.values()].filter((s) => now - s.atMs <= backendTimeoutMs).map((s) => s.stats);
+    // A backend silent past the timeout is gone: forgotten, so ids that reported once cannot pile up.
+    for (const [backend, { atMs }] of latest) if (now - atMs > backendTimeoutMs) latest.delete(backend);
+    const live = [...latest.values()].map((s) => s.stats);
     return { apps: appDemands(options.apps, live), backends: live.map((s) => s.backend).sort() };
   };
 

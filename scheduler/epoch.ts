@@ -88,7 +88,9 @@ export const edgeKey = (from: string, to: string): string => `${from}>${to}`;
  * epoch) places them on nodes, and each node goes to a backend. The plan's routing gives each
  * backend the share of a session's topics that matches the rate it serves.
  */
-export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: EpochOptions): EpochPlan {
+export function planEpoch(input: EpochInput, profileOf: ProfileLookup, given: EpochOptions): EpochPlan {
+  // No session takes more dedicated nodes than there are backends, in the split search (packing candidates) as in the plan.
+  const options = { ...given, maxNodes: Math.max(1, input.backends.length) };
   const warnings: string[] = [];
   const rates = new Map<string, Session>();
   const topics = new Map<string, Set<string>>();
@@ -150,7 +152,8 @@ export function planEpoch(input: EpochInput, profileOf: ProfileLookup, options: 
   const backendOf = assignBackends(packing.nodes, input.backends, input.previous?.backendOf ?? {});
   const unplaced = packing.nodes.filter((n) => !backendOf[n.id]);
   if (unplaced.length > 0) {
-    warnings.push(`the plan needs ${packing.nodes.length} backends and ${input.backends.length} reported: ${unplaced.map((n) => n.sessions.map((s) => s.id).join('+')).join(', ')} wait for more`);
+    const waiting = unplaced.map((n) => n.sessions.map((s) => s.id).join('+'));
+    warnings.push(`the plan needs ${packing.nodes.length} backends and ${input.backends.length} reported: ${waiting.slice(0, 10).join(', ')}${waiting.length > 10 ? ` and ${waiting.length - 10} more` : ''} wait for more`);
   }
 
   const placed = packing.nodes.filter((n) => backendOf[n.id]);

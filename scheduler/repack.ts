@@ -33,7 +33,7 @@ import {
 export function repack(previous: readonly GpuNode[], sessions: readonly Session[], profileOf: ProfileLookup, options: PackOptions = {}): Packing {
   const memoryMB = options.deviceMemoryMB ?? Infinity;
   const { servable, unschedulable } = admitSessions(sessions, profileOf, memoryMB);
-  const { dedicated, residuals } = scheduleSaturate(servable, memoryMB);
+  const { dedicated, residuals } = scheduleSaturate(servable, memoryMB, options.maxNodes);
   const residualOf = new Map(residuals.map((r) => [r.session.id, r]));
   const servableOf = new Map(servable.map((s) => [s.session.id, s]));
   const stays = (previousSession: Session): Servable | undefined => {

@@ -46,6 +46,13 @@ export interface PackOptions {
    * @defaultValue Infinity (no memory check)
    */
   deviceMemoryMB?: number;
+  /**
+   * Dedicated nodes one session may take: more than there are backends serve nothing, and a load
+   * reported absurdly high (a stats message is anyone's to write) would make millions of them.
+   * The rest of such a load is one residual, which the plan's warnings show as unplaced.
+   * @defaultValue Infinity
+   */
+  maxNodes?: number;
 }
 
 /** A node while packing: its duty cycle, the batch of each residual on it, and Σℓ(b), Σmemory and Σℓ(b)/d. */
@@ -77,7 +84,7 @@ export interface Residual extends Servable {
 export function squishyBinPacking(sessions: readonly Session[], profileOf: ProfileLookup, options: PackOptions = {}): Packing {
   const memoryMB = options.deviceMemoryMB ?? Infinity;
   const { servable, unschedulable } = admitSessions(sessions, profileOf, memoryMB);
-  const { dedicated, residuals } = scheduleSaturate(servable, memoryMB);
+  const { dedicated, residuals } = scheduleSaturate(servable, memoryMB, options.maxNodes);
   const multiplexed = scheduleResidue(residuals.filter(fitsInOneCycle), memoryMB);
   const guarded = residuals.filter((r) => !fitsInOneCycle(r)).map(dedicatedResidualNode);
   const nodes = [...dedicated, ...guarded, ...multiplexed.map(toGpuNode)];
@@ -119,12 +126,12 @@ const inputError = (message: string, session: Session): PanoptesError =>
  * SCHEDULESATURATE: n = ⌊R/T⌋ GPUs run the session alone at batch B; the rest r = R − n·T is a
  * residual load. A rate within float noise of n·T leaves no residual.
  */
-export function scheduleSaturate(servable: readonly Servable[], memoryMB: number): { dedicated: Omit<GpuNode, 'id'>[]; residuals: Residual[] } {
+export function scheduleSaturate(servable: readonly Servable[], memoryMB: number, maxNodes = Infinity): { dedicated: Omit<GpuNode, 'id'>[]; residuals: Residual[] } {
   const dedicated: Omit<GpuNode, 'id'>[] = [];
   const residuals: Residual[] = [];
   for (const s of servable) {
     const { batch, throughput } = s.peak;
-    const n = Math.floor(s.session.rate / throughput + EPSILON);
+    const n = Math.min(maxNodes, Math.floor(s.session.rate / throughput + EPSILON));
     for (let i = 0; i < n; i++) dedicated.push(dedicatedNode(s.session, s.profile.latency(batch), batch, throughput));
     const rest = s.session.rate - n * throughput;
     if (rest > EPSILON * s.session.rate) residuals.push(sizeResidual(s, rest, memoryMB));

@@ -265,7 +265,11 @@ export function createSinkWorker(options: SinkWorkerOptions): Lifecycle<SinkStat
           // A frame dropped again on redelivery is the same drop: its identity leaves out the time.
           const when = drop.frameSeq === undefined ? String(drop.atMs) : String(drop.frameSeq);
           const detail = createHash('sha1').update(drop.detail ?? '').digest('hex').slice(0, 12);
-          rows.push(dropRow(drop, `${drop.what}:${drop.source ?? message.key}:${when}:${detail}`, message.key));
+          const row = dropRow(drop, `${drop.what}:${drop.source ?? message.key}:${when}:${detail}`, message.key);
+          // Checked as any row is: one the store would refuse (a fractional time) would fail the insert of every row beside it.
+          const problem = rowProblem(DROPS_TABLE, row);
+          if (problem) rejected('invalid-row', `${row.rowId}: ${problem}`, row.rowId, row.source);
+          else rows.push(row);
           continue;
         }
         const decoded =

@@ -88,7 +88,8 @@ export function createIntake(options: IntakeOptions): Intake {
       return out.undecodable(message, err);
     }
     counts.frames += 1;
-    const apps = (frame.apps ?? options.appsForSource(frame.source)).filter((app) => knownApps.has(app));
+    // Each app once: a frame naming one app 20,000 times is one frame for it.
+    const apps = [...new Set(frame.apps ?? options.appsForSource(frame.source))].filter((app) => knownApps.has(app));
     options.onFrame(apps, frame.source, backfill);
     await options.runner.runFrame(frame, apps, out, after, backfill);
   };

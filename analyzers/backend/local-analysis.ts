@@ -134,7 +134,8 @@ export function createLocalAnalysis(options: LocalAnalysisOptions) {
             continue; // the backend that wrote it logs its own; congestion is read from the others
           }
           for (const session of stats.sessions.filter((s) => s.session === replaces || s.session.startsWith(`${replaces}@`))) {
-            if (session.badRate > options.maxBadRate) congestedUntilMs = Math.max(congestedUntilMs, stats.toMs + options.holdMs);
+            // From when the interval ended, as read by this clock: a stats message stamped ahead (clock skew, or forged) holds no longer than a fresh one.
+            if (session.badRate > options.maxBadRate) congestedUntilMs = Math.max(congestedUntilMs, Math.min(stats.toMs, Date.now()) + options.holdMs);
             if (session.latencyP99Ms > 0) [serverMs, serverHeardMs] = [ewma(serverMs, session.latencyP99Ms), Date.now()];
           }
         }

@@ -8,7 +8,16 @@ export interface PlanFollowerOptions {
   /** Puts a plan in force; called with one plan at a time, each newer than the last. */
   follow(plan: Plan): Promise<void>;
   logger: Logger;
+  /** This backend's clock, ms since epoch. @defaultValue Date.now */
+  now?: () => number;
 }
+
+/**
+ * How far ahead of this backend's clock a plan's `createdAtMs` may be. Plans are ordered by it, so
+ * one stamped far ahead (a clock gone wrong, or a message forged on the topic) would outrank every
+ * plan after it; it is skipped instead.
+ */
+const MAX_CLOCK_AHEAD_MS = 60_000;
 
 export interface PlanFollower {
   start(): Promise<void>;
@@ -33,6 +42,11 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
     for (const message of batch.messages) {
       try {
         const next = Channels.plan.decode(message.value);
+        const ahead = next.createdAtMs - (options.now ?? Date.now)();
+        if (ahead > MAX_CLOCK_AHEAD_MS) {
+          options.logger.warn({ offset: message.offset, epoch: next.epoch, aheadMs: ahead }, 'plan created ahead of this clock skipped');
+          continue;
+        }
         if (!newest || next.createdAtMs > newest.createdAtMs) newest = next;
       } catch (err) {
         options.logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable plan skipped');

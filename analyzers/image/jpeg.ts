@@ -24,6 +24,12 @@ export type ImageInput = RgbImage | JpegImage;
 
 export const isJpeg = (image: ImageInput): image is JpegImage => 'jpeg' in image;
 
+/**
+ * The largest image decoded, in pixels: 8K UHD (7680×4320). A JPEG of 12000×12000 fits in 844 KB
+ * and decodes to 432 MB; frames and crops come off a bus anyone may write to.
+ */
+export const MAX_IMAGE_PIXELS = 7680 * 4320;
+
 /** The image's pixels: itself, or its JPEG decoded. */
 export function pixelsOf(image: ImageInput): Promise<RgbImage> {
   return isJpeg(image) ? decodeJpeg(image.jpeg) : Promise.resolve(image);
@@ -34,6 +40,7 @@ export async function jpegImage(jpeg: Uint8Array): Promise<JpegImage> {
   try {
     const { width, height, format } = await sharp(jpeg).metadata();
     if (format !== 'jpeg' || !width || !height) throw new Error(`not a JPEG image (${format ?? 'unknown format'})`);
+    if (width * height > MAX_IMAGE_PIXELS) throw new Error(`${width}x${height} is over the limit of ${MAX_IMAGE_PIXELS} pixels`);
     return { width, height, jpeg };
   } catch (err) {
     throw new PanoptesError(ErrorCode.ImageDecode, `cannot read JPEG (${jpeg.length} bytes): ${(err as Error).message}`, { cause: err });
@@ -42,7 +49,7 @@ export async function jpegImage(jpeg: Uint8Array): Promise<JpegImage> {
 
 export async function decodeJpeg(jpeg: Uint8Array): Promise<RgbImage> {
   try {
-    const { data, info } = await sharp(jpeg, { failOn: 'error' }).removeAlpha().toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
+    const { data, info } = await sharp(jpeg, { failOn: 'error', limitInputPixels: MAX_IMAGE_PIXELS }).removeAlpha().toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
     return { width: info.width, height: info.height, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
   } catch (err) {
     throw new PanoptesError(ErrorCode.ImageDecode, `cannot decode JPEG (${jpeg.length} bytes): ${(err as Error).message}`, { cause: err });

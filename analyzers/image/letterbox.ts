@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { isJpeg, type ImageInput } from './jpeg.js';
+import { isJpeg, MAX_IMAGE_PIXELS, type ImageInput } from './jpeg.js';
 
 /** Where an image goes inside a padded model input: its size there and its top-left corner. */
 export interface Placement {
@@ -18,7 +18,7 @@ export interface Placement {
  */
 export async function placeImage(image: ImageInput, place: Placement, outWidth: number, outHeight: number): Promise<Float32Array> {
   const input = isJpeg(image)
-    ? sharp(image.jpeg, { failOn: 'error' }).removeAlpha().toColourspace('srgb')
+    ? sharp(image.jpeg, { failOn: 'error', limitInputPixels: MAX_IMAGE_PIXELS }).removeAlpha().toColourspace('srgb')
     : sharp(image.data, { raw: { width: image.width, height: image.height, channels: 3 } });
   const placed = await input
     .resize(place.width, place.height, { fit: 'fill', kernel: 'linear' })

@@ -4,7 +4,7 @@
  * plain data out, no I/O. The caller keeps one instance per (app, source) and prefixes the ids
  * they return with app and source.
  */
-export { createTracker, type EndedTrack, type FrameInfo, type Track, type TrackedFrame, type Tracker, type TrackerOptions, type TrackUpdate } from './track.js';
+export { createTracker, STREAM_RESTART_GAP, type EndedTrack, type FrameInfo, type Track, type TrackedFrame, type Tracker, type TrackerOptions, type TrackUpdate } from './track.js';
 export { createLineCrossing, type CrossingEvent, type LineConfig, type LineCrossing } from './line-crossing.js';
 export { createZoneDwell, type Visit, type ZoneConfig, type ZoneDwell, type ZoneUpdate } from './zone-dwell.js';
 export {

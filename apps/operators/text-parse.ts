@@ -1,4 +1,5 @@
 import { invalidConfig } from './errors.js';
+import { STREAM_RESTART_GAP } from './track.js';
 
 /** `number`: "1,234" → 1234; `time`: "m:ss" or "h:mm:ss" → seconds; `text`: the text as read. */
 export type FieldType = 'number' | 'time' | 'text';
@@ -189,8 +190,9 @@ export function createChangeDetector(options: ChangeDetectorOptions = {}): Chang
   return {
     update(field, value, { seq, timeMs }) {
       let state = fields.get(field);
-      if (state && seq <= state.lastSeq) return undefined;
-      if (!state) fields.set(field, (state = { lastSeq: seq }));
+      const restarted = state !== undefined && seq + STREAM_RESTART_GAP < state.lastSeq;
+      if (state && seq <= state.lastSeq && !restarted) return undefined;
+      if (!state || restarted) fields.set(field, (state = { lastSeq: seq }));
       state.lastSeq = seq;
 
       if (state.accepted && Object.is(state.accepted.value, value)) {

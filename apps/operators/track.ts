@@ -2,6 +2,13 @@ import type { Box, Detection } from '../../core/index.js';
 import { invalidConfig } from './errors.js';
 import { anchorOf, distance, iou } from './geometry.js';
 
+/**
+ * How far behind a stream's last frame a frame may come and still be a redelivery (skipped as
+ * stale). One further behind starts the stream again: a replay run a second time under its id,
+ * or a frame whose seq was forged far ahead, which would otherwise make every later one stale.
+ */
+export const STREAM_RESTART_GAP = 1000;
+
 /** What an operator needs to know about a frame: its place in the stream and its size in pixels. */
 export interface FrameInfo {
   seq: number;

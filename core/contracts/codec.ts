@@ -84,7 +84,9 @@ export function defineContract<T, H>(definition: ContractDefinition<T, H>): Cont
       if (PREFIX_BYTES + headerLength > bytes.length) throw fail('header runs past the end of the message');
       let raw: unknown;
       try {
-        raw = JSON.parse(view.toString('utf8', PREFIX_BYTES, PREFIX_BYTES + headerLength));
+        // A lone surrogate ("\ud800") is valid JSON but not Unicode, and ClickHouse refuses a whole
+        // insert over one: such a string is read as TextDecoder reads bad UTF-8, with U+FFFD.
+        raw = JSON.parse(view.toString('utf8', PREFIX_BYTES, PREFIX_BYTES + headerLength), (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value));
       } catch (err) {
         throw fail('header is not JSON', err);
       }

@@ -10,6 +10,13 @@ import { defineContract, defineJsonContract } from './codec.js';
 
 const ms = z.number().finite();
 const count = z.number().int().nonnegative();
+/**
+ * Bounds no honest message comes near, on what anyone who can write to a topic can send: an id,
+ * a list, a rate, a time. Each keeps one message from costing a stage without bound.
+ */
+const name = z.string().min(1).max(1024);
+/** Requests or frames per second one backend reports: far above what one can take in. */
+const rate = z.number().nonnegative().max(1e5);
 
 // ---- Frame: a sampled video frame on `panoptes.frames` (key = source id) ----
 
@@ -35,7 +42,7 @@ const frameHeader = z.object({
    * running is known to backends elsewhere only through this. Absent, backends use their own
    * deployment's sources.
    */
-  apps: z.array(z.string().min(1)).optional(),
+  apps: z.array(name).max(256).optional(),
   /**
    * Collaborative processing: detections the ingest worker made itself, with `model`, for an
    * app's first node, while the backends were congested. A backend uses them instead of
@@ -47,16 +54,20 @@ const frameHeader = z.object({
         app: z.string().min(1),
         node: z.string().min(1),
         model: z.string().min(1),
-        detections: z.array(
-          z.object({
-            box: z.object({ x1: z.number(), y1: z.number(), x2: z.number(), y2: z.number() }),
-            classId: z.number().int(),
-            className: z.string(),
-            score: z.number(),
-          }),
-        ),
+        /** At most what a detector's `maxDetections` allows: each becomes a crop, a track, a row. */
+        detections: z
+          .array(
+            z.object({
+              box: z.object({ x1: z.number(), y1: z.number(), x2: z.number(), y2: z.number() }),
+              classId: z.number().int(),
+              className: name,
+              score: z.number(),
+            }),
+          )
+          .max(1000),
       }),
     )
+    .max(256)
     .optional(),
 });
 export type Frame = z.infer<typeof frameHeader> & { jpeg: Uint8Array };
@@ -90,12 +101,12 @@ const taskHeader = z.object({
   frameWidth: count.optional(),
   frameHeight: count.optional(),
   /** Row ids of the results this task descends from, root first. */
-  lineage: z.array(z.string()),
+  lineage: z.array(name).max(64),
   /**
    * Set on the in-process bus, where a crop travels as the pixels it was cut from the decoded
    * frame (never encoded): `jpeg` then holds raw RGB of this size. Absent: `jpeg` is a JPEG.
    */
-  pixels: z.object({ width: count, height: count }).optional(),
+  pixels: z.object({ width: z.number().int().positive(), height: z.number().int().positive() }).optional(),
 });
 export type Task = z.infer<typeof taskHeader> & { jpeg: Uint8Array };
 
@@ -151,7 +162,7 @@ const stats = z.object({
     z.object({
       session: z.string().min(1),
       /** Requests per second that arrived. */
-      arrivalRate: z.number().nonnegative(),
+      arrivalRate: rate,
       queueLength: count,
       batchSizes: z.array(count),
       latencyP50Ms: ms,
@@ -162,15 +173,15 @@ const stats = z.object({
     }),
   ),
   /** Measured fan-out γ per DAG edge: child tasks per parent request. */
-  edges: z.array(z.object({ app: z.string(), from: z.string(), to: z.string(), gamma: z.number().nonnegative() })),
+  edges: z.array(z.object({ app: z.string(), from: z.string(), to: z.string(), gamma: z.number().nonnegative().max(1e4) })),
   /** Frames per second this backend took in for each app: the load the query analysis splits. */
   apps: z
     .array(
       z.object({
         app: z.string().min(1),
-        framesRate: z.number().nonnegative(),
+        framesRate: rate,
         /** Of those, frames from delay-tolerant sources (replays faster than real time): the scheduler plans them into idle time. */
-        delayTolerantFramesRate: z.number().nonnegative().optional(),
+        delayTolerantFramesRate: rate.optional(),
         /** The app's model requests that finished or were dropped in this interval, and of them those late or dropped: its SLO attainment. */
         requests: count.optional(),
         late: count.optional(),
@@ -256,9 +267,9 @@ const plan = z.object({
       /** The app DAG nodes whose requests this session serves: `sloMs` is each one's stage budget. */
       nodes: z.array(z.object({ app: z.string().min(1), node: z.string().min(1) })).optional(),
       /** ℓ(b) of the session's profile, ms, for b = 1, 2, …: what early drop judges its batches by. Absent without a profile. */
-      latencyMs: z.array(z.number().positive()).min(1).optional(),
+      latencyMs: z.array(z.number().positive().max(3_600_000)).min(1).max(1024).optional(),
       /** CPU time per request around the batch (the profile's pre- and post-processing), ms. */
-      overheadMs: z.number().nonnegative().optional(),
+      overheadMs: z.number().nonnegative().max(3_600_000).optional(),
       /** Served by a cheaper variant (MCDNN): the model the nodes asked for, and the variant's accuracy against it. */
       variantOf: z.string().min(1).optional(),
       accuracy: z.number().min(0).max(1).optional(),

@@ -99,7 +99,8 @@ describe('backend', () => {
     await waitFor(() => stats.length > 0, 'one stats interval');
     stats.length = 0;
     const now = Date.now();
-    const frames = [0, 1, 2].map((seq) => ({ key: 'room', value: frameContract.encode({ source: 'room', seq: 100 + seq, captureTimeMs: now, ptsMs: 0, width: 768, height: 432, jpeg }) }));
+    // One frame names its app three times: it is still one frame for it.
+    const frames = [0, 1, 2].map((seq) => ({ key: 'room', value: frameContract.encode({ source: 'room', seq: 100 + seq, captureTimeMs: now, ptsMs: 0, width: 768, height: 432, jpeg, ...(seq === 1 ? { apps: ['traffic', 'traffic', 'traffic'] } : {}) }) }));
     await bus.producer().send(Topics.frames, frames);
     await waitFor(() => stats.reduce((n, s) => n + (s.sessions.find((x) => x.session === 'centernet')?.batchSizes.reduce((a, b) => a + b, 0) ?? 0), 0) >= 3, 'stats of three images');
     const centernet = stats.flatMap((s) => s.sessions.filter((x) => x.session === 'centernet'));

@@ -68,6 +68,24 @@ describe('the live view of a running pipeline', () => {
     await view.close();
   });
 
+  it('keeps frames of the 256 sources heard from last: source ids made up on the bus cannot hold its memory', async () => {
+    bus = createMemoryBus();
+    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
+    const view = createLiveView({ bus, logger: silentLogger() });
+    await view.start();
+    const producer = bus.producer();
+    const jpeg = await encodeJpeg(grey(16, 16));
+    const sources = Array.from({ length: 300 }, (_, i) => `s${i}`);
+    await producer.send(Topics.frames, sources.map((source) => Channels.frames.record({ source, seq: 1, captureTimeMs: 0, ptsMs: 0, width: 16, height: 16, jpeg })));
+    await producer.send(Topics.results, sources.map((source) => Channels.results.record({ ...frameRow(1), rowId: `f-${source}`, source })));
+    for (let i = 0; i < 300 && view.counts().rows.frames !== 300; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(view.latestFrame('s299')).toMatchObject({ seq: 1 });
+    expect(view.latestFrame('s44')).toMatchObject({ seq: 1 });
+    expect(view.latestFrame('s43')).toBeUndefined();
+    expect(view.latestFrame('s0')).toBeUndefined();
+    await view.close();
+  });
+
   it('draws boxes and labels on a frame in native code; a label is text, never markup', async () => {
     const jpeg = await encodeJpeg(grey(200, 120));
     const drawn = await decodeJpeg(await annotatedJpeg(jpeg, [{ label: '<svg onload=alert(1)> & "car"', box: { x1: 40, y1: 40, x2: 160, y2: 110 } }]));

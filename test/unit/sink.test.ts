@@ -236,6 +236,25 @@ describe('sink worker', () => {
     expect(String(drops.rows[0]?.detail)).toContain('-1');
   });
 
+  it('stores the rows beside a hostile message: a lone surrogate in a string, a drop at a fractional time', async () => {
+    const t = table();
+    const b = await startWorker(t);
+    const rows = [row(t, 1, 's-good'), { ...row(t, 2, 's-surrogate'), fields: { n: 2, label: 'bad \ud800 half' } }, row(t, 3, 's-good')];
+    await send(b, Topics.results, rows.map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
+    await send(b, Topics.drops, [
+      { key: 's-fraction', value: dropContract.encode({ what: 'frame', where: 'backend:test', why: 'deadline', source: 's-fraction', frameSeq: 1, atMs: 1.5 }) },
+      { key: 's-later', value: dropContract.encode({ what: 'frame', where: 'backend:test', why: 'deadline', source: 's-later', frameSeq: 2, atMs: 1e300, detail: 'x\ud83d' }) },
+      { key: 's-fine', value: dropContract.encode({ what: 'frame', where: 'backend:test', why: 'deadline', source: 's-fine', frameSeq: 3, atMs: 1_700_000_000_000 }) },
+    ]);
+    await waitFor(async () => (await caughtUp(b, Topics.results)) && caughtUp(b, Topics.drops), 'the sink group to commit', { timeoutMs: 10_000 });
+    // The surrogate is read as U+FFFD, as bad UTF-8 is: the row is kept, and the insert beside it too.
+    const stored = await sink.query(`SELECT n, label FROM ${t.name} ORDER BY n`);
+    expect(stored.rows).toEqual([{ n: 1, label: 'event, "1"\n' }, { n: 2, label: 'bad \ufffd half' }, { n: 3, label: 'event, "3"\n' }]);
+    const drops = await sink.query(`SELECT source, reason, detail FROM ${DROPS_TABLE.name} WHERE source LIKE 's-%' ORDER BY source`);
+    expect(drops.rows.map((r) => [r.source, r.reason])).toEqual([['s-fine', 'deadline'], ['s-fraction', 'invalid-row'], ['s-later', 'invalid-row']]);
+    expect(String(drops.rows[1]?.detail)).toMatch(/column "at" \(DateTime64\(3\)\)/);
+  });
+
   it('loses nothing when inserts fail twice: every row is stored exactly once', async () => {
     const t = table();
     let failures = 0;
