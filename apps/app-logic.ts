@@ -39,6 +39,9 @@ interface Owner {
  *   outputs on a tracked object (a face found on a person, its age read) carry its track id and
  *   are gathered into that event.
  */
+/** `app/source/seq` and a `/<node>/<index>` per generation, for a chain of an app's most nodes (100). */
+const MAX_ID_PARTS = 3 + 2 * 100;
+
 export function createAppLogic(spec: AppSpec): AppLogic {
   const parsers = new Map<string, { parser: TextParser; changes: Map<string, ChangeDetector>; confirmFrames: number }>();
   for (const node of spec.nodes) {
@@ -60,6 +63,8 @@ export function createAppLogic(spec: AppSpec): AppLogic {
   /** The tracked detection an input descends from: the input itself, or its nearest ancestor (ids nest as `<parent>/<node>/<index>`). */
   const ownerOf = (inputId: string): Owner | undefined => {
     const parts = inputId.split('/');
+    // An app has at most 100 nodes: an id with more generations is none this app made (and each try below joins the whole id).
+    if (parts.length > MAX_ID_PARTS) return undefined;
     // `app/source/seq` is the frame; each `/<node>/<index>` after it is one generation.
     for (let n = parts.length; n > 3; n -= 2) {
       const owner = owners.get(parts.slice(0, n).join('/'));

@@ -49,24 +49,24 @@ export interface LiveView {
  */
 const FRAMES_KEPT = 32;
 const PLAN_HISTORY = 50;
-/** Sources whose frames are kept, those heard from least recently let go first: a bus can carry any number of source ids. */
-const SOURCES_KEPT = 256;
+/**
+ * Bytes of frames kept waiting for their rows, all sources together: a bus can carry any number
+ * of source ids. Past it, the frames of the source heard from longest ago go first. Honest
+ * sources hold a frame or two each once their rows flow (256 MB is over 2,000 sources of 720p).
+ */
+const PENDING_BYTES = 256 * 1024 * 1024;
+/** Sources whose latest analyzed frame is kept (one frame each), those heard from longest ago let go first. */
+const LATEST_KEPT = 4096;
 
-/** `map[key] = value` as the most recently used entry, the least recently used let go past `limit`. */
-function setRecent<V>(map: Map<string, V>, key: string, value: V, limit: number): void {
-  map.delete(key);
-  map.set(key, value);
-  for (const oldest of map.keys()) {
-    if (map.size <= limit) break;
-    map.delete(oldest);
-  }
-}
+type PendingFrame = { width: number; height: number; jpeg: Uint8Array };
 
-export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView {
+/** `keepBytes`: the frames kept waiting for their rows, at most (PENDING_BYTES, scaled down in tests). */
+export function createLiveView(options: { bus: Bus; logger: Logger; keepBytes?: number }): LiveView {
   const { bus, logger } = options;
+  const keepBytes = options.keepBytes ?? PENDING_BYTES;
   const listeners = new Set<(event: LiveEvent) => void>();
   /** Per source, frames no row has named yet, by seq, and the stride of the seqs kept. */
-  const pending = new Map<string, { stride: number; frames: Map<number, { width: number; height: number; jpeg: Uint8Array }> }>();
+  const pending = new Map<string, { stride: number; frames: Map<number, PendingFrame> }>();
   const latest = new Map<string, LiveFrame>();
   const history: Plan[] = [];
   const rows: Record<string, number> = {};
@@ -83,21 +83,38 @@ export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView 
     }
   };
 
-  const keepFrame = (source: string, seq: number, frame: { width: number; height: number; jpeg: Uint8Array }): void => {
-    const kept = pending.get(source) ?? { stride: 1, frames: new Map() };
-    setRecent(pending, source, kept, SOURCES_KEPT);
-    if (seq % kept.stride !== 0) return;
-    kept.frames.set(seq, frame);
-    if (kept.frames.size <= FRAMES_KEPT) return;
-    kept.stride *= 2;
-    for (const old of kept.frames.keys()) if (old % kept.stride !== 0) kept.frames.delete(old);
+  let pendingBytes = 0;
+  const letGo = (frames: Map<number, PendingFrame>, seq: number): void => {
+    pendingBytes -= frames.get(seq)?.jpeg.byteLength ?? 0;
+    frames.delete(seq);
+  };
+
+  const keepFrame = (source: string, seq: number, frame: PendingFrame): void => {
+    const kept = pending.get(source) ?? { stride: 1, frames: new Map<number, PendingFrame>() };
+    // The most recently heard last: the first entries are the ones let go when memory runs short.
+    pending.delete(source);
+    pending.set(source, kept);
+    if (seq % kept.stride === 0) {
+      letGo(kept.frames, seq);
+      kept.frames.set(seq, frame);
+      pendingBytes += frame.jpeg.byteLength;
+      if (kept.frames.size > FRAMES_KEPT) {
+        kept.stride *= 2;
+        for (const old of kept.frames.keys()) if (old % kept.stride !== 0) letGo(kept.frames, old);
+      }
+    }
+    for (const [oldest, { frames }] of pending) {
+      if (pendingBytes <= keepBytes || oldest === source) break;
+      for (const old of frames.keys()) letGo(frames, old);
+      pending.delete(oldest);
+    }
   };
 
   /** Rows have come for `seq`: the frames before it will get none. */
   const analyzed = (source: string, seq: number): void => {
     const kept = pending.get(source);
     if (!kept) return;
-    for (const old of kept.frames.keys()) if (old < seq) kept.frames.delete(old);
+    for (const old of kept.frames.keys()) if (old < seq) letGo(kept.frames, old);
     if (kept.frames.size < FRAMES_KEPT / 4) kept.stride = Math.max(1, kept.stride / 2);
   };
 
@@ -114,7 +131,12 @@ export function createLiveView(options: { bus: Bus; logger: Logger }): LiveView 
       // Frames before the latest were let go when it came; one here is newer, or a restarted source's.
       if (!pixels) return;
       frame = { source: row.source, seq, atMs: Date.now(), ...pixels, objects: [] };
-      setRecent(latest, row.source, frame, SOURCES_KEPT);
+      latest.delete(row.source);
+      latest.set(row.source, frame);
+      for (const oldest of latest.keys()) {
+        if (latest.size <= LATEST_KEPT) break;
+        latest.delete(oldest);
+      }
     }
     const object = objectOf(row);
     if (object) frame.objects.push(object);

@@ -14,7 +14,7 @@ import {
   type Plan,
   type Stats,
 } from '../core/index.js';
-import { DEFAULT_REPLAN_RULE, edgeKey, planEpoch, replanDue, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
+import { DEFAULT_REPLAN_RULE, edgeKey, MAX_BACKENDS, planEpoch, replanDue, type AppDemand, type EpochOptions, type EpochState } from './epoch.js';
 import type { PrefixFamily } from './prefix-merge.js';
 import type { ProfileLookup } from './profile.js';
 import { FRAMES } from './query-analysis.js';
@@ -52,9 +52,6 @@ export interface EpochServiceStatus {
  * within 10 s) plans with `planEpoch` and publishes the plan to `panoptes.plan`, where backends
  * and the sink follow the newest.
  */
-/** Backends the scheduler plans for at most: far more than a deployment has, few enough that ids made up on the stats topic cannot grow its memory or its plans without bound. */
-const MAX_BACKENDS = 1024;
-
 export function createEpochService(options: EpochServiceOptions): Lifecycle<EpochServiceStatus> {
   const clock = options.clock ?? systemClock;
   const rule = {
@@ -77,12 +74,14 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
     for (const message of batch.messages) {
       try {
         const stats = Channels.stats.decode(message.value);
-        if (!latest.has(stats.backend) && latest.size >= MAX_BACKENDS) {
-          logger.warn({ backend: stats.backend }, `stats of a backend past the ${MAX_BACKENDS} reporting skipped`);
-          continue;
-        }
         if (!latest.has(stats.backend)) logger.info({ backend: stats.backend, device: stats.device }, 'backend registered');
+        // The most recently heard last: past MAX_BACKENDS (ids made up on the stats topic), the one heard from longest ago goes.
+        latest.delete(stats.backend);
         latest.set(stats.backend, { stats, atMs: clock.now() });
+        for (const oldest of latest.keys()) {
+          if (latest.size <= MAX_BACKENDS) break;
+          latest.delete(oldest);
+        }
       } catch (err) {
         // Stats are a sample: a bad one is skipped (and said), the next second brings another.
         logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable stats skipped');

@@ -88,9 +88,12 @@ export const edgeKey = (from: string, to: string): string => `${from}>${to}`;
  * epoch) places them on nodes, and each node goes to a backend. The plan's routing gives each
  * backend the share of a session's topics that matches the rate it serves.
  */
+/** Backends a scheduler plans for at most: far more than a deployment has, few enough to bound a plan whatever load is reported. */
+export const MAX_BACKENDS = 1024;
+
 export function planEpoch(input: EpochInput, profileOf: ProfileLookup, given: EpochOptions): EpochPlan {
-  // No session takes more dedicated nodes than there are backends, in the split search (packing candidates) as in the plan.
-  const options = { ...given, maxNodes: Math.max(1, input.backends.length) };
+  // However much load is reported (a stats message is anyone's to write), no session takes more dedicated nodes than a deployment can have backends.
+  const options = { ...given, maxNodes: MAX_BACKENDS };
   const warnings: string[] = [];
   const rates = new Map<string, Session>();
   const topics = new Map<string, Set<string>>();
@@ -207,7 +210,8 @@ function profiled(model: string, profileOf: ProfileLookup): { latencyMs?: number
   const profile = profileIfAny(model, profileOf);
   if (!profile) return {};
   const round = (ms: number): number => Math.round(ms * 100) / 100;
-  return { latencyMs: Array.from({ length: profile.maxBatch }, (_, i) => round(profile.latency(i + 1))), overheadMs: round(profile.overheadMs) };
+  // The plan contract carries ℓ(b) up to batch 1024, as large a batch as a zoo model may have.
+  return { latencyMs: Array.from({ length: Math.min(profile.maxBatch, 1024) }, (_, i) => round(profile.latency(i + 1))), overheadMs: round(profile.overheadMs) };
 }
 
 /**

@@ -47,9 +47,8 @@ export interface PackOptions {
    */
   deviceMemoryMB?: number;
   /**
-   * Dedicated nodes one session may take: more than there are backends serve nothing, and a load
-   * reported absurdly high (a stats message is anyone's to write) would make millions of them.
-   * The rest of such a load is one residual, which the plan's warnings show as unplaced.
+   * Dedicated nodes one session may take: a load reported absurdly high (a stats message is
+   * anyone's to write) would make millions of them. The rest of such a load is one residual.
    * @defaultValue Infinity
    */
   maxNodes?: number;

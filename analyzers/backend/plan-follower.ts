@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Channels, describeError, Topics, type Batch, type Bus, type Consumer, type Logger, type Plan } from '../../core/index.js';
+import { Channels, createLogThrottle, describeError, repeatedSuffix, Topics, type Batch, type Bus, type Consumer, type Logger, type Plan } from '../../core/index.js';
 
 export interface PlanFollowerOptions {
   id: string;
@@ -36,6 +36,7 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
   let reader: Consumer | undefined;
   let following = Promise.resolve();
   let newestFollowed: Plan | undefined;
+  const skips = createLogThrottle();
 
   const onPlans = async (batch: Batch): Promise<void> => {
     let newest: Plan | undefined;
@@ -44,7 +45,9 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
         const next = Channels.plan.decode(message.value);
         const ahead = next.createdAtMs - (options.now ?? Date.now)();
         if (ahead > MAX_CLOCK_AHEAD_MS) {
-          options.logger.warn({ offset: message.offset, epoch: next.epoch, aheadMs: ahead }, 'plan created ahead of this clock skipped');
+          skips.log('ahead', (repeats) =>
+            options.logger.warn({ offset: message.offset, epoch: next.epoch, aheadMs: ahead }, `plan stamped more than a minute ahead of this clock skipped (are the scheduler's and this backend's clocks in sync?)${repeatedSuffix(repeats, 30_000)}`),
+          );
           continue;
         }
         if (!newest || next.createdAtMs > newest.createdAtMs) newest = next;
@@ -74,6 +77,7 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
       await following;
     },
     async close() {
+      skips.close();
       await reader?.close();
       await following;
     },

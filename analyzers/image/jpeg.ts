@@ -25,10 +25,11 @@ export type ImageInput = RgbImage | JpegImage;
 export const isJpeg = (image: ImageInput): image is JpegImage => 'jpeg' in image;
 
 /**
- * The largest image decoded, in pixels: 8K UHD (7680×4320). A JPEG of 12000×12000 fits in 844 KB
- * and decodes to 432 MB; frames and crops come off a bus anyone may write to.
+ * The largest image decoded, in pixels: 8192×8192, room for any 8K camera (DCI 8192×4320, or a
+ * 4:3 source scaled to ingest's widest 7680). A JPEG of 12000×12000 fits in 844 KB and decodes to
+ * 432 MB; frames and crops come off a bus anyone may write to.
  */
-export const MAX_IMAGE_PIXELS = 7680 * 4320;
+export const MAX_IMAGE_PIXELS = 8192 * 8192;
 
 /** The image's pixels: itself, or its JPEG decoded. */
 export function pixelsOf(image: ImageInput): Promise<RgbImage> {
@@ -52,7 +53,9 @@ export async function decodeJpeg(jpeg: Uint8Array): Promise<RgbImage> {
     const { data, info } = await sharp(jpeg, { failOn: 'error', limitInputPixels: MAX_IMAGE_PIXELS }).removeAlpha().toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
     return { width: info.width, height: info.height, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
   } catch (err) {
-    throw new PanoptesError(ErrorCode.ImageDecode, `cannot decode JPEG (${jpeg.length} bytes): ${(err as Error).message}`, { cause: err });
+    // sharp's own words for the pixel limit do not say the size: the header does.
+    const size = await sharp(jpeg).metadata().then((m) => ` of ${m.width}x${m.height}`, () => '');
+    throw new PanoptesError(ErrorCode.ImageDecode, `cannot decode JPEG${size} (${jpeg.length} bytes): ${(err as Error).message}`, { cause: err });
   }
 }
 

@@ -18,7 +18,7 @@ export const detectorParams = z.strictObject({
    */
   relabel: z.record(z.string(), z.string().min(1)).default({}),
   classes: z.array(z.string()).optional(),
-  maxDetections: z.number().int().positive().default(100),
+  maxDetections: z.number().int().positive().max(1000).default(100),
   iouThreshold: z.number().min(0).max(1).default(0.5),
   /** One detection per object: among the wanted classes, overlapping boxes keep the best class only. */
   classAgnostic: z.boolean().default(true),

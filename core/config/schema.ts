@@ -29,8 +29,8 @@ export const modelSpecSchema = z.strictObject({
   charset: z.string().optional(),
   /** Class names for classifiers, one per line (the first of comma-separated names is used), same path rules as `file`. */
   labelsFile: z.string().optional(),
-  /** Largest batch to run at once. */
-  maxBatch: z.number().int().positive().default(8),
+  /** Largest batch to run at once (at most 1024, as large as a plan carries ℓ(b) for). */
+  maxBatch: z.number().int().positive().max(1024).default(8),
   /**
    * A cheaper stand-in for another model of the zoo (MCDNN's variants): when the plan needs more
    * backends than there are, the scheduler serves that model's sessions with this one. `accuracy`

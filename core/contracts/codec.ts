@@ -85,8 +85,10 @@ export function defineContract<T, H>(definition: ContractDefinition<T, H>): Cont
       let raw: unknown;
       try {
         // A lone surrogate ("\ud800") is valid JSON but not Unicode, and ClickHouse refuses a whole
-        // insert over one: such a string is read as TextDecoder reads bad UTF-8, with U+FFFD.
-        raw = JSON.parse(view.toString('utf8', PREFIX_BYTES, PREFIX_BYTES + headerLength), (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value));
+        // insert over one: such a string is read as TextDecoder reads bad UTF-8, with U+FFFD. Text
+        // decoded from UTF-8 holds one only through a \u escape, so only such a header pays for the check.
+        const json = view.toString('utf8', PREFIX_BYTES, PREFIX_BYTES + headerLength);
+        raw = json.includes('\\u') ? JSON.parse(json, (_key, value: unknown) => (typeof value === 'string' ? value.toWellFormed() : value)) : JSON.parse(json);
       } catch (err) {
         throw fail('header is not JSON', err);
       }

@@ -101,7 +101,7 @@ const taskHeader = z.object({
   frameWidth: count.optional(),
   frameHeight: count.optional(),
   /** Row ids of the results this task descends from, root first. */
-  lineage: z.array(name).max(64),
+  lineage: z.array(z.string().min(1).max(16_384)).max(128),
   /**
    * Set on the in-process bus, where a crop travels as the pixels it was cut from the decoded
    * frame (never encoded): `jpeg` then holds raw RGB of this size. Absent: `jpeg` is a JPEG.

@@ -11,7 +11,7 @@
  *   concurrently, nor how many records a batch holds;
  * - `committed()` may leave out partitions without a commit or report them with a negative offset.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type {
   Batch,
@@ -195,6 +195,23 @@ export function describeBusConformance(name: string, makeBus: () => Promise<Bus>
       keys.forEach((key, k) => {
         expect(sent[k]!.map((m) => byPosition.get(`${m.partition}:${m.offset}`))).toEqual(Array.from({ length: 25 }, (_, i) => `${key}#${i}`));
       });
+    });
+
+    it('takes a send larger than a broker batch, and a record of several MB, keeping their order', async () => {
+      const topic = await createTopic('large', 2);
+      // 40 crops of 100 KB for one source (one partition), then one 8K frame's JPEG of 4 MB.
+      // Random bytes, as JPEG's are: compression does not shrink them under the broker's limits.
+      const noise = (bytes: number, first: number): Uint8Array => Object.assign(new Uint8Array(randomBytes(bytes)), { 0: first });
+      const crops = Array.from({ length: 40 }, (_, i) => ({ key: 'cam', value: noise(100 * 1024, i) }));
+      const frame = { key: 'cam', value: noise(4 * 1024 * 1024, 7) };
+      const producer = bus.producer();
+      const metadata = [...(await producer.send(topic, crops)), ...(await producer.send(topic, [frame]))];
+      await producer.close();
+      expect(metadata.map((m) => m.offset)).toEqual(Array.from({ length: 41 }, (_, i) => i));
+      const { handled } = await start({ groupId: uniqueName('large'), topics: [topic] });
+      await waitFor(() => distinct(handled).length === 41, 'every record');
+      const messages = distinct(handled).sort((a, b) => a.offset - b.offset);
+      expect(messages.map((m) => [m.value.byteLength, m.value[0]])).toEqual([...crops.map((c, i) => [c.value.byteLength, i]), [4 * 1024 * 1024, 7]]);
     });
 
     it('delivers every record to each group', async () => {

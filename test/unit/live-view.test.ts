@@ -68,22 +68,37 @@ describe('the live view of a running pipeline', () => {
     await view.close();
   });
 
-  it('keeps frames of the 256 sources heard from last: source ids made up on the bus cannot hold its memory', async () => {
-    bus = createMemoryBus();
-    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
-    const view = createLiveView({ bus, logger: silentLogger() });
-    await view.start();
-    const producer = bus.producer();
+  it('shows every source of a large deployment, and keeps frames in a bounded memory whatever source ids the bus carries', async () => {
     const jpeg = await encodeJpeg(grey(16, 16));
     const sources = Array.from({ length: 300 }, (_, i) => `s${i}`);
-    await producer.send(Topics.frames, sources.map((source) => Channels.frames.record({ source, seq: 1, captureTimeMs: 0, ptsMs: 0, width: 16, height: 16, jpeg })));
-    await producer.send(Topics.results, sources.map((source) => Channels.results.record({ ...frameRow(1), rowId: `f-${source}`, source })));
-    for (let i = 0; i < 300 && view.counts().rows.frames !== 300; i++) await new Promise((r) => setTimeout(r, 10));
-    expect(view.latestFrame('s299')).toMatchObject({ seq: 1 });
-    expect(view.latestFrame('s44')).toMatchObject({ seq: 1 });
-    expect(view.latestFrame('s43')).toBeUndefined();
-    expect(view.latestFrame('s0')).toBeUndefined();
-    await view.close();
+    const frames = (seq: number) => sources.map((source) => Channels.frames.record({ source, seq, captureTimeMs: 0, ptsMs: 0, width: 16, height: 16, jpeg }));
+    const rowOf = (source: string, seq: number) => Channels.results.record({ ...frameRow(seq), rowId: `f-${source}-${seq}`, source });
+    /** The sources whose frame 1 the view shows, when every camera's frame 2 (if `second`) came before the rows of frame 1. */
+    const shown = async (second: boolean, keepBytes?: number): Promise<string[]> => {
+      await bus?.close();
+      bus = createMemoryBus();
+      await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
+      const view = createLiveView({ bus, logger: silentLogger(), ...(keepBytes ? { keepBytes } : {}) });
+      await view.start();
+      const producer = bus.producer();
+      await producer.send(Topics.frames, frames(1));
+      if (second) await producer.send(Topics.frames, frames(2));
+      // The view reads its topics in no fixed order: the last camera's last frame, shown, says every frame was read.
+      const last = second ? 2 : 1;
+      for (let i = 0; i < 100 && view.latestFrame('s299')?.seq !== last; i++) {
+        await producer.send(Topics.results, [rowOf('s299', last)]);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const before = view.counts().rows.frames ?? 0;
+      await producer.send(Topics.results, sources.slice(0, 299).map((source) => rowOf(source, 1)));
+      for (let i = 0; i < 300 && view.counts().rows.frames !== before + 299; i++) await new Promise((r) => setTimeout(r, 10));
+      const seen = sources.filter((source) => view.latestFrame(source)?.seq === 1);
+      await view.close();
+      return seen;
+    };
+    expect(await shown(true)).toEqual(sources.slice(0, 299));
+    // Room for 100 frames: the sources heard from longest ago were let go.
+    expect(await shown(false, 100 * jpeg.byteLength)).toEqual(sources.slice(200));
   });
 
   it('draws boxes and labels on a frame in native code; a label is text, never markup', async () => {

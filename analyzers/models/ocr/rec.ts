@@ -25,6 +25,12 @@ export interface RecResult {
 }
 
 /**
+ * The widest batch, px: a line 66 times as wide as it is high. Without a cap one crop of 16000×1
+ * (a JPEG of 2 KB) made every row of its batch 768,000 px wide, 1.8 GB for four.
+ */
+const MAX_LINE_WIDTH = 3200;
+
+/**
  * Turns text-line crops into one recogniser batch, NCHW float32 `[N, 3, height, W]`, as PaddleOCR's
  * `TextRecognizer.resize_norm_img` does:
  * - `W = floor(height * max(minWidth / height, widest crop's width/height))`, capped at `maxWidth`;
@@ -35,12 +41,6 @@ export interface RecResult {
  * An empty (0×0) crop becomes an all-padding row. PaddleOCR also sorts the crops by aspect ratio and
  * runs them in batches of 6 so that the padding stays small; that is the caller's choice.
  */
-/**
- * The widest batch, px: a line 66 times as wide as it is high. Without a cap one crop of 16000×1
- * (a JPEG of 2 KB) made every row of its batch 768,000 px wide, 1.8 GB for four.
- */
-const MAX_LINE_WIDTH = 3200;
-
 export function preprocessRec(crops: RgbImage[], options: RecPreprocessOptions = {}): TensorData {
   const { height = 48, minWidth = 320, maxWidth = MAX_LINE_WIDTH } = options;
   if (!Number.isInteger(height) || height <= 0) throw new RangeError(`height must be a positive integer, got ${height}`);

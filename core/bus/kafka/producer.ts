@@ -6,7 +6,8 @@
  * can never reorder a partition), and kafkajs writes one request per `send` call. Eight cameras
  * each awaiting its frame would then take turns for every round trip; coalesced, they share it.
  * A request holds at most `maxPartitionBytes` (uncompressed) per partition, below the broker's
- * default 1 MB per partition batch, except that one send larger than that goes alone.
+ * default 1 MB per partition batch: a send larger than that is written in parts, in order, and
+ * one record larger than that alone (the topics take records of up to 16 MB).
  *
  * Each record's partition is set here with Kafka's key hash (`../partitioner.ts`), so the offset
  * of every record can be reported from the first offset Kafka gives per partition.
@@ -129,6 +130,23 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Co
     return taken;
   }
 
+  /** Consecutive runs of records in which no partition gets more than `maxPartitionBytes` (a record larger than that alone). */
+  function fittingParts(records: readonly ProducerRecord[], partitions: readonly number[]): { from: number; to: number }[] {
+    const parts: { from: number; to: number }[] = [];
+    let bytes = new Map<number, number>();
+    let from = 0;
+    records.forEach((record, i) => {
+      const size = record.value.byteLength + record.key.length;
+      if (i > from && (bytes.get(partitions[i]!) ?? 0) + size > maxPartitionBytes) {
+        parts.push({ from, to: i });
+        [from, bytes] = [i, new Map()];
+      }
+      bytes.set(partitions[i]!, (bytes.get(partitions[i]!) ?? 0) + size);
+    });
+    parts.push({ from, to: records.length });
+    return parts;
+  }
+
   /** The next request goes through a new kafkajs producer (a new producer id); the old one disconnects. */
   function replaceProducer(): void {
     const old = producer;
@@ -193,9 +211,12 @@ export function createCoalescingProducer(options: CoalescingProducerOptions): Co
       if (records.length === 0) return [];
       const count = await options.partitionCount(topic);
       const partitions = records.map((record) => partitionForKey(record.key, count));
-      const written = new Promise<RecordMetadata[]>((resolve, reject) => queue.push({ topic, records, partitions, resolve, reject }));
+      // Queued in parts that each fit the broker's batch, in order: a backend's crops of one busy frame can pass 1 MB in one partition.
+      const parts = fittingParts(records, partitions).map(
+        ({ from, to }) => new Promise<RecordMetadata[]>((resolve, reject) => queue.push({ topic, records: records.slice(from, to), partitions: partitions.slice(from, to), resolve, reject })),
+      );
       drain();
-      return written;
+      return (await Promise.all(parts)).flat();
     },
     /** Waits for the sends already made (they succeed or fail within the retry time), then leaves. */
     async close() {

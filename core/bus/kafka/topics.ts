@@ -8,6 +8,9 @@ import { ErrorCode, PanoptesError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { TopicSpec } from '../types.js';
 
+/** The largest record a topic takes (Kafka's `max.message.bytes`). */
+export const MAX_RECORD_BYTES = 16 * 1024 * 1024;
+
 export interface TopicAdmin {
   /** Creates the missing ones, waits for their leaders, and remembers every spec. */
   create(specs: readonly TopicSpec[]): Promise<void>;
@@ -75,7 +78,11 @@ export function createTopicAdmin(admin: Admin, logger: Logger, replicationFactor
           topic: spec.name,
           numPartitions: spec.partitions,
           ...(replicationFactor ? { replicationFactor } : {}),
-          configEntries: spec.retentionMs === undefined ? [] : [{ name: 'retention.ms', value: String(spec.retentionMs) }],
+          configEntries: [
+            // A frame of an 8K camera is a JPEG of several MB, over the broker's default of 1 MB a record.
+            { name: 'max.message.bytes', value: String(MAX_RECORD_BYTES) },
+            ...(spec.retentionMs === undefined ? [] : [{ name: 'retention.ms', value: String(spec.retentionMs) }]),
+          ],
         })),
       })
       .catch((err: unknown) => {
