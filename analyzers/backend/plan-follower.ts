@@ -8,8 +8,6 @@ export interface PlanFollowerOptions {
   /** Puts a plan in force; called with one plan at a time, each newer than the last. */
   follow(plan: Plan): Promise<void>;
   logger: Logger;
-  /** This backend's clock, ms since epoch. @defaultValue Date.now */
-  now?: () => number;
 }
 
 /**
@@ -43,7 +41,7 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
     for (const message of batch.messages) {
       try {
         const next = Channels.plan.decode(message.value);
-        const ahead = next.createdAtMs - (options.now ?? Date.now)();
+        const ahead = next.createdAtMs - Date.now();
         if (ahead > MAX_CLOCK_AHEAD_MS) {
           skips.log('ahead', (repeats) =>
             options.logger.warn({ offset: message.offset, epoch: next.epoch, aheadMs: ahead }, `plan stamped more than a minute ahead of this clock skipped (are the scheduler's and this backend's clocks in sync?)${repeatedSuffix(repeats, 30_000)}`),
