@@ -1,3 +1,4 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { createExecutor } from '../../analyzers/backend/executor.js';
 import { RealtimeForecast } from '../../analyzers/backend/plan-ahead.js';
@@ -31,7 +32,10 @@ describe('plan-ahead forecast (DeepQuery §2.8)', () => {
  * and a replay faster than real time (80 requests, delay-tolerant, 35 ms each, 40 in its profile,
  * target batch 8) on one device. The replay starts once the stream is under way.
  */
-async function colocate(planAhead: boolean, contention?: { slower: number; measured: boolean }): Promise<{ late: number; live: number; replayed: number; replayedWhileLive: number }> {
+async function colocate(planAhead: boolean, contention?: { slower: number; measured: boolean }): Promise<{ late: number; live: number; replayed: number; replayedWhileLive: number; maxLagMs: number }> {
+  // How late the event loop itself ran: on a machine busy with other work a timer can fire past a deadline whatever the executor does.
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
   const started = performance.now();
   const now = (): number => performance.now() - started;
   let [late, live, replayed] = [0, 0, 0];
@@ -62,13 +66,17 @@ async function colocate(planAhead: boolean, contention?: { slower: number; measu
   }
   const replayedWhileLive = replayed;
   await executor.drain();
-  return { late, live, replayed, replayedWhileLive };
+  lag.disable();
+  return { late, live, replayed, replayedWhileLive, maxLagMs: lag.max / 1e6 };
 }
 
 describe('co-location with plan-ahead (DeepQuery §2.8)', () => {
   it('never makes a live request late where naive co-location does, and still runs the replay in between', async () => {
     const naive = await colocate(false);
-    const planned = await colocate(true);
+    let planned = await colocate(true);
+    // A late request while the event loop itself stalled (other test files on the same cores) says nothing of the
+    // executor: measured again, up to twice. One late while the loop kept time fails at once.
+    for (let again = 0; again < 2 && planned.late > 0 && planned.maxLagMs > 30; again++) planned = await colocate(true);
     console.log(`live late: naive ${naive.late}/${naive.live}, plan-ahead ${planned.late}/${planned.live}; replayed while live ${naive.replayedWhileLive} and ${planned.replayedWhileLive} of 80`);
     expect(naive.late).toBeGreaterThan(0);
     expect(planned.late).toBe(0);
