@@ -1,4 +1,4 @@
-import { frameId, outputId, type AppLogic, type AppSpec, type Box, type FrameRef, type NodeResult, type ResultRow, type TextLine } from '../core/index.js';
+import { frameId, MAX_APP_NODES, outputId, type AppLogic, type AppSpec, type Box, type FrameRef, type NodeResult, type ResultRow, type TextLine } from '../core/index.js';
 import { createChangeDetector, createTextParser, STREAM_RESTART_GAP, type ChangeDetector, type FieldValue, type TextParser } from './operators/index.js';
 import { APP_TABLES, DETECTIONS, EVENTS, FRAMES, RECOGNITIONS } from './tables.js';
 import { createSourceTracking, type SourceTracking, type TrackEvent } from './tracking.js';
@@ -39,8 +39,8 @@ interface Owner {
  *   outputs on a tracked object (a face found on a person, its age read) carry its track id and
  *   are gathered into that event.
  */
-/** `app/source/seq` and a `/<node>/<index>` per generation, for a chain of an app's most nodes (100). */
-const MAX_ID_PARTS = 3 + 2 * 100;
+/** `app/source/seq` and a `/<node>/<index>` per generation, for a chain of an app's most nodes. */
+const MAX_ID_PARTS = 3 + 2 * MAX_APP_NODES;
 
 export function createAppLogic(spec: AppSpec): AppLogic {
   const parsers = new Map<string, { parser: TextParser; changes: Map<string, ChangeDetector>; confirmFrames: number }>();
@@ -63,7 +63,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
   /** The tracked detection an input descends from: the input itself, or its nearest ancestor (ids nest as `<parent>/<node>/<index>`). */
   const ownerOf = (inputId: string): Owner | undefined => {
     const parts = inputId.split('/');
-    // An app has at most 100 nodes: an id with more generations is none this app made (and each try below joins the whole id).
+    // An id with more generations than an app has nodes is none this app made (and each try below joins the whole id).
     if (parts.length > MAX_ID_PARTS) return undefined;
     // `app/source/seq` is the frame; each `/<node>/<index>` after it is one generation.
     for (let n = parts.length; n > 3; n -= 2) {

@@ -49,6 +49,9 @@ export type ModelZoo = z.infer<typeof modelZooSchema>;
 
 // ---- apps ----
 
+/** An app's nodes at most: also how deep an id of one of its outputs can nest. */
+export const MAX_APP_NODES = 100;
+
 const region = z
   .strictObject({
     x1: z.number().min(0).max(1),
@@ -312,7 +315,7 @@ export const appSpecSchema = z.strictObject({
   sources: z.array(z.string().regex(/^[a-z0-9*._-]+$/, 'a source id, or a pattern with * (e.g. cam-*)')).default([]),
   /** End-to-end latency SLO from capture to result, ms. */
   sloMs: z.number().int().positive(),
-  nodes: z.array(appNodeSchema).min(1).max(100),
+  nodes: z.array(appNodeSchema).min(1).max(MAX_APP_NODES),
   edges: z.array(appEdgeSchema).min(1).max(1000),
   /** Saved SQL queries users run by name: `panoptes query --saved <app>.<name>`. */
   queries: z.record(id, z.string().min(1)).default({}),

@@ -11,8 +11,8 @@ import { defineContract, defineJsonContract } from './codec.js';
 const ms = z.number().finite();
 const count = z.number().int().nonnegative();
 /**
- * Bounds no honest message comes near, on what anyone who can write to a topic can send: an id,
- * a list, a rate, a time. Each keeps one message from costing a stage without bound.
+ * Bounds the shipped stages never reach, on what anyone who can write to a topic can send: an
+ * id, a list, a rate. Each keeps one message from costing a stage without bound.
  */
 const name = z.string().min(1).max(1024);
 /** Requests or frames per second one backend reports: far above what one can take in. */
