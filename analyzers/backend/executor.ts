@@ -168,11 +168,35 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       if (batch.length === 0) continue;
       unfinished.set(session.id, (unfinished.get(session.id) ?? 0) + 1);
       // Native pre-processing runs on libuv's threads while the batch before executes.
-      const prepared = (async () => session.prepare(batch, stage))();
-      prepared.catch(() => undefined); // its failure is the batch's, handled where it is awaited
-      return { session, batch, stage, prepared };
+      const chosen: Chosen = { session, batch, stage, prepared: prepareApart(session, batch, stage, (kept) => (chosen.batch = kept)) };
+      chosen.prepared.catch(() => undefined); // its failure is the batch's, handled where it is awaited
+      return chosen;
     }
     return undefined;
+  };
+
+  /**
+   * A batch prepared; where that fails, each of its requests is prepared alone, so that one bad
+   * input (a corrupt JPEG) fails only its own request: it is finished with its own error, and
+   * the others run as a batch without it (`shrink`).
+   */
+  const prepareApart = async (session: ExecutableSession<T, P, R>, batch: Queued<T>[], stage: number, shrink: (kept: Queued<T>[]) => void): Promise<P> => {
+    try {
+      return await session.prepare(batch, stage);
+    } catch (err) {
+      if (batch.length === 1) throw err;
+      const alone = await Promise.allSettled(batch.map(async (r) => session.prepare([r], stage)));
+      const kept = batch.filter((_, i) => alone[i]!.status === 'fulfilled');
+      // Every one fails alone too, or none does (a failure of the batch, not of an input): the batch's.
+      if (kept.length === 0 || kept.length === batch.length) throw err;
+      alone.forEach((result, i) => {
+        if (result.status === 'fulfilled') return;
+        unfinished.set(session.id, (unfinished.get(session.id) ?? 0) + 1);
+        track(session, [batch[i]!], stage, undefined, result.reason);
+      });
+      shrink(kept);
+      return session.prepare(kept, stage);
+    }
   };
 
   /** Finishes a batch off the loop; the session stays in use until it has. */
@@ -195,18 +219,21 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
     let held: Chosen | undefined;
     let next = nextBatch(options.now());
     while (next) {
-      const { session, batch, stage, prepared } = next;
+      const chosen = next;
+      const { session, stage, prepared } = chosen;
       const startedMs = options.now();
-      options.onExecute?.(session.id, batch.length, startedMs);
+      options.onExecute?.(session.id, chosen.batch.length, startedMs);
       const executing = prepared.then((p) => session.execute(p));
       // Prepared now, run when this batch ends: judged against that end, not against now. Only
       // when every lane is busy: an idle lane would run it at once instead.
-      const durationMs = session.stageLatency ? session.stageLatency.latencyMs(stage, batch.length) : aheadLatency(session, batch.length);
+      const durationMs = session.stageLatency ? session.stageLatency.latencyMs(stage, chosen.batch.length) : aheadLatency(session, chosen.batch.length);
       next = active >= lanes ? nextBatch(startedMs + durationMs) : undefined;
+      // The batch as prepared: without the requests that failed alone.
       try {
-        track(session, batch, stage, await executing, undefined);
+        const result = await executing;
+        track(session, chosen.batch, stage, result, undefined);
       } catch (err) {
-        track(session, batch, stage, undefined, err);
+        track(session, chosen.batch, stage, undefined, err);
       }
       if (next && !stillFits(next)) {
         if (held) putBack(held);

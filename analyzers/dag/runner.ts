@@ -1,4 +1,4 @@
-import { describeError, frameId, outputId, scheduledGraph, type AppLogic, type FrameRef, type NodeOutput } from '../../core/index.js';
+import { describeError, ErrorCode, frameId, outputId, PanoptesError, scheduledGraph, type AppLogic, type FrameRef, type NodeOutput } from '../../core/index.js';
 import { decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageInput, type RgbImage } from '../image/index.js';
 import { cropImage } from '../models/index.js';
 import { cropRegion, passesFilter, rawImage, regionOf, shiftBox, shiftOutput } from './edges.js';
@@ -93,7 +93,9 @@ export function createDagRunner(options: DagRunnerOptions): DagRunner {
         const { upToMs } = stageDeadline(planned, frame.captureTimeMs);
         return out.drop(what, 'deadline', `stage ${stage} could not finish by its stage deadline (capture + ${Math.round(upToMs)} ms of the app's ${app.spec.sloMs} ms SLO)`, at);
       }
-      return out.drop(what, 'model-failed', `${stage}: ${describeError(err)}`, at);
+      // An image its pre-processing cannot decode is the input's fault, not the model's.
+      const reason = err instanceof PanoptesError && err.code === ErrorCode.ImageDecode ? 'image-decode' : 'model-failed';
+      return out.drop(what, reason, `${stage}: ${describeError(err)}`, at);
     }
     // Boxes from a crop are moved into frame pixels before anyone sees them.
     if (offset.x !== 0 || offset.y !== 0) output = shiftOutput(output, offset);

@@ -30,13 +30,15 @@ describe('backend', () => {
   const runtime = createOnnxRuntime({ logger: silentLogger() });
   const models = loadModelZoo();
   const traffic = createAppLogic(loadApp(join(root, 'configs/apps/traffic.yaml'), models));
+  // No crops: its frames go to the detector as JPEGs, decoded in the model's batch.
+  const detect = createAppLogic(loadApp(join(root, 'bench/apps/detect.yaml'), models));
   const backend = createBackend({
     id: 'test-0',
     bus,
     runtime,
     models,
-    apps: [traffic],
-    appsForSource: (source) => (source === 'orphan' ? [] : ['traffic']),
+    apps: [traffic, detect],
+    appsForSource: (source) => (source === 'orphan' ? [] : source === 'bare' ? ['detect'] : ['traffic']),
     // One live camera; the rest are replays faster than real time, never dropped for time, so
     // these tests hold on a loaded machine.
     realtime: (source) => source === 'live-cam',
@@ -91,6 +93,21 @@ describe('backend', () => {
     const people = rows.filter((r) => r.table === 'detections' && r.fields.class === 'person');
     expect(people.map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
     expect(rows.filter((r) => r.table === 'frames').map((r) => r.fields.frame_seq).sort()).toEqual([0, 2]);
+  });
+
+  it('fails only the frame whose JPEG is cut short, not the batch it was decoded in', async () => {
+    const cut = jpeg.subarray(0, jpeg.length >> 1); // its header is whole: the body fails in the batch's decode
+    const now = Date.now();
+    const frames = [0, 1, 2, 3, 4, 5].map((seq) => ({
+      key: 'bare',
+      value: frameContract.encode({ source: 'bare', seq, captureTimeMs: now + seq, ptsMs: seq * 200, width: 768, height: 432, jpeg: seq === 2 ? cut : jpeg }),
+    }));
+    await bus.producer().send(Topics.frames, frames);
+    const stored = (): number[] => rows.filter((r) => r.table === 'frames' && r.source === 'bare').map((r) => Number(r.fields.frame_seq));
+    await waitFor(() => stored().length === 5 && drops.some((d) => d.source === 'bare'), 'five frames stored and one dropped');
+    expect(stored().sort()).toEqual([0, 1, 3, 4, 5]);
+    expect(drops.filter((d) => d.source === 'bare')).toEqual([expect.objectContaining({ what: 'frame', frameSeq: 2, why: 'image-decode', detail: expect.stringContaining('premature end of JPEG') })]);
+    expect(rows.filter((r) => r.table === 'detections' && r.source === 'bare' && r.fields.class === 'person').length).toBe(5);
   });
 
   it('reports every interval what each session saw: arrivals, batches, latency, drops, frames per app', async () => {

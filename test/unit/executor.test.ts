@@ -128,6 +128,29 @@ describe('the executor', () => {
     expect(h.executor.queued()).toEqual({ b: 0 });
   });
 
+  it('fails only the request whose input cannot be prepared, and runs the rest of its batch without it', async () => {
+    const h = harness();
+    const finished: { items: string[]; result?: string[]; error?: string }[] = [];
+    const ran: string[][] = [];
+    const session = h.session('a', 4, 5);
+    session.prepare = (batch) => {
+      if (batch.some((r) => r.item.startsWith('bad'))) throw new Error(`cannot decode ${batch.map((r) => r.item).join('+')}`);
+      return batch.map((r) => r.item);
+    };
+    session.execute = async (items) => (ran.push(items), items);
+    session.finish = async (batch, result, error) => void finished.push({ items: batch.map((r) => r.item), ...(result && { result }), ...(error !== undefined && { error: String(error) }) });
+    for (const item of ['a0', 'bad1', 'a2', 'a3', 'bad4', 'bad5']) h.executor.submit('a', h.request(item));
+    h.executor.setSessions([session]);
+    await h.executor.drain();
+    expect(ran).toEqual([['a0', 'a2', 'a3']]);
+    expect(finished).toEqual([
+      { items: ['bad1'], error: 'Error: cannot decode bad1' },
+      { items: ['a0', 'a2', 'a3'], result: ['a0', 'a2', 'a3'] },
+      // A batch where every input fails alone fails as a batch, with the batch's error.
+      { items: ['bad4', 'bad5'], error: 'Error: cannot decode bad4+bad5' },
+    ]);
+  });
+
   it('drops early what cannot meet its deadline, and reports it', async () => {
     const h = harness('early');
     const now = performance.now();
