@@ -1,7 +1,9 @@
 import {
   Groups,
   Channels,
+  createLogThrottle,
   describeError,
+  repeatedSuffix,
   specializedNodeOf,
   systemClock,
   Topics,
@@ -46,6 +48,11 @@ export interface EpochServiceStatus {
   warnings: string[];
 }
 
+/** Repeating log lines are summarized this often. */
+const LOG_INTERVAL_MS = 30_000;
+/** New backends named one by one in an interval: more than an honest cluster starts at once. */
+const NAMED_REGISTRATIONS = 16;
+
 /**
  * The scheduler role (Nexus §6, "epoch scheduling"): reads every backend's stats from
  * `panoptes.stats`, and every epoch (30 s, sooner when the load moves by more than 30%, never twice
@@ -70,11 +77,30 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
   const stopping = new AbortController();
   let loop: Promise<void> | undefined;
 
+  /** Lines that anyone who can write to the stats topic could repeat at will: said once, then counted. */
+  const repeated = createLogThrottle(LOG_INTERVAL_MS);
+  /** When each of the backends named lately registered. */
+  let namedAtMs: number[] = [];
+
+  /** A new backend is named, up to NAMED_REGISTRATIONS in an interval; made-up ids past those are counted. */
+  const registered = (stats: Stats): void => {
+    const now = clock.now();
+    namedAtMs = namedAtMs.filter((atMs) => now - atMs < LOG_INTERVAL_MS);
+    if (namedAtMs.length < NAMED_REGISTRATIONS) {
+      namedAtMs.push(now);
+      logger.info({ backend: stats.backend, device: stats.device }, 'backend registered');
+    } else {
+      repeated.log('registered', (repeats) =>
+        logger.warn({ backend: stats.backend }, `more than ${NAMED_REGISTRATIONS} backends registered within ${LOG_INTERVAL_MS / 1000} s; the others are not named${repeatedSuffix(repeats, LOG_INTERVAL_MS)}`),
+      );
+    }
+  };
+
   const onStats = async (batch: Batch): Promise<void> => {
     for (const message of batch.messages) {
       try {
         const stats = Channels.stats.decode(message.value);
-        if (!latest.has(stats.backend)) logger.info({ backend: stats.backend, device: stats.device }, 'backend registered');
+        if (!latest.has(stats.backend)) registered(stats);
         // The most recently heard last: past MAX_BACKENDS (ids made up on the stats topic), the one heard from longest ago goes.
         latest.delete(stats.backend);
         latest.set(stats.backend, { stats, atMs: clock.now() });
@@ -84,7 +110,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
         }
       } catch (err) {
         // Stats are a sample: a bad one is skipped (and said), the next second brings another.
-        logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable stats skipped');
+        repeated.log('undecodable', (repeats) => logger.warn({ offset: message.offset, err: describeError(err) }, `undecodable stats skipped${repeatedSuffix(repeats, LOG_INTERVAL_MS)}`));
       }
     }
   };
@@ -147,6 +173,7 @@ export function createEpochService(options: EpochServiceOptions): Lifecycle<Epoc
       await loop;
       await consumer?.close();
       await producer.close();
+      repeated.close();
       status.state = 'closed';
     },
     status: () => ({ ...status, backends: [...status.backends], warnings: [...status.warnings] }),

@@ -50,7 +50,7 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
         }
         if (!newest || next.createdAtMs > newest.createdAtMs) newest = next;
       } catch (err) {
-        options.logger.warn({ offset: message.offset, err: describeError(err) }, 'undecodable plan skipped');
+        skips.log('undecodable', (repeats) => options.logger.warn({ offset: message.offset, err: describeError(err) }, `undecodable plan skipped${repeatedSuffix(repeats, 30_000)}`));
       }
     }
     if (!newest) return;

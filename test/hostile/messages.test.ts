@@ -15,6 +15,7 @@ import {
   ErrorCode,
   frameContract,
   frameId,
+  Groups,
   parseConfig,
   planContract,
   silentLogger,
@@ -24,10 +25,10 @@ import {
   type AppSpec,
   type Plan,
 } from '../../core/index.js';
-import { linearProfile, planEpoch, profileLookup, type AppDemand } from '../../scheduler/index.js';
+import { createEpochService, linearProfile, planEpoch, profileLookup, type AppDemand } from '../../scheduler/index.js';
 import { frame, plan, stats, task } from '../fixtures/contracts/samples.js';
 import { waitFor } from '../conformance/wait-for.js';
-import { thrown } from '../helpers.js';
+import { capturingLogger, thrown } from '../helpers.js';
 
 describe('hostile bus messages', () => {
   it('refuses lists and numbers no honest message comes near, naming the field', () => {
@@ -81,6 +82,30 @@ describe('hostile bus messages', () => {
     } finally {
       await producer.close();
       await follower.close();
+      await bus.close();
+    }
+  });
+
+  it('names the first 16 new backends, then counts made-up ids and unreadable stats in one line each', async () => {
+    const bus = createMemoryBus();
+    await bus.createTopics([Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
+    const { logger, messages } = capturingLogger('info');
+    const scheduler = createEpochService({ bus, apps: [], profileOf: profileLookup([]), logger, epsilonMs: 50 });
+    await scheduler.start();
+    const producer = bus.producer();
+    try {
+      const forged = Array.from({ length: 500 }, (_, i) => ({ key: `fake-${i}`, value: statsContract.encode({ ...stats, backend: `fake-${i}` }) }));
+      await producer.send(Topics.stats, [...forged, ...Array.from({ length: 100 }, () => ({ key: 'x', value: new Uint8Array([1, 2, 3]) }))]);
+      const end = (await bus.endOffsets(Topics.stats))[0]?.offset;
+      await waitFor(async () => (await bus.committed(Groups.scheduler, Topics.stats))[0]?.offset === end, 'the stats read');
+      expect(messages.filter((m) => m === 'backend registered')).toHaveLength(16);
+      expect(messages.filter((m) => m.startsWith('undecodable stats skipped'))).toHaveLength(1);
+      await scheduler.close(); // says what it counted
+      expect(messages.filter((m) => m.startsWith('more than 16 backends registered'))).toEqual(['more than 16 backends registered within 30 s; the others are not named', 'more than 16 backends registered within 30 s; the others are not named (repeated 483 times in the last 30 s)']);
+      expect(messages.filter((m) => m.startsWith('undecodable stats skipped'))).toEqual(['undecodable stats skipped', 'undecodable stats skipped (repeated 99 times in the last 30 s)']);
+    } finally {
+      await producer.close();
+      await scheduler.close();
       await bus.close();
     }
   });
