@@ -77,6 +77,11 @@ export function cascadeAccuracy(behaviour: SpecializedBehaviour, skew: number, o
   return skew * aIn + skew * eInOut * oracleAccuracy + (1 - skew) * aOut * oracleAccuracy;
 }
 
+/** The share of inputs a cascade passes on to the oracle at skew p: dominant ones it calls "other", and the others it rightly does. */
+export function fallThroughShare(behaviour: SpecializedBehaviour, skew: number): number {
+  return skew * behaviour.eInOut + (1 - skew) * behaviour.aOut;
+}
+
 /**
  * A template's behaviour for any n from a grid measured at some n (the thesis: 10 random dominant
  * sets per n), linearly interpolated between grid points and held at the ends.

@@ -44,7 +44,7 @@ export function simulateWeg(segments: readonly TraceSegment[], classifiers: Simu
   const { classes: N, oracle, template } = classifiers;
   const pick = (n: number): number => Math.floor(random() * n);
   const compact = { name: template.name, behaviour: template.behaviour };
-  const weg = createWeg<number>({ ...params, oracleAccuracy: oracle.accuracy }, [compact], random);
+  const weg = createWeg<number>({ ...params, oracleAccuracy: oracle.accuracy, relativeCost: () => template.costMs / oracle.costMs }, [compact], random);
   const oracleSays = (truth: number): number => (random() < oracle.accuracy ? truth : (truth + 1 + pick(N - 1)) % N);
 
   let [frames, right, oracleRight, modelMs] = [0, 0, 0, 0];

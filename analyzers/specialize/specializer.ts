@@ -96,7 +96,22 @@ interface Training<Input> {
 
 export function createSpecializer<Input>(options: SpecializerOptions<Input>): Specializer<Input> {
   const random = options.random ?? Math.random;
-  const weg = createWeg<string>(options.weg, options.templates, random);
+  /** Model time per call as measured here, for WEG's cost test: the oracle's (under ''), and each template's (features and head). */
+  const timings = new Map<string, { sumMs: number; calls: number }>();
+  const measured = (who: string, ms: number): void => {
+    const t = timings.get(who) ?? { sumMs: 0, calls: 0 };
+    timings.set(who, { sumMs: t.sumMs + ms, calls: t.calls + 1 });
+  };
+  const meanMs = (who: string): number | undefined => {
+    const t = timings.get(who);
+    return t && t.sumMs / t.calls;
+  };
+  const ORACLE = '';
+  const relativeCost = (template: Template): number | undefined => {
+    const [own, oracle] = [meanMs(template.name), meanMs(ORACLE)];
+    return own === undefined || !oracle ? undefined : own / oracle;
+  };
+  const weg = createWeg<string>({ ...options.weg, relativeCost }, options.templates, random);
   let training: Training<Input> | undefined;
   let active: { template: SpecializerTemplate<Input>; dominant: string[]; model: LoadedModel } | undefined;
   /** After a failed retraining, WEG's next decisions are refused for this many inputs (w_min, doubling while retraining keeps failing). */
@@ -116,6 +131,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     oracleCalls += 1;
     if (after) cascadeOracleCalls.set(after.name, (cascadeOracleCalls.get(after.name) ?? 0) + 1);
     const [[label], ms] = await timed(() => options.oracle([input]));
+    measured(ORACLE, ms);
     if (typeof label !== 'string') throw new TypeError(`specializer ${options.name}: the oracle gave no label for an input`);
     return [label, ms];
   };
@@ -183,6 +199,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: feed }));
     const { index: best, score } = topClasses(outputs[HEAD_OUTPUT]!.data as Float32Array, 1, dominant)[0]!;
     let modelMs = featureMs + headMs;
+    measured(template.name, modelMs);
     let result: Classified;
     let oracleLabel: string | undefined;
     if (best === dominant.length) {

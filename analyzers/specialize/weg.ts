@@ -1,4 +1,4 @@
-import { cascadeAccuracy, dominantClasses, minimumSupport, type SpecializedBehaviour } from './estimates.js';
+import { cascadeAccuracy, dominantClasses, fallThroughShare, minimumSupport, type SpecializedBehaviour } from './estimates.js';
 
 /**
  * Windowed ε-Greedy, thesis Algorithm 5.1, for one stream at one DAG node: when to explore (run
@@ -17,6 +17,14 @@ import { cascadeAccuracy, dominantClasses, minimumSupport, type SpecializedBehav
  *   spot checks alone come from inputs h_D answered, mostly in D, and would hide a change of
  *   distribution for thousands of inputs.
  * - Templates: the cheapest (first listed) whose estimate passes.
+ * - Cost (the thesis judges accuracy only): where a template's cost relative to the oracle's is
+ *   known, WEG specializes only when the cascade is expected to cost less than the oracle alone,
+ *   r + p·e_in→out + (1 − p)·a_out < 1 (r the template's cost, the rest the share that falls
+ *   through), and leaves when that no longer holds at p*. At selection p is the window's share
+ *   in D less one sighting per dominant class: D is picked from the same window, so its raw
+ *   share overstates p. On uniform input over a few dozen classes, eight classes seen twice in
+ *   30 labels look like p = 0.53 where the next labels give 0.31, and the cascade, passing three
+ *   inputs in four to the oracle, costs more than the oracle alone.
  * - Training runs while the oracle keeps serving; its labels go on extending the window.
  * - After an exit, the previous epoch's labels are its oracle labels (window and spot checks),
  *   its last w only: S_j keeps no more, so a long exploration cannot make the next window (and
@@ -36,6 +44,8 @@ export interface WegParams {
   epsilon?: number;
   /** τ_FP. @defaultValue 0.5 */
   maxDisagreement?: number;
+  /** A template's cost per input as a share of the oracle's, where measured: WEG then also weighs cost (above). */
+  relativeCost?: (template: Template) => number | undefined;
 }
 
 /** A template h_k: its behaviour once specialized to n classes (Eq. 5.1's inputs), cheapest first. */
@@ -137,19 +147,28 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   const select = (): { template: Template; dominant: Label[] } | undefined => {
     dominant = dominantClasses(recent(), minimumSupport(window));
     const skew = skewOf(dominant);
+    // The share in D less the sighting that made each class dominant (see above).
+    const seen = recent().length;
+    const unbiasedSkew = seen > dominant.size ? Math.max(0, (skew * seen - dominant.size) / (seen - dominant.size)) : 0;
     estimate = undefined;
     for (const candidate of templates) {
       const behaviour = candidate.behaviour(dominant.size);
       if (!behaviour) continue;
       const accuracy = cascadeAccuracy(behaviour, skew, params.oracleAccuracy);
       estimate = Math.max(estimate ?? -Infinity, accuracy);
-      if (dominant.size > 0 && accuracy >= threshold) {
+      if (dominant.size > 0 && accuracy >= threshold && pays(candidate, behaviour, unbiasedSkew)) {
         phase = 'training';
         template = candidate;
         return { template: candidate, dominant: [...dominant] };
       }
     }
     return undefined;
+  };
+
+  /** Whether the cascade is expected to cost less than the oracle alone at skew p (true where the template's cost is not known). */
+  const pays = (candidate: Template, behaviour: SpecializedBehaviour, skew: number): boolean => {
+    const cost = params.relativeCost?.(candidate);
+    return cost === undefined || cost + fallThroughShare(behaviour, skew) < 1;
   };
 
   /** Lines 2–7: after w_min labels, the old epoch continues if the dominant classes barely changed. */
@@ -225,9 +244,10 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       }
       // Lines 20–21: the estimate at the current skew, and the spot checks' disagreement rate.
       const behaviour = template!.behaviour(dominant.size);
-      estimate = behaviour ? cascadeAccuracy(behaviour, cascadeSkew(), params.oracleAccuracy) : -Infinity;
+      const skew = cascadeSkew();
+      estimate = behaviour ? cascadeAccuracy(behaviour, skew, params.oracleAccuracy) : -Infinity;
       const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
-      return estimate < threshold || disagreement > maxDisagreement ? exit() : undefined;
+      return estimate < threshold || disagreement > maxDisagreement || !pays(template!, behaviour!, skew) ? exit() : undefined;
     },
 
     status: () => ({

@@ -1,5 +1,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createOnnxRuntime } from '../../analyzers/index.js';
@@ -66,11 +67,14 @@ describe('a specializer: WEG over a real head trained on its thread and served b
   const [train, test] = [pool(40, 1), pool(20, 2)];
   /** Inputs are rows of the held-out pool: the template's features are the row's. */
   const rowFeatures = async (rows: readonly number[]) => test.features.slice(rows[0]! * FEATURES, (rows[0]! + 1) * FEATURES);
-  /** A specializer over one template, trained on `train`, retraining waited for. */
+  /**
+   * A specializer over one template, trained on `train`, retraining waited for. Its oracle takes
+   * 5 ms a call, several times the template's head, as a real oracle costs: WEG weighs cost.
+   */
   const specializerOn = (oracle: (rows: readonly number[]) => Promise<string[]>, template: Pick<SpecializerTemplate<number>, 'behaviour' | 'features'>, options: Partial<SpecializerOptions<number>> = {}) =>
     createSpecializer<number>({
       name: 'test',
-      oracle,
+      oracle: async (rows) => (await sleep(5), oracle(rows)),
       templates: [{ name: 'tiny', pool: train, ...template }],
       weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
       training: { skew: 0.6, maxRows: 300 },

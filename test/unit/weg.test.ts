@@ -138,6 +138,37 @@ describe('WEG phases (Algorithm 5.1) on scripted labels', () => {
     expect(w.status().estimate).toBeLessThan(0.75);
   });
 
+  describe('weighing cost, where the template\'s is known (a choice: the thesis judges accuracy only)', () => {
+    // A template at 0.4 of the oracle's cost that passes a quarter of D's inputs and 90% of the
+    // others to the oracle: the cascade costs 0.4 + 0.25·p + 0.9·(1 − p), less than the oracle alone while p > 0.4615.
+    const behaviour = { aIn: 0.74, eInOut: 0.25, aOut: 0.9 };
+    const costly = (relativeCost?: number): Weg<string> =>
+      createWeg<string>({ oracleAccuracy: 1, accuracyMargin: -0.2, relativeCost: () => relativeCost }, [{ name: 'compact', behaviour: () => behaviour }], () => 1);
+    // Eight classes seen twice among 14 seen once, as uniform input over a few dozen classes shows:
+    // 16 of 30 labels in D, but 8 of those are the sightings that made D; p is taken as 8/22 = 0.36.
+    const chance = [...skewed(16, ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']), ...Array.from({ length: 14 }, (_, i) => `once-${i}`)];
+
+    it('does not specialize where the cascade would cost more than the oracle, though accurate enough', () => {
+      expect(explore(costly(0.4), chance)).toBeUndefined();
+      // Without a known cost it enters, at an estimate of 0.948 ≥ 0.8.
+      expect(explore(costly(), chance)?.dominant).toHaveLength(8);
+      // A window truly skewed to its classes passes: 0.4 + 0.25 = 0.65.
+      expect(explore(costly(0.4), skewed(30))?.dominant).toEqual(['a', 'b', 'c']);
+    });
+
+    it('leaves when the cascade comes to cost more than the oracle alone, before its accuracy says so', () => {
+      const run = (w: Weg<string>): number => {
+        specialize(w);
+        let calls = 0;
+        while (calls < 30 && w.exploited({ answeredItself: false, answer: `new-${calls}` }) === undefined) calls += 1;
+        return calls + 1;
+      };
+      // p* = (30 − m)/30 ≤ 0.4615 once m = 17 fall-throughs outside D.
+      expect(run(costly(0.4))).toBe(17);
+      expect(run(costly())).toBe(31); // accuracy alone: 0.9 at worst, above 0.8; it stays
+    });
+  });
+
   it('merges windows when the dominant classes continue (adaptive window), and starts afresh when they change', () => {
     const w = weg(() => 0);
     specialize(w);
