@@ -155,6 +155,7 @@ async function runWorkload(workload: Workload, context: { runtime: ModelRuntime;
       headDir: context.headDir,
       random: seededRandom(SEED),
       awaitTraining: true,
+      weighCost: true,
     });
     let [oracleMs, wegMs, agree] = [0, 0, 0];
     for (const [i, input] of t.inputs.entries()) {

@@ -79,8 +79,8 @@ const RESERVE_MARGIN = 1.1;
  * is a batch for it, and ends when it finds none.
  */
 export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T, P, R> {
-  /** A batch taken from its session's queue, preparing. */
-  type Chosen = { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; stage: number; prepared: Promise<P> };
+  /** A batch taken from its session's queue, preparing; `returned` once it went back to the queue unrun. */
+  type Chosen = { session: ExecutableSession<T, P, R>; batch: Queued<T>[]; stage: number; prepared: Promise<P>; returned?: boolean };
   let sessions: ExecutableSession<T, P, R>[] = [];
   /** The sessions of the plan in force; the others in `sessions` are leaving. */
   let planned = new Set<string>();
@@ -168,7 +168,8 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
       if (batch.length === 0) continue;
       unfinished.set(session.id, (unfinished.get(session.id) ?? 0) + 1);
       // Native pre-processing runs on libuv's threads while the batch before executes.
-      const chosen: Chosen = { session, batch, stage, prepared: prepareApart(session, batch, stage, (kept) => (chosen.batch = kept)) };
+      const chosen = { session, batch, stage } as Chosen;
+      chosen.prepared = prepareApart(chosen);
       chosen.prepared.catch(() => undefined); // its failure is the batch's, handled where it is awaited
       return chosen;
     }
@@ -178,23 +179,25 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
   /**
    * A batch prepared; where that fails, each of its requests is prepared alone, so that one bad
    * input (a corrupt JPEG) fails only its own request: it is finished with its own error, and
-   * the others run as a batch without it (`shrink`).
+   * the others run as a batch without it (`chosen.batch` shrinks).
    */
-  const prepareApart = async (session: ExecutableSession<T, P, R>, batch: Queued<T>[], stage: number, shrink: (kept: Queued<T>[]) => void): Promise<P> => {
+  const prepareApart = async (chosen: Chosen): Promise<P> => {
+    const { session, batch, stage } = chosen;
     try {
       return await session.prepare(batch, stage);
     } catch (err) {
       if (batch.length === 1) throw err;
       const alone = await Promise.allSettled(batch.map(async (r) => session.prepare([r], stage)));
       const kept = batch.filter((_, i) => alone[i]!.status === 'fulfilled');
-      // Every one fails alone too, or none does (a failure of the batch, not of an input): the batch's.
-      if (kept.length === 0 || kept.length === batch.length) throw err;
+      // Every one fails alone too, or none does (a failure of the batch, not of an input): the
+      // batch's. Put back meanwhile: its requests are queued again, for another batch to settle.
+      if (kept.length === 0 || kept.length === batch.length || chosen.returned) throw err;
       alone.forEach((result, i) => {
         if (result.status === 'fulfilled') return;
         unfinished.set(session.id, (unfinished.get(session.id) ?? 0) + 1);
         track(session, [batch[i]!], stage, undefined, result.reason);
       });
-      shrink(kept);
+      chosen.batch = kept;
       return session.prepare(kept, stage);
     }
   };
@@ -258,7 +261,9 @@ export function createExecutor<T, P, R>(options: ExecutorOptions<T>): Executor<T
    * A batch chosen ahead goes back to the head of its queue, unrun (its preparation is lost);
    * a leaving session that had given it up rejoins the rotation to serve it.
    */
-  const putBack = ({ session, batch }: Chosen): void => {
+  const putBack = (chosen: Chosen): void => {
+    const { session, batch } = chosen;
+    chosen.returned = true;
     if (!sessions.includes(session)) sessions.push(session);
     const queue = queueOf(session.id);
     if (queue instanceof SessionQueue) queue.putBack(batch);

@@ -75,9 +75,9 @@ export function createPlanFollower(options: PlanFollowerOptions): PlanFollower {
       await following;
     },
     async close() {
-      skips.close();
       await reader?.close();
       await following;
+      skips.close();
     },
   };
 }

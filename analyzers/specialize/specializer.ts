@@ -38,6 +38,12 @@ export interface SpecializerOptions<Input> {
   name: string;
   random?: () => number;
   /**
+   * Weigh cost as well as accuracy (weg.ts), by the model times measured here. Only where inputs
+   * are classified one at a time: in a pipeline a call's time is mostly its wait in the queue.
+   * @defaultValue false
+   */
+  weighCost?: boolean;
+  /**
    * Wait for a retraining before the next input, for figures that do not depend on how busy the
    * machine is; the head still starts serving at the stream time the training took.
    */
@@ -94,26 +100,28 @@ interface Training<Input> {
   failed?: string;
 }
 
+/** The weight of a call's time in the moving mean of its model's. */
+const COST_SMOOTHING = 0.1;
+
 export function createSpecializer<Input>(options: SpecializerOptions<Input>): Specializer<Input> {
   const random = options.random ?? Math.random;
-  /** Model time per call as measured here, for WEG's cost test: the oracle's (under ''), and each template's (features and head). */
-  const timings = new Map<string, { sumMs: number; calls: number }>();
+  /**
+   * Model time per call (a moving mean) where cost is weighed: the oracle's (under ''), and each
+   * template's, features and head, a fresh head's first run left out (it plans and allocates).
+   */
+  const meanMs = new Map<string, number>();
   const measured = (who: string, ms: number): void => {
-    const t = timings.get(who) ?? { sumMs: 0, calls: 0 };
-    timings.set(who, { sumMs: t.sumMs + ms, calls: t.calls + 1 });
-  };
-  const meanMs = (who: string): number | undefined => {
-    const t = timings.get(who);
-    return t && t.sumMs / t.calls;
+    const mean = meanMs.get(who);
+    meanMs.set(who, mean === undefined ? ms : mean + COST_SMOOTHING * (ms - mean));
   };
   const ORACLE = '';
   const relativeCost = (template: Template): number | undefined => {
-    const [own, oracle] = [meanMs(template.name), meanMs(ORACLE)];
+    const [own, oracle] = [meanMs.get(template.name), meanMs.get(ORACLE)];
     return own === undefined || !oracle ? undefined : own / oracle;
   };
-  const weg = createWeg<string>({ ...options.weg, relativeCost }, options.templates, random);
+  const weg = createWeg<string>({ ...options.weg, ...(options.weighCost && { relativeCost }) }, options.templates, random);
   let training: Training<Input> | undefined;
-  let active: { template: SpecializerTemplate<Input>; dominant: string[]; model: LoadedModel } | undefined;
+  let active: { template: SpecializerTemplate<Input>; dominant: string[]; model: LoadedModel; ran?: boolean } | undefined;
   /** After a failed retraining, WEG's next decisions are refused for this many inputs (w_min, doubling while retraining keeps failing). */
   const backoff = { failures: 0, untilInput: 0, inputs: 0 };
   const trained = { retrains: 0, retrainMs: 0, trainedOn: undefined as string | undefined, trainingError: undefined as string | undefined };
@@ -199,7 +207,8 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: feed }));
     const { index: best, score } = topClasses(outputs[HEAD_OUTPUT]!.data as Float32Array, 1, dominant)[0]!;
     let modelMs = featureMs + headMs;
-    measured(template.name, modelMs);
+    if (head.ran) measured(template.name, modelMs);
+    head.ran = true;
     let result: Classified;
     let oracleLabel: string | undefined;
     if (best === dominant.length) {

@@ -17,14 +17,15 @@ import { cascadeAccuracy, dominantClasses, fallThroughShare, minimumSupport, typ
  *   spot checks alone come from inputs h_D answered, mostly in D, and would hide a change of
  *   distribution for thousands of inputs.
  * - Templates: the cheapest (first listed) whose estimate passes.
- * - Cost (the thesis judges accuracy only): where a template's cost relative to the oracle's is
- *   known, WEG specializes only when the cascade is expected to cost less than the oracle alone,
- *   r + p·e_in→out + (1 − p)·a_out < 1 (r the template's cost, the rest the share that falls
- *   through), and leaves when that no longer holds at p*. At selection p is the window's share
- *   in D less one sighting per dominant class: D is picked from the same window, so its raw
- *   share overstates p. On uniform input over a few dozen classes, eight classes seen twice in
- *   30 labels look like p = 0.53 where the next labels give 0.31, and the cascade, passing three
- *   inputs in four to the oracle, costs more than the oracle alone.
+ * - Cost (the thesis judges accuracy only): where a template's cost r relative to the oracle's
+ *   is known, WEG specializes only when the cascade is expected to cost less than the oracle
+ *   alone, r + p·e_in→out + (1 − p)·a_out < 1 (the rest being the share that falls through), and
+ *   after w_min cascade calls leaves when r plus the share that fell through in the last w calls
+ *   reaches 1. Here p is taken leaving each label out: the share of the window's labels whose
+ *   class would be dominant without them (seen k + 1 times or more). D is picked from the same
+ *   window, so its raw share overstates p: on uniform input over 26 classes, 30 labels show D's
+ *   classes two thirds of the time where the next labels show them a third of it, and the
+ *   cascade, passing three inputs in four to the oracle, costs more than the oracle alone.
  * - Training runs while the oracle keeps serving; its labels go on extending the window.
  * - After an exit, the previous epoch's labels are its oracle labels (window and spot checks),
  *   its last w only: S_j keeps no more, so a long exploration cannot make the next window (and
@@ -123,6 +124,8 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   let disagreed = 0;
   /** The specialized phase's last w cascade calls: in D (answered by h_D, or the oracle's label in D) or not; and the window it began with. */
   let calls: boolean[] = [];
+  /** Whether each of those fell through to the oracle. */
+  let recentFallThroughs: boolean[] = [];
   let entryWindow: Label[] = [];
   const counts = { inputs: 0, specialized: 0, fellThrough: 0, transitions: 0, dominantSum: 0, windowSum: 0 };
 
@@ -147,16 +150,18 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   const select = (): { template: Template; dominant: Label[] } | undefined => {
     dominant = dominantClasses(recent(), minimumSupport(window));
     const skew = skewOf(dominant);
-    // The share in D less the sighting that made each class dominant (see above).
-    const seen = recent().length;
-    const unbiasedSkew = seen > dominant.size ? Math.max(0, (skew * seen - dominant.size) / (seen - dominant.size)) : 0;
+    // Each label left out of the window D is picked from (see above).
+    const k = minimumSupport(window);
+    const seen = recent();
+    const stillDominant = dominantClasses(seen, k + 1);
+    const unbiasedSkew = seen.filter((label) => stillDominant.has(label)).length / Math.max(1, seen.length);
     estimate = undefined;
     for (const candidate of templates) {
       const behaviour = candidate.behaviour(dominant.size);
       if (!behaviour) continue;
       const accuracy = cascadeAccuracy(behaviour, skew, params.oracleAccuracy);
       estimate = Math.max(estimate ?? -Infinity, accuracy);
-      if (dominant.size > 0 && accuracy >= threshold && pays(candidate, behaviour, unbiasedSkew)) {
+      if (dominant.size > 0 && accuracy >= threshold && pays(candidate, fallThroughShare(behaviour, unbiasedSkew))) {
         phase = 'training';
         template = candidate;
         return { template: candidate, dominant: [...dominant] };
@@ -165,10 +170,10 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     return undefined;
   };
 
-  /** Whether the cascade is expected to cost less than the oracle alone at skew p (true where the template's cost is not known). */
-  const pays = (candidate: Template, behaviour: SpecializedBehaviour, skew: number): boolean => {
+  /** Whether a cascade passing `fallThrough` of its inputs to the oracle costs less than the oracle alone (true where the template's cost is not known). */
+  const pays = (candidate: Template, fallThrough: number): boolean => {
     const cost = params.relativeCost?.(candidate);
-    return cost === undefined || cost + fallThroughShare(behaviour, skew) < 1;
+    return cost === undefined || cost + fallThrough < 1;
   };
 
   /** Lines 2–7: after w_min labels, the old epoch continues if the dominant classes barely changed. */
@@ -210,7 +215,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     trained(trainedTemplate, trainedFor) {
       if (phase !== 'training' || trainedTemplate !== template) return;
       dominant = new Set(trainedFor);
-      [answered, disagreed, calls, entryWindow] = [0, 0, [], recent()];
+      [answered, disagreed, calls, recentFallThroughs, entryWindow] = [0, 0, [], [], recent()];
       phase = 'specialized';
       counts.transitions += 1;
       counts.dominantSum += dominant.size;
@@ -234,6 +239,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       }
       // A fall-through's answer is the oracle's label.
       calls = [...calls.slice(1 - window), answeredItself || dominant.has(answer)];
+      recentFallThroughs = [...recentFallThroughs.slice(1 - window), !answeredItself];
       if (!answeredItself) counts.fellThrough += 1;
       else {
         answered += 1;
@@ -244,10 +250,10 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       }
       // Lines 20–21: the estimate at the current skew, and the spot checks' disagreement rate.
       const behaviour = template!.behaviour(dominant.size);
-      const skew = cascadeSkew();
-      estimate = behaviour ? cascadeAccuracy(behaviour, skew, params.oracleAccuracy) : -Infinity;
+      estimate = behaviour ? cascadeAccuracy(behaviour, cascadeSkew(), params.oracleAccuracy) : -Infinity;
       const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
-      return estimate < threshold || disagreement > maxDisagreement || !pays(template!, behaviour!, skew) ? exit() : undefined;
+      const costly = recentFallThroughs.length >= minWindow && !pays(template!, recentFallThroughs.filter(Boolean).length / recentFallThroughs.length);
+      return estimate < threshold || disagreement > maxDisagreement || costly ? exit() : undefined;
     },
 
     status: () => ({

@@ -47,9 +47,8 @@ describe('specialized nodes in a backend', () => {
     if (node.model === 'oracle') {
       runs.oracle += 1;
       inFlight.most = Math.max(inFlight.most, ++inFlight.now);
-      // As a session would: the requests queued meanwhile run in one batch. Several times the
-      // template's head, as a real oracle costs: WEG weighs cost.
-      await sleep(5);
+      // As a session would: the requests queued meanwhile run in one batch.
+      await sleep(1);
       inFlight.now -= 1;
       if (oracleDown) throw new DeadlineMissed();
       // As an oracle with a learned cache: the odd classes answered by its cache.

@@ -67,14 +67,11 @@ describe('a specializer: WEG over a real head trained on its thread and served b
   const [train, test] = [pool(40, 1), pool(20, 2)];
   /** Inputs are rows of the held-out pool: the template's features are the row's. */
   const rowFeatures = async (rows: readonly number[]) => test.features.slice(rows[0]! * FEATURES, (rows[0]! + 1) * FEATURES);
-  /**
-   * A specializer over one template, trained on `train`, retraining waited for. Its oracle takes
-   * 5 ms a call, several times the template's head, as a real oracle costs: WEG weighs cost.
-   */
+  /** A specializer over one template, trained on `train`, retraining waited for. */
   const specializerOn = (oracle: (rows: readonly number[]) => Promise<string[]>, template: Pick<SpecializerTemplate<number>, 'behaviour' | 'features'>, options: Partial<SpecializerOptions<number>> = {}) =>
     createSpecializer<number>({
       name: 'test',
-      oracle: async (rows) => (await sleep(5), oracle(rows)),
+      oracle,
       templates: [{ name: 'tiny', pool: train, ...template }],
       weg: { oracleAccuracy: 1, accuracyMargin: -0.05 },
       training: { skew: 0.6, maxRows: 300 },
@@ -131,6 +128,32 @@ describe('a specializer: WEG over a real head trained on its thread and served b
     expect(agree / inputs.length).toBeGreaterThan(0.95);
     // The oracle ran on the window, on fall-throughs and on spot checks only.
     expect(oracleCalls.length).toBeLessThan(inputs.length - answered.cascade + 20);
+  }, 120_000);
+
+  it('weighing cost: keeps a cascade cheaper than its oracle, and leaves one that is not after w_min calls, for good', async () => {
+    const grid = await measureBehaviour(train, test, { dominantCounts: [1, 2, 5], setsPerCount: 2, skew: 0.6, maxRows: 300, random: seededRandom(3), train: (job) => trainer.train(job) });
+    const random = seededRandom(11);
+    const rowOf = (label: string) => CLASSES.indexOf(label) * 20 + Math.floor(random() * 20);
+    const inputs = Array.from({ length: 300 }, () => rowOf(random() < 0.5 ? 'c0' : 'c1'));
+    const run = async (oracleMs: number) => {
+      const oracle = async (rows: readonly number[]) => {
+        if (oracleMs > 0) await sleep(oracleMs);
+        return rows.map((r) => test.labels[r]!);
+      };
+      const specializer = specializerOn(oracle, { behaviour: behaviourByDominant(grid), features: rowFeatures }, { weighCost: true });
+      for (const [i, row] of inputs.entries()) await specializer.classify(row, i * 100);
+      const status = specializer.status();
+      await specializer.close();
+      return status;
+    };
+    // An oracle of 10 ms against a head of well under a millisecond: specialized, and it stays.
+    expect(await run(10)).toMatchObject({ phase: 'specialized', transitions: 1 });
+    // An oracle that costs nothing: the cascade costs more whatever falls through. It is tried
+    // once (its cost unknown until it runs), judged after w_min = 30 calls, and not chosen again.
+    const free = await run(0);
+    expect(free).toMatchObject({ phase: 'selecting', epoch: 2, transitions: 1 });
+    expect(free.specialized).toBeGreaterThanOrEqual(30);
+    expect(free.specialized).toBeLessThan(40);
   }, 120_000);
 
   it('classifies a group at once: when WEG leaves in the middle of it, the rest count and their oracle labels open the new window', async () => {
