@@ -1,5 +1,8 @@
 import type { OutputFrame } from './showinfo.js';
 
+/** The most samples one source owes for damage: more than a day of a 1-fps sampling. */
+export const MAX_OWED_SAMPLES = 100_000;
+
 /** A sample a damaged stretch of a recording owed: its frame_seq, and its time in the footage. */
 export interface DamagedSample {
   seq: number;
@@ -17,6 +20,13 @@ export interface DamagedSample {
 export class DamageTracker {
   /** Samples owed so far: the frame_seqs they took. */
   count = 0;
+  #capped = false;
+
+  /**
+   * A source owes at most MAX_OWED_SAMPLES, so that a file whose timestamps leap by days after a
+   * broken packet cannot make millions of drops; `onCapped` hears, once, that a sample went unowed.
+   */
+  constructor(private readonly onCapped: () => void = () => {}) {}
   #owed: DamagedSample[] = [];
   #lastPtsMs: number | undefined;
 
@@ -29,19 +39,28 @@ export class DamageTracker {
     const last = this.#lastPtsMs;
     this.#lastPtsMs = frame.ptsMs;
     if (!frame.afterDamage || last === undefined) return { took: 0, copy: false };
-    if (frame.copy && everyFrameMs === undefined) {
-      this.owe(seq, frame.ptsMs);
-      return { took: 1, copy: true };
-    }
-    const missing = everyFrameMs === undefined ? 0 : Math.round((frame.ptsMs - last) / everyFrameMs) - 1;
+    if (frame.copy && everyFrameMs === undefined) return { took: this.owe(seq, frame.ptsMs) ? 1 : 0, copy: true };
+    const spanned = everyFrameMs === undefined ? 0 : Math.round((frame.ptsMs - last) / everyFrameMs) - 1;
+    const missing = Math.min(spanned, MAX_OWED_SAMPLES - this.count);
+    if (missing < spanned) this.#cap();
     for (let k = 1; k <= missing; k++) this.owe(seq + k - 1, Math.round(last + k * everyFrameMs!));
     return { took: Math.max(0, missing), copy: false };
   }
 
-  /** A sample that took `seq` and cannot be analyzed (its JPEG has no frame header): owed a drop too. */
-  owe(seq: number, ptsMs: number): void {
+  /** A sample that took `seq` and cannot be analyzed (its JPEG has no frame header): owed a drop too, up to MAX_OWED_SAMPLES. */
+  owe(seq: number, ptsMs: number): boolean {
+    if (this.count >= MAX_OWED_SAMPLES) {
+      this.#cap();
+      return false;
+    }
     this.#owed.push({ seq, ptsMs });
     this.count += 1;
+    return true;
+  }
+
+  #cap(): void {
+    if (!this.#capped) this.onCapped();
+    this.#capped = true;
   }
 
   /** The samples owed since the last call: the caller records their drops. */

@@ -57,10 +57,32 @@ export interface MediaInfo {
   fps: number | undefined;
 }
 
-/** `ffmpeg -i` prints `Duration: 00:00:30.03, start: ...` for inputs with a known length. */
-export function parseDurationMs(line: string): number | undefined {
-  const m = /Duration: (\d+):(\d\d):(\d\d(?:\.\d+)?)/.exec(line);
-  return m ? ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000 : undefined;
+/**
+ * The input's duration and first video stream's rate, from the lines `ffmpeg -i` prints about
+ * it: `  Duration: 00:00:30.21, start: ...` (two spaces in), then `    Stream #0:0(eng): Video:
+ * h264 ..., 12.50 fps, ...` (four). Only lines of exactly that shape count, and a stream only after
+ * the duration line: the footage's metadata is printed too (the container's before the
+ * duration, each stream's after it), and a title or tag that reads like either line must not
+ * set the numbers the frame accounting trusts (docs/security.md).
+ */
+export function mediaInfoReader(): { info: MediaInfo; onLine(line: string): void } {
+  const info: MediaInfo = { durationMs: undefined, fps: undefined };
+  let durationSeen = false;
+  return {
+    info,
+    onLine(line) {
+      if (!durationSeen) {
+        const m = /^ {2}Duration: (?:(\d+):(\d\d):(\d\d(?:\.\d+)?)|N\/A)/.exec(line);
+        if (!m) return;
+        durationSeen = true;
+        if (m[1] !== undefined) info.durationMs = ((Number(m[1]) * 60 + Number(m[2])) * 60 + Number(m[3])) * 1000;
+        return;
+      }
+      if (info.fps !== undefined) return;
+      const m = /^ {4}Stream #\d+:\d+\S*: Video: .* ([\d.]+) fps\b/.exec(line);
+      if (m) info.fps = Number(m[1]);
+    },
+  };
 }
 
 /**
@@ -73,12 +95,6 @@ export function parseCreationTimeMs(line: string): number | undefined {
   return Number.isFinite(ms) && ms > 0 ? ms : undefined;
 }
 
-/** `Stream #0:0(und): Video: h264 ..., 768x432, ..., 12.50 fps, 12.50 tbr, ...` */
-export function parseVideoFps(line: string): number | undefined {
-  const m = /Stream #.*Video:.* ([\d.]+) fps/.exec(line);
-  return m ? Number(m[1]) : undefined;
-}
-
 /**
  * Reads an input's duration and frame rate without decoding it: `ffmpeg -i` with an output of
  * no frames (the project ships ffmpeg only, no ffprobe). The input lines come before the
@@ -86,22 +102,21 @@ export function parseVideoFps(line: string): number | undefined {
  * undefined fields, and the run that follows reports why the input can't be read.
  */
 export async function probeMedia(options: { ffmpegPath: string; input: string; inputOptions?: readonly string[]; logger: Logger }): Promise<MediaInfo> {
-  const info: MediaInfo = { durationMs: undefined, fps: undefined };
+  const reader = mediaInfoReader();
   const run = runFfmpeg({
     ffmpegPath: options.ffmpegPath,
     input: options.input,
     inputOptions: ['-hide_banner', '-nostdin', ...(options.inputOptions ?? [])],
     outputOptions: ['-map', '0:v:0', '-frames:v', '0', '-f', 'null'],
     onStderrLine: (line) => {
-      info.durationMs ??= parseDurationMs(line);
-      info.fps ??= parseVideoFps(line);
+      reader.onLine(line);
       return false;
     },
     logger: options.logger,
   });
   run.stdout.resume();
   await run.exited;
-  return info;
+  return reader.info;
 }
 
 /** How an ffmpeg run ended. */

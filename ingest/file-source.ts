@@ -35,11 +35,11 @@ import {
 } from '../core/index.js';
 import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from './accounting.js';
 import { gifDurationMs } from './gif-duration.js';
-import { parseCreationTimeMs, parseDurationMs, parseVideoFps, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
+import { mediaInfoReader, parseCreationTimeMs, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
 import { classifyExit, type SourceErrorFactory } from './ffmpeg-exit.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
 import type { FrameCounts, FrameSource } from './frame-source.js';
-import { DamageTracker, type DamagedSample } from './damage.js';
+import { DamageTracker, MAX_OWED_SAMPLES, type DamagedSample } from './damage.js';
 import { ShowinfoTimestamps } from './showinfo.js';
 
 /** `1` = real time, `N` = N times faster, `'max'` = as fast as ffmpeg decodes. */
@@ -141,7 +141,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
   let framesEmitted = 0;
   let framesDecoded = 0;
   let framesSkipped = 0;
-  const damage = new DamageTracker();
+  const damage = new DamageTracker(() => logger.warn(`more than ${MAX_OWED_SAMPLES} samples of damaged footage: the rest are not recorded as drops (timestamps that leap after a broken packet?)`));
   /** A frame's frame_seq: the frames emitted and the samples owed as drops take them in turn. */
   const nextSeq = (): number => framesEmitted + damage.count;
   let durationMs: number | undefined;
@@ -196,6 +196,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     const filters = filterChain(options, fps);
     let warnedAboveNative = false;
     const timestamps = new ShowinfoTimestamps(filters.length - 1, () => (framesDecoded += 1));
+    const media = mediaInfoReader();
     const ffmpeg = runFfmpeg({
       ffmpegPath,
       input: options.input ?? path,
@@ -213,13 +214,15 @@ export function createFileSource(options: FileSourceOptions): FileSource {
         '-map', '0:v:0',
         '-vf', filters.join(','),
         '-vsync', '0',
+        '-enc_time_base', '-1', // the input's: from the average rate, a recording that pauses for minutes gets colliding timestamps
         '-f', 'image2pipe',
         '-c:v', 'mjpeg',
         '-q:v', String(options.quality ?? DEFAULT_QUALITY),
       ],
       onStderrLine: (line) => {
-        durationMs ??= parseDurationMs(line);
-        nativeFps ??= parseVideoFps(line);
+        media.onLine(line);
+        durationMs ??= media.info.durationMs;
+        nativeFps ??= media.info.fps;
         createdAtMs ??= parseCreationTimeMs(line);
         // Not probed (a live stream): the filter repeats frames; say so once, not silently.
         if (!warnedAboveNative && fps !== undefined && nativeFps !== undefined && fps > nativeFps) {

@@ -49,7 +49,9 @@ export class ShowinfoTimestamps {
   onLine(line: string): boolean {
     const showinfo = SHOWINFO.exec(line);
     if (!showinfo) {
-      if (DECODE_ERROR.test(line)) this.#decodedSinceError = 0;
+      // ffmpeg's messages start at the margin; what it prints about the input (metadata a file
+      // can fill with any words) is indented, and must not pass for a decoding error.
+      if (!/^\s/.test(line) && DECODE_ERROR.test(line)) this.#decodedSinceError = 0;
       return false;
     }
     if (Number(showinfo[1]) !== this.outputIndex) {

@@ -12,7 +12,7 @@ import {
   type SourceConfig,
 } from '../core/index.js';
 import { describeShortfall, expectedFrames as framesIn, type Shortfall } from './accounting.js';
-import type { DamagedSample } from './damage.js';
+import { MAX_OWED_SAMPLES, type DamagedSample } from './damage.js';
 import type { FileSource } from './file-source.js';
 import type { LiveSource } from './live-source.js';
 import { isDelayTolerant, isLive, openFrameSource } from './sources.js';
@@ -275,12 +275,13 @@ const DROPS_PER_SEND = 500;
 /**
  * One drop per frame a recording owed but never delivered, numbered on from the last frame
  * sent, so that for such a source `frames` rows and `drops` rows together hold every frame_seq
- * from 0 to the expected count (docs/ingest.md). The detail names the file's shortfall only
+ * from 0 to the expected count (docs/ingest.md), up to MAX_OWED_SAMPLES drops. The detail names the file's shortfall only
  * (no clock): replayed, the same file gives the same drop rows, not new ones.
  */
 function publishShortfall(producer: Producer, source: string, shortfall: Shortfall): Promise<void> {
   const detail = describeShortfall(shortfall);
-  const seqs = Array.from({ length: shortfall.expected - shortfall.delivered }, (_, i) => shortfall.delivered + i);
+  // A container may claim any duration: past MAX_OWED_SAMPLES the detail, naming the whole range, stands for the rest.
+  const seqs = Array.from({ length: Math.min(shortfall.expected - shortfall.delivered, MAX_OWED_SAMPLES) }, (_, i) => shortfall.delivered + i);
   return sendFrameDrops(producer, source, 'truncated', seqs.map((seq) => ({ seq, detail })));
 }
 

@@ -19,7 +19,12 @@ let server: Server;
 let base = '';
 
 beforeAll(async () => {
-  execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=64x48:rate=5', '-t', '2', '-pix_fmt', 'yuv420p', '-f', 'mpegts', secret]);
+  const ffmpeg = (...args: string[]): Buffer => execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=64x48:rate=5', ...args]);
+  ffmpeg('-t', '2', '-pix_fmt', 'yuv420p', '-f', 'mpegts', secret);
+  // Metadata that reads like ffmpeg's own lines about the input: a duration of 3,000 h, a rate of 999,999 fps.
+  ffmpeg('-frames:v', '5', '-pix_fmt', 'yuv420p', '-metadata', 'title=Duration: 3000:00:00.00', '-metadata', 'comment=Stream #9:9: Video: x 999999 fps', join(dir, 'lying.mp4'));
+  // A title that reads like a decoding error, and the footage's clock leaping 1,000 s at frame 3 (the footage itself, no damage).
+  ffmpeg('-frames:v', '6', '-pix_fmt', 'yuv420p', '-vf', 'setpts=if(gte(N\\,3)\\,PTS+1000/TB\\,PTS)', '-metadata', 'title=error while decoding', join(dir, 'leap.mkv'));
   writeFileSync(join(dir, 'garbage.mp4'), Buffer.from(Array.from({ length: 50_000 }, (_, i) => (i * 7919) % 256)));
   writeFileSync(join(dir, 'empty.mp4'), '');
   const playlist = ['#EXTM3U', '#EXT-X-VERSION:3', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,', `file://${secret}`, '#EXT-X-ENDLIST', ''].join('\n');
@@ -54,6 +59,22 @@ describe('hostile footage', () => {
     expect(error).toBeDefined();
     // The same segment read as a local file gives frames: it is the protocol change that is refused.
     expect((await read(secret)).frames.length).toBeGreaterThan(5);
+  });
+
+  it('metadata that reads like ffmpeg\'s duration, rate or decoding errors changes nothing: every frame is read and none owed', async () => {
+    const lying = createFileSource({ id: 'cam', path: join(dir, 'lying.mp4'), speed: 'max', loop: false, ffmpegPath: resolveFfmpegPath(), logger: silentLogger() });
+    const frames: Frame[] = [];
+    for await (const frame of lying.frames()) frames.push(frame);
+    expect(frames).toHaveLength(5);
+    expect(lying.status()).toMatchObject({ expectedFrames: 5, shortfall: undefined });
+    expect(lying.status().durationMs).toBeLessThan(2000);
+
+    const leap = createFileSource({ id: 'cam', path: join(dir, 'leap.mkv'), speed: 'max', loop: false, ffmpegPath: resolveFfmpegPath(), logger: silentLogger() });
+    const times: number[] = [];
+    for await (const frame of leap.frames()) times.push(frame.ptsMs);
+    expect(times).toHaveLength(6);
+    expect(times[3]! - times[2]!).toBeGreaterThan(999_000);
+    expect(leap.takeDamaged()).toEqual([]);
   });
 
   it('bytes that are not video, and an empty file, fail their source naming the file', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DamageTracker } from '../../ingest/damage.js';
+import { DamageTracker, MAX_OWED_SAMPLES } from '../../ingest/damage.js';
 import { ShowinfoTimestamps, type OutputFrame } from '../../ingest/showinfo.js';
 
 /** ffmpeg's stderr as the file source reads it: showinfo 0 counts decoded frames, showinfo 2 times the frames that leave. */
@@ -46,5 +46,22 @@ describe('damaged footage', () => {
     expect(track(await frames(['0', '100', BROKEN, '500', '600']), 100)).toEqual({ analyzed: [0, 1, 5, 6], owed: [2, 3, 4] });
     const long = ['0', BROKEN, ...Array.from({ length: 20 }, (_, i) => String(100 * (i + 1))), '2600'];
     expect(track(await frames(long), 100)).toEqual({ analyzed: Array.from({ length: 22 }, (_, i) => i), owed: [] });
+  });
+
+  it('owes at most 100,000 samples a source, saying so once: timestamps that leap by days after a broken packet make no millions of drops', async () => {
+    const frames = await framesOf([decoded(0), out(0), BROKEN, decoded(86_400_000), out(86_400_000), BROKEN, decoded(172_800_000), out(172_800_000)]);
+    let said = 0;
+    const damage = new DamageTracker(() => (said += 1));
+    const took = frames.map((frame, i) => damage.see(frame, i + damage.count, 500).took);
+    // A day at 2 fps is 172,799 samples: the first gap is owed up to the cap, the second not at all.
+    expect(took).toEqual([0, MAX_OWED_SAMPLES, 0]);
+    expect(damage.count).toBe(MAX_OWED_SAMPLES);
+    expect(damage.take()).toHaveLength(MAX_OWED_SAMPLES);
+    expect(said).toBe(1);
+  });
+
+  it('takes only ffmpeg\'s own messages for decoding errors: indented lines about the input (metadata) are not', async () => {
+    const titled = await framesOf([decoded(0), out(0), '    title           : error while decoding MB 1 1', decoded(5000), out(5000)]);
+    expect(titled.map((f) => f.afterDamage)).toEqual([false, false]);
   });
 });
