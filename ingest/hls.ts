@@ -18,7 +18,7 @@ import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { redactUrl, silentLogger, type Logger } from '../core/index.js';
 import { badPlaylist, chooseVariant, isMasterPlaylist, parseMasterPlaylist, parseMediaPlaylist, type AdReason, type HlsMediaPlaylist, type HlsSegment } from './hls-playlist.js';
-import { httpRequest, type HttpContext } from './http.js';
+import { httpRequest, MAX_SEGMENT_BYTES, MAX_TEXT_BYTES, readBody, type HttpContext } from './http.js';
 
 /** Counters of a followed playlist; one object can be shared by the connections of a source. */
 export interface HlsStats {
@@ -166,6 +166,7 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
   const http = { signal, label, headers: options.headers ?? {}, timeoutMs: options.requestTimeoutMs ?? 10_000 };
   let url = options.url;
   let previous: HlsMediaPlaylist | undefined;
+  let viaMaster = false;
   /** The next media sequence number to feed or skip. */
   let next: number | undefined;
   let map: string | undefined;
@@ -176,6 +177,9 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
     const { text, finalUrl } = await fetchPlaylist(url, http);
     if (isMasterPlaylist(text)) {
       if (previous) throw badPlaylist(`HLS playlist ${label}: a master playlist where its media playlist was`);
+      // One hop: a variant that is itself a master playlist (or this one again) would be followed for ever.
+      if (viaMaster) throw badPlaylist(`HLS playlist ${label}: its variant is a master playlist too`);
+      viaMaster = true;
       const variant = chooseVariant(parseMasterPlaylist(text, finalUrl));
       if (!variant) throw badPlaylist(`HLS playlist ${label}: a master playlist without a video variant`);
       logger.info({ variant: variant.name, bandwidth: variant.bandwidth }, 'following the best variant of a master playlist');
@@ -252,20 +256,27 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
 
     const targetS = playlist.targetDurationS || segments.at(-1)?.durationS || 2;
     const lowLatencyS = segments.some((s) => s.prefetch) ? segments.filter((s) => !s.prefetch).at(-1)?.durationS : undefined;
-    const waitS = lowLatencyS ?? (changed ? targetS : targetS / 2);
+    // Bounded both ways: a target of 0 (or a zero-length segment) would poll without pause, and one of years never.
+    const waitS = Math.min(MAX_POLL_S, Math.max(MIN_POLL_S, lowLatencyS ?? (changed ? targetS : targetS / 2)));
     const waitMs = loadStartedAt + waitS * 1000 - Date.now();
     if (waitMs > 0) await delay(waitMs, undefined, { signal }).catch(() => undefined);
   }
 }
 
+/** A live playlist is loaded again after this long at least, and at most. */
+const MIN_POLL_S = 0.5;
+const MAX_POLL_S = 60;
+
 async function fetchPlaylist(url: string, http: HttpContext): Promise<{ text: string; finalUrl: string }> {
-  return httpRequest(url, `HLS playlist ${http.label}`, http, async (response) => ({ text: await response.text(), finalUrl: response.url || url }));
+  const what = `HLS playlist ${http.label}`;
+  return httpRequest(url, what, http, async (response) => ({ text: (await readBody(response, MAX_TEXT_BYTES, what)).toString('utf8'), finalUrl: response.url || url }));
 }
 
 /** A segment's bytes, or undefined (logged) when it could not be fetched. */
 async function fetchSegment(segment: HlsSegment, http: HttpContext, logger: Logger): Promise<Buffer | undefined> {
   try {
-    return await httpRequest(segment.url, `HLS segment ${segment.sequence} of ${http.label}`, http, async (response) => Buffer.from(await response.arrayBuffer()));
+    const what = `HLS segment ${segment.sequence} of ${http.label}`;
+    return await httpRequest(segment.url, what, http, async (response) => readBody(response, MAX_SEGMENT_BYTES, what));
   } catch (err) {
     if (http.signal.aborted) return undefined;
     logger.warn({ sequence: segment.sequence, prefetch: segment.prefetch }, `segment not fetched: ${(err as Error).message}`);

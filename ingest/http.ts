@@ -56,3 +56,30 @@ export async function httpRequest<T>(
     http.signal.removeEventListener('abort', abort);
   }
 }
+
+/** Most bytes of a playlist or an API answer: a day of 2-s segments with relative URIs is about 2 MB. */
+export const MAX_TEXT_BYTES = 4 << 20;
+/** Most bytes of a media segment: ten seconds at 50 Mbit/s is about 60 MB. */
+export const MAX_SEGMENT_BYTES = 64 << 20;
+
+/**
+ * An answer's body, refused (a PanoptesError naming `what`) once it passes `maxBytes`, or at once
+ * where its Content-Length says it would: a server the user points at can send without end.
+ */
+export async function readBody(response: Response, maxBytes: number, what: string): Promise<Buffer> {
+  const tooLarge = (): PanoptesError => new PanoptesError(ErrorCode.SourceDecode, `${what}: larger than ${maxBytes} bytes`, { details: { what, maxBytes } });
+  if (Number(response.headers.get('content-length')) > maxBytes) {
+    await response.body?.cancel().catch(() => undefined);
+    throw tooLarge();
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  // Leaving the loop early (too large) cancels the body.
+  for await (const chunk of response.body ?? []) {
+    size += chunk.length;
+    if (size > maxBytes) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size);
+}
+

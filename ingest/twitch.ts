@@ -14,7 +14,7 @@
 import { ErrorCode, PanoptesError, redactUrl, silentLogger, type Logger } from '../core/index.js';
 import { createHlsStats, followHls, type HlsStats, type HlsStream } from './hls.js';
 import { chooseVariant, parseMasterPlaylist, type HlsVariant } from './hls-playlist.js';
-import { httpRequest } from './http.js';
+import { httpRequest, MAX_TEXT_BYTES, readBody } from './http.js';
 
 /** The Twitch web player's public client id, which streamlink uses for these private endpoints too. */
 export const TWITCH_WEB_CLIENT_ID = 'kimne78kx3ncx6brgo4mv6wki5h1ko';
@@ -98,7 +98,7 @@ export async function resolveTwitch(options: TwitchOptions, signal: AbortSignal)
 
   let master: { text: string; url: string };
   try {
-    master = await httpRequest(usher.href, `${name}: usher`, { signal, headers: {}, timeoutMs }, async (r) => ({ text: await r.text(), url: r.url || usher.href }));
+    master = await httpRequest(usher.href, `${name}: usher`, { signal, headers: {}, timeoutMs }, async (r) => ({ text: (await readBody(r, MAX_TEXT_BYTES, `${name}: usher`)).toString('utf8'), url: r.url || usher.href }));
   } catch (err) {
     if (err instanceof PanoptesError && err.details.status === 404) {
       throw new PanoptesError(ErrorCode.SourceOffline, `${name} is offline (usher has no stream)`, { retriable: true, details: { channel } });
@@ -137,7 +137,8 @@ async function playbackToken(
   });
   const headers: Record<string, string> = { 'Client-ID': clientId, 'Content-Type': 'application/json' };
   if (oauthToken) headers.Authorization = `OAuth ${oauthToken}`;
-  const answer = await httpRequest(options.gqlUrl ?? TWITCH_GQL_URL, `${name}: GQL playback token`, { ...request, headers }, (r) => r.json() as Promise<unknown>, {
+  const what = `${name}: GQL playback token`;
+  const answer = await httpRequest(options.gqlUrl ?? TWITCH_GQL_URL, what, { ...request, headers }, async (r) => JSON.parse((await readBody(r, MAX_TEXT_BYTES, what)).toString('utf8')) as unknown, {
     method: 'POST',
     body,
   });

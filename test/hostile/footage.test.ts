@@ -11,12 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { silentLogger, type Frame } from '../../core/index.js';
+import { followHls } from '../../ingest/hls.js';
 import { createFileSource, resolveFfmpegPath } from '../../ingest/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'panoptes-hostile-footage-'));
 const secret = join(dir, 'private.ts');
 let server: Server;
 let base = '';
+/** Requests per path. */
+const loads = new Map<string, number>();
 
 beforeAll(async () => {
   const ffmpeg = (...args: string[]): Buffer => execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=64x48:rate=5', ...args]);
@@ -28,8 +31,22 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'garbage.mp4'), Buffer.from(Array.from({ length: 50_000 }, (_, i) => (i * 7919) % 256)));
   writeFileSync(join(dir, 'empty.mp4'), '');
   const playlist = ['#EXTM3U', '#EXT-X-VERSION:3', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,', `file://${secret}`, '#EXT-X-ENDLIST', ''].join('\n');
+  const media = (header: string[], segments = 1): string => ['#EXTM3U', ...header, ...Array.from({ length: segments }, (_, i) => `#EXTINF:2.0,\ns${i}.ts`), ''].join('\n');
+  const served: Record<string, string> = {
+    '/stolen.m3u8': playlist,
+    // A master playlist whose variant is itself.
+    '/self.m3u8': ['#EXTM3U', '#EXT-X-STREAM-INF:BANDWIDTH=1000,RESOLUTION=64x48', 'self.m3u8', ''].join('\n'),
+    // A live playlist asking to be loaded again at once.
+    '/eager.m3u8': media(['#EXT-X-TARGETDURATION:0']),
+    '/overflow.m3u8': media(['#EXT-X-TARGETDURATION:2', '#EXT-X-MEDIA-SEQUENCE:9007199254740992', '#EXT-X-ENDLIST']),
+    '/long.m3u8': media(['#EXT-X-TARGETDURATION:2'], 400_000),
+  };
   server = createServer((request, response) => {
-    if (request.url === '/stolen.m3u8') response.writeHead(200, { 'content-type': 'application/vnd.apple.mpegurl' }).end(playlist);
+    loads.set(request.url ?? '', (loads.get(request.url ?? '') ?? 0) + 1);
+    const text = served[request.url ?? ''];
+    // A segment that says it is 100 MB, and never sends it.
+    if (request.url === '/s0.ts') response.writeHead(200, { 'content-length': String(100 << 20) }).flushHeaders();
+    else if (text !== undefined) response.writeHead(200, { 'content-type': 'application/vnd.apple.mpegurl' }).end(text);
     else response.writeHead(404).end();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -75,6 +92,30 @@ describe('hostile footage', () => {
     expect(times).toHaveLength(6);
     expect(times[3]! - times[2]!).toBeGreaterThan(999_000);
     expect(leap.takeDamaged()).toEqual([]);
+  });
+
+  it('a playlist server cannot make the follower loop, poll without pause, count past 2^53, or hand it more than it can hold', async () => {
+    const follow = async (path: string, forMs = 3000): Promise<{ error?: string; fed: number }> => {
+      const stream = followHls({ url: `${base}${path}`, requestTimeoutMs: 2000 });
+      let fed = 0;
+      stream.on('data', (chunk: Buffer) => (fed += chunk.length));
+      const ended = new Promise<string | undefined>((resolve) => {
+        stream.on('error', (err) => resolve(err.message));
+        stream.on('end', () => resolve(undefined));
+      });
+      const error = await Promise.race([ended, new Promise<string>((resolve) => setTimeout(() => resolve('still following'), forMs))]);
+      stream.destroy();
+      return { ...(error !== undefined && { error }), fed };
+    };
+    expect((await follow('/self.m3u8')).error).toMatch(/variant is a master playlist too/);
+    expect(loads.get('/self.m3u8')).toBe(2);
+    // Polled every half second at most, not a thousand times a second; its segment, 100 MB by its header, refused unread.
+    expect(await follow('/eager.m3u8', 1600)).toEqual({ error: 'still following', fed: 0 });
+    expect(loads.get('/eager.m3u8')).toBeLessThanOrEqual(4);
+    expect(loads.get('/s0.ts')).toBe(1);
+    expect((await follow('/overflow.m3u8')).error).toMatch(/media sequence number too large/);
+    // 400,000 segments: past 4 MB, refused before it is parsed.
+    expect((await follow('/long.m3u8')).error).toMatch(/HLS playlist .*: larger than 4194304 bytes/);
   });
 
   it('bytes that are not video, and an empty file, fail their source naming the file', async () => {
