@@ -16,7 +16,7 @@
  */
 import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
-import { redactUrl, silentLogger, type Logger } from '../core/index.js';
+import { ErrorCode, PanoptesError, redactUrl, silentLogger, type Logger } from '../core/index.js';
 import { badPlaylist, chooseVariant, isMasterPlaylist, parseMasterPlaylist, parseMediaPlaylist, type AdReason, type HlsMediaPlaylist, type HlsSegment } from './hls-playlist.js';
 import { httpRequest, MAX_SEGMENT_BYTES, MAX_TEXT_BYTES, readBody, type HttpContext } from './http.js';
 
@@ -32,6 +32,11 @@ export interface HlsStats {
   segmentsMissed: number;
   /** Fed segments that follow a discontinuity. */
   discontinuities: number;
+  /**
+   * The media sequence number of the last segment fed or skipped: a new connection of the same
+   * source goes on after it while the playlist still lists it, rather than feed it again.
+   */
+  lastSequence?: number;
 }
 
 export function createHlsStats(): HlsStats {
@@ -167,6 +172,7 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
   let url = options.url;
   let previous: HlsMediaPlaylist | undefined;
   let viaMaster = false;
+  const fedBefore = stats.segmentsFed;
   /** The next media sequence number to feed or skip. */
   let next: number | undefined;
   let map: string | undefined;
@@ -196,8 +202,10 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
     const segments = playlist.segments.filter((s) => lowLatency || !s.prefetch);
     const lastSequence = segments.at(-1)?.sequence ?? playlist.mediaSequence - 1;
     if (next === undefined) {
-      next = playlist.endList ? playlist.mediaSequence : Math.max(playlist.mediaSequence, lastSequence + 1 - liveEdge);
-      logger.info({ live: !playlist.endList, startSequence: next, targetDurationS: playlist.targetDurationS }, 'following HLS playlist');
+      const taken = stats.lastSequence;
+      const resumes = taken !== undefined && taken >= playlist.mediaSequence - 1 && taken <= lastSequence;
+      next = resumes ? taken + 1 : playlist.endList ? playlist.mediaSequence : Math.max(playlist.mediaSequence, lastSequence + 1 - liveEdge);
+      logger.info({ live: !playlist.endList, startSequence: next, resumes, targetDurationS: playlist.targetDurationS }, 'following HLS playlist');
     } else if (lastSequence < next - 1 - segments.length) {
       // Numbering went back by more than a window: a restarted stream; a new connection starts it cleanly.
       throw badPlaylist(`HLS playlist ${label}: media sequence went back from ${next - 1} to ${lastSequence} (the stream restarted)`);
@@ -217,6 +225,7 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
       changed = true;
       if (segment.ad) {
         next = segment.sequence + 1;
+        stats.lastSequence = segment.sequence;
         if (!adBreak) logger.info({ reason: segment.ad, sequence: segment.sequence }, 'ad break: skipping its segments');
         adBreak ??= { reason: segment.ad, segments: 0, seconds: 0 };
         adBreak.segments += 1;
@@ -238,6 +247,7 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
         continue;
       }
       next = segment.sequence + 1;
+      stats.lastSequence = segment.sequence;
       if (segment.mapUrl && segment.mapUrl !== map) {
         const init = await fetchSegment({ ...segment, url: segment.mapUrl }, http, logger);
         if (!init) throw badPlaylist(`HLS playlist ${label}: its initialization section (EXT-X-MAP) could not be fetched`);
@@ -250,6 +260,8 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
       await stream.feed(bytes);
     }
     if (playlist.endList && next > lastSequence) {
+      // Ended before this connection had anything to feed: the stream is over, not lost (the source waits, offline, for more).
+      if (stats.segmentsFed === fedBefore) throw new PanoptesError(ErrorCode.SourceOffline, `HLS playlist ${label}: the stream has ended (EXT-X-ENDLIST), nothing new after segment ${next - 1}`);
       logger.info({ segmentsFed: stats.segmentsFed }, 'HLS playlist ended (EXT-X-ENDLIST)');
       return;
     }

@@ -10,8 +10,8 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger, type Frame } from '../../core/index.js';
-import { followHls } from '../../ingest/hls.js';
+import { ErrorCode, silentLogger, type Frame } from '../../core/index.js';
+import { createHlsStats, followHls } from '../../ingest/hls.js';
 import { createFileSource, resolveFfmpegPath } from '../../ingest/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'panoptes-hostile-footage-'));
@@ -40,6 +40,9 @@ beforeAll(async () => {
     '/eager.m3u8': media(['#EXT-X-TARGETDURATION:0']),
     '/overflow.m3u8': media(['#EXT-X-TARGETDURATION:2', '#EXT-X-MEDIA-SEQUENCE:9007199254740992', '#EXT-X-ENDLIST']),
     '/long.m3u8': media(['#EXT-X-TARGETDURATION:2'], 400_000),
+    '/ended.m3u8': ['#EXTM3U', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,', 'v0.ts', '#EXTINF:2.0,', 'v1.ts', '#EXT-X-ENDLIST', ''].join('\n'),
+    '/v0.ts': 'segment 0;',
+    '/v1.ts': 'segment 1;',
   };
   server = createServer((request, response) => {
     loads.set(request.url ?? '', (loads.get(request.url ?? '') ?? 0) + 1);
@@ -116,6 +119,25 @@ describe('hostile footage', () => {
     expect((await follow('/overflow.m3u8')).error).toMatch(/media sequence number too large/);
     // 400,000 segments: past 4 MB, refused before it is parsed.
     expect((await follow('/long.m3u8')).error).toMatch(/HLS playlist .*: larger than 4194304 bytes/);
+  });
+
+  it('a live playlist that ended is not fed again by the next connection of its source: the source is offline', async () => {
+    const stats = createHlsStats();
+    const connection = async (): Promise<{ fed: string; error?: unknown }> => {
+      const stream = followHls({ url: `${base}/ended.m3u8`, stats });
+      let fed = '';
+      stream.on('data', (chunk: Buffer) => (fed += chunk.toString()));
+      const error = await new Promise<unknown>((resolve) => {
+        stream.on('error', resolve);
+        stream.on('end', () => resolve(undefined));
+      });
+      return { fed, ...(error !== undefined && { error }) };
+    };
+    expect(await connection()).toEqual({ fed: 'segment 0;segment 1;' });
+    const again = await connection();
+    expect(again.fed).toBe('');
+    expect(again.error).toMatchObject({ code: ErrorCode.SourceOffline, message: expect.stringMatching(/the stream has ended \(EXT-X-ENDLIST\), nothing new after segment 1/) });
+    expect(stats.segmentsFed).toBe(2);
   });
 
   it('bytes that are not video, and an empty file, fail their source naming the file', async () => {
