@@ -65,6 +65,8 @@ export function classifyExit(
   if (/Server returned 40[34]|HTTP error 40[34]/i.test(stderr)) {
     return sourceError(ErrorCode.SourceNotFound, `the server has no such file (${/(?:Server returned|HTTP error) 40[34][^\n]*/i.exec(stderr)?.[0] ?? '404'})\n${lastLines}`, details);
   }
+  const vast = /Picture size (\d+x\d+) exceeds specified max pixel count (\d+)/.exec(stderr);
+  if (vast) return sourceError(ErrorCode.SourceDecode, `a picture of ${vast[1]} pixels, more than the ${vast[2]} a frame may have (exit code ${exit.code})`, details);
   if (framesEmitted === 0 && /Stream map '0:v:0' matches no streams/.test(stderr)) {
     return sourceError(ErrorCode.SourceDecode, `the file has no video stream (exit code ${exit.code})\n${lastLines}`, details);
   }

@@ -22,17 +22,7 @@
  */
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import {
-  ErrorCode,
-  MIN_FPS,
-  PanoptesError,
-  silentLogger,
-  systemClock,
-  type Clock,
-  type Frame,
-  type Logger,
-  type SamplePolicy,
-} from '../core/index.js';
+import { ErrorCode, MIN_FPS, PanoptesError, silentLogger, systemClock, type Clock, type Frame, type Logger, type SamplePolicy } from '../core/index.js';
 import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from './accounting.js';
 import { gifDurationMs } from './gif-duration.js';
 import { mediaInfoReader, parseCreationTimeMs, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
@@ -130,6 +120,8 @@ export type FileSource = FrameSource<FileSourceStatus> & {
 };
 
 const DEFAULT_QUALITY = 5;
+/** As the backend's bound on a frame (an 8K camera fits). */
+const MAX_PIXELS = 8192 * 8192;
 
 export function createFileSource(options: FileSourceOptions): FileSource {
   validate(options);
@@ -202,6 +194,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       input: options.input ?? path,
       inputOptions: [
         '-hide_banner', '-nostdin', '-nostats', '-loglevel', 'info',
+        // A picture of more than 8192² pixels fails the source: a 66-byte GIF can claim 16000², and ffmpeg would allocate gigabytes.
+        '-max_pixels', String(MAX_PIXELS),
         ...(options.loop ? ['-stream_loop', '-1'] : []),
         // The decoder itself skips all but keyframes: nothing else is even decoded.
         ...(options.sample && 'keyframes' in options.sample ? ['-skip_frame', 'nokey'] : []),

@@ -30,6 +30,12 @@ beforeAll(async () => {
   ffmpeg('-frames:v', '6', '-pix_fmt', 'yuv420p', '-vf', 'setpts=if(gte(N\\,3)\\,PTS+1000/TB\\,PTS)', '-metadata', 'title=error while decoding', join(dir, 'leap.mkv'));
   writeFileSync(join(dir, 'garbage.mp4'), Buffer.from(Array.from({ length: 50_000 }, (_, i) => (i * 7919) % 256)));
   writeFileSync(join(dir, 'empty.mp4'), '');
+  // 45 bytes of GIF whose screen is 16000×16000: a gigabyte to decode.
+  const screen = Buffer.alloc(4);
+  screen.writeUInt16LE(16000, 0);
+  screen.writeUInt16LE(16000, 2);
+  const image = Buffer.from([0x2c, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 1, 0, 0x3b]);
+  writeFileSync(join(dir, 'vast.gif'), Buffer.concat([Buffer.from('GIF89a'), screen, Buffer.from([0x80, 0, 0, 0, 0, 0, 255, 255, 255]), image]));
   const playlist = ['#EXTM3U', '#EXT-X-VERSION:3', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,', `file://${secret}`, '#EXT-X-ENDLIST', ''].join('\n');
   const media = (header: string[], segments = 1): string => ['#EXTM3U', ...header, ...Array.from({ length: segments }, (_, i) => `#EXTINF:2.0,\ns${i}.ts`), ''].join('\n');
   const served: Record<string, string> = {
@@ -140,11 +146,13 @@ describe('hostile footage', () => {
     expect(stats.segmentsFed).toBe(2);
   });
 
-  it('bytes that are not video, and an empty file, fail their source naming the file', async () => {
-    for (const name of ['garbage.mp4', 'empty.mp4']) {
+  it('bytes that are not video, an empty file, and a GIF of 16000×16000 pixels fail their source naming the file', async () => {
+    for (const name of ['garbage.mp4', 'empty.mp4', 'vast.gif']) {
       const { frames, error } = await read(join(dir, name));
       expect(frames, name).toHaveLength(0);
       expect(error, name).toContain(name);
     }
+    // Refused before a picture is decoded (ffmpeg would otherwise allocate its gigabyte first).
+    expect((await read(join(dir, 'vast.gif'))).error).toContain('a picture of 16000x16000 pixels, more than the 67108864 a frame may have');
   });
 });
