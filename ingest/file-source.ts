@@ -253,7 +253,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
           const size = readJpegSize(jpeg);
           if (!size) {
             framesSkipped += 1;
-            logger.warn({ seq: framesEmitted, ptsMs, bytes: jpeg.length }, 'skipping a frame without a JPEG frame header');
+            logger.warn({ seq: framesEmitted, ptsMs, bytes: jpeg.length }, jpeg.length === 0 ? 'skipping a frame whose JPEG is over 64 MiB' : 'skipping a frame without a JPEG frame header');
             // A recording's frame keeps its frame_seq, and is a drop (a live connection is renumbered by its source).
             if (!options.live) damage.owe(nextSeq(), ptsMs);
             continue;

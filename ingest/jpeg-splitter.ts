@@ -31,8 +31,9 @@ type State = 'seekSoi' | 'marker' | 'length' | 'skip' | 'entropy';
 
 export interface JpegSplitterOptions {
   /**
-   * An image that grows past this is dropped as garbage (a stream with no EOI would otherwise
-   * be buffered without bound).
+   * An image that grows past this is dropped (a stream with no EOI would otherwise be buffered
+   * without bound): it comes out as an empty buffer, in its place among the images, so the
+   * caller can count it (a frame ffmpeg wrote, with its own timestamp).
    * @defaultValue 64 MiB
    */
   maxImageBytes?: number;
@@ -211,6 +212,7 @@ export class JpegSplitter {
       this.#parts.push(rest);
       this.#partsBytes += rest.length;
       if (this.#partsBytes > this.#maxImageBytes) {
+        images.push(Buffer.alloc(0));
         this.#skippedBytes += this.#partsBytes;
         this.#parts = [];
         this.#partsBytes = 0;

@@ -125,9 +125,11 @@ describe('JpegSplitter', () => {
     expect(whole).toEqual(image);
     expect(whole?.buffer.byteLength).toBe(image.length); // its own memory, not Node's shared pool
 
+    // Given up, it comes out empty in its place: the caller counts the frame it was.
     const small = new JpegSplitter({ maxImageBytes: 50 });
-    expect(small.push(image.subarray(0, 100))).toEqual([]);
+    expect(small.push(image.subarray(0, 100))).toEqual([Buffer.alloc(0)]);
     expect(small.pendingBytes).toBe(0);
+    expect(small.push(image.subarray(100))).toEqual([]); // the rest of it is skipped
     expect(small.push(real[1] as Buffer)).toEqual([real[1]]);
   });
 });
