@@ -43,7 +43,8 @@ interface Owner {
 const MAX_ID_PARTS = 3 + 2 * MAX_APP_NODES;
 
 export function createAppLogic(spec: AppSpec): AppLogic {
-  const parsers = new Map<string, { parser: TextParser; changes: Map<string, ChangeDetector>; confirmFrames: number }>();
+  /** Per parse node: its parser, and each source's change detector with when it last heard of it (pruned with tracking). */
+  const parsers = new Map<string, { parser: TextParser; changes: Map<string, { detector: ChangeDetector; lastFrameMs: number }>; confirmFrames: number }>();
   for (const node of spec.nodes) {
     if (node.parse) parsers.set(node.id, { parser: createTextParser([node.parse]), changes: new Map(), confirmFrames: node.parse.confirmFrames });
   }
@@ -133,8 +134,9 @@ export function createAppLogic(spec: AppSpec): AppLogic {
         const text = node.parse?.type === 'time' ? parsed.text : String(value);
         rows.push(recognition(t, `${outputId(inputId, node.id, i)}/field`, { kind: 'field', name: field, value: text, number: typeof value === 'number' ? value : 0 }));
         let changes = parsing.changes.get(frame.source);
-        if (!changes) parsing.changes.set(frame.source, (changes = createChangeDetector({ confirmFrames: parsing.confirmFrames })));
-        const change = changes.update(field, value, { seq: frame.seq, timeMs: common.frame_time });
+        if (!changes) parsing.changes.set(frame.source, (changes = { detector: createChangeDetector({ confirmFrames: parsing.confirmFrames }), lastFrameMs: 0 }));
+        changes.lastFrameMs = Date.now();
+        const change = changes.detector.update(field, value, { seq: frame.seq, timeMs: common.frame_time });
         if (!change) return;
         rows.push({
           app: spec.name,
@@ -206,6 +208,8 @@ export function createAppLogic(spec: AppSpec): AppLogic {
 
     flushIdle(idleMs) {
       const now = Date.now();
+      // A source gone quiet has no pending change to tell: its detectors go (a source added again starts afresh).
+      for (const { changes } of parsers.values()) for (const [source, { lastFrameMs }] of changes) if (now - lastFrameMs >= idleMs) changes.delete(source);
       return [...tracking].flatMap(([node, bySource]) =>
         [...bySource].flatMap(([source, { state, lastFrameMs }]) => {
           if (now - lastFrameMs < idleMs) return [];

@@ -44,6 +44,8 @@ export interface SourceTracking {
 
 /** Ended tracks whose events are kept ready to be written again, per source and tracking node: the latest. */
 const MAX_ENDED_KEPT = 256;
+/** Frames a track's node remembers to count each once (a source's rows come in frame order; this is slack). */
+const RECENT_FRAMES = 64;
 
 const isEmpty = (output: NodeOutput): boolean =>
   (output.kind === 'detections' ? output.detections : output.kind === 'texts' ? output.texts : output.attributes).length === 0;
@@ -52,7 +54,8 @@ interface Gathered {
   /** Score per class: the track's class is the one with the most. */
   votes: Map<string, number>;
   /** Per descendant node, the frames on which it found something. */
-  seen: Map<string, Set<number>>;
+  /** Per node: frames counted, and the last few frames' seqs, to count a frame once (a track can live for days). */
+  seen: Map<string, { frames: number; recent: Set<number> }>;
   /** Score per face identity read on it. */
   identities: Map<string, number>;
 }
@@ -83,8 +86,8 @@ export function createSourceTracking(node: AppNode): SourceTracking {
       .map((v) => ({ event: 'dwell', name: v.zone, trackId: v.trackId, className: classOf(v.trackId, v.className), seq: v.enterSeq, timeMs: v.enterMs, durationMs: v.dwellMs }));
 
   const trackEvent = (t: EndedTrack): TrackEvent => {
-    const seen = gathered.get(t.trackId)?.seen ?? new Map<string, Set<number>>();
-    const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, seqs]) => [n, seqs.size])) };
+    const seen = gathered.get(t.trackId)?.seen ?? new Map<string, { frames: number }>();
+    const summary: TrackSummary = { frames: t.age, seen: Object.fromEntries([...seen].map(([n, { frames }]) => [n, frames])) };
     const read = attributes.summary(t.trackId);
     if (read?.age !== undefined) summary.age = Math.round(read.age);
     if (read?.gender !== undefined) summary.gender = read.gender;
@@ -143,8 +146,14 @@ export function createSourceTracking(node: AppNode): SourceTracking {
       const g = gathered.get(trackId);
       if (!g || isEmpty(output)) return undefined;
       // Two faces found on one person in one frame are one frame with a face; crops come in any order.
-      const seen = g.seen.get(node) ?? new Set<number>();
-      g.seen.set(node, seen.add(seq));
+      let seen = g.seen.get(node);
+      if (!seen) g.seen.set(node, (seen = { frames: 0, recent: new Set() }));
+      if (!seen.recent.has(seq)) {
+        seen.frames += 1;
+        seen.recent.add(seq);
+        // The oldest seq goes: a frame's crops come back within a few frames of each other.
+        if (seen.recent.size > RECENT_FRAMES) seen.recent.delete(seen.recent.values().next().value!);
+      }
       const done = written.get(trackId);
       if (output.kind !== 'attributes') return done && trackEvent(done);
       const age = output.attributes.find((a) => a.name === 'age');

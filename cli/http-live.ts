@@ -54,14 +54,14 @@ export function registerLiveRoutes(app: FastifyInstance, options: { apps: () => 
     const { jpeg: _jpeg, ...frame } = latestFrame(running(), request.params.id);
     return frame;
   });
-  // Drawn once per frame and objects, however many dashboards ask.
-  const drawn = new Map<string, { frame: object; objects: number; jpeg: Promise<Buffer> }>();
+  // Drawn once per frame and objects, however many dashboards ask; kept as long as the live view keeps the frame.
+  const drawn = new WeakMap<object, { objects: number; jpeg: Promise<Buffer> }>();
   app.get<{ Params: { id: string } }>('/sources/:id/frame.jpg', { schema: { summary: "The source's newest analyzed frame as a JPEG, with its objects' boxes and labels drawn", tags: ['sources'], params: sourceParams, response: answersWith('image/jpeg', 'the frame, drawn on') } }, async (request, reply) => {
     const frame = latestFrame(running(), request.params.id);
-    let picture = drawn.get(frame.source);
-    if (picture?.frame !== frame || picture.objects !== frame.objects.length) {
-      drawn.set(frame.source, (picture = { frame, objects: frame.objects.length, jpeg: annotatedJpeg(frame.jpeg, frame.objects) }));
-      picture.jpeg.catch(() => drawn.delete(frame.source));
+    let picture = drawn.get(frame);
+    if (picture?.objects !== frame.objects.length) {
+      drawn.set(frame, (picture = { objects: frame.objects.length, jpeg: annotatedJpeg(frame.jpeg, frame.objects) }));
+      picture.jpeg.catch(() => drawn.delete(frame));
     }
     return reply.type('image/jpeg').header('cache-control', 'no-store').send(await picture.jpeg);
   });

@@ -217,6 +217,11 @@ export function createIngest(options: IngestOptions): Ingest {
       if (running.get(config.id) === entry) {
         running.delete(config.id);
         ended.set(config.id, entry);
+        // A long-lived worker sees sources come and go: the oldest ended ones are let go.
+        for (const oldest of ended.keys()) {
+          if (ended.size <= MAX_ENDED_SOURCES) break;
+          ended.delete(oldest);
+        }
       }
       if (running.size === 0) {
         for (const wake of idleWaiters) wake();
@@ -268,6 +273,12 @@ export function createIngest(options: IngestOptions): Ingest {
     },
   };
 }
+
+/**
+ * Ended or removed sources whose figures and outcome are kept (GET /sources, metrics, the run's
+ * summary): the most recent ones, so a worker that sees sources come and go for weeks stays bounded.
+ */
+export const MAX_ENDED_SOURCES = 1024;
 
 /** Drop records per send: a long recording cut short owes thousands. */
 const DROPS_PER_SEND = 500;

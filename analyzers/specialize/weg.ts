@@ -45,6 +45,12 @@ export interface WegParams {
   epsilon?: number;
   /** τ_FP. @defaultValue 0.5 */
   maxDisagreement?: number;
+  /**
+   * The most labels a merged window keeps (the thesis sets no bound): a stream whose dominant
+   * classes hold for weeks would otherwise grow it by w_min each epoch, and every input's work with it.
+   * @defaultValue 3000
+   */
+  maxWindow?: number;
   /** A template's cost per input as a share of the oracle's, where measured: WEG then also weighs cost (above). */
   relativeCost?: (template: Template) => number | undefined;
 }
@@ -108,6 +114,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   const sameClasses = params.sameClasses ?? 2;
   const epsilon = params.epsilon ?? 0.01;
   const maxDisagreement = params.maxDisagreement ?? 0.5;
+  const maxWindow = params.maxWindow ?? 3000;
   const threshold = params.oracleAccuracy + params.accuracyMargin;
 
   let phase: WegPhase = 'window';
@@ -181,7 +188,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     const before = dominantClasses(previous, minimumSupport(previous.length));
     const now = dominantClasses(labels, minimumSupport(labels.length));
     const changed = [...before].filter((l) => !now.has(l)).length + [...now].filter((l) => !before.has(l)).length;
-    if (changed <= sameClasses) labels = [...previous, ...labels];
+    if (changed <= sameClasses) labels = [...previous, ...labels].slice(-maxWindow);
     window = labels.length;
     phase = 'selecting';
   };

@@ -12,7 +12,7 @@ export interface AttributeSummary {
   trackId: string;
   /** Observations fed for the track, with or without usable values. */
   observations: number;
-  /** Median of the ages seen (mean of the middle two for an even count); absent when none was. */
+  /** Median of the ages seen, the latest 1,000 to 2,000 of a long track (mean of the middle two for an even count); absent when none was. */
   age?: number;
   /** The gender with the most score; absent when none was seen or the vote is tied. */
   gender?: Gender;
@@ -40,6 +40,9 @@ function median(sorted: readonly number[]): number | undefined {
   return sorted.length % 2 === 1 ? upper : ((sorted[mid - 1] as number) + upper) / 2;
 }
 
+/** Age readings kept per track: the median is of the latest ones (several minutes of a face at 5 fps). */
+const MAX_AGES = 2000;
+
 /**
  * Per-track attribute aggregation (billboard faces). One reading per frame is noisy: a face
  * turning away reads ten years older or flips gender. The median ignores a few wild ages, and
@@ -53,7 +56,11 @@ export function createAttributeAggregator(): AttributeAggregator {
       let tally = tallies.get(trackId);
       if (!tally) tallies.set(trackId, (tally = { observations: 0, ages: [], weight: { male: 0, female: 0 } }));
       tally.observations += 1;
-      if (age !== undefined && Number.isFinite(age) && age >= 0) tally.ages.push(age);
+      if (age !== undefined && Number.isFinite(age) && age >= 0) {
+        tally.ages.push(age);
+        // A track can live for days (a poster): the median of its latest readings, in bounded memory.
+        if (tally.ages.length > MAX_AGES) tally.ages.splice(0, tally.ages.length - MAX_AGES / 2);
+      }
       if (gender !== undefined && Number.isFinite(score) && score > 0) tally.weight[gender] += score;
     },
 

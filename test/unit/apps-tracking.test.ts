@@ -128,6 +128,18 @@ describe('app logic with track, lines and zones', () => {
     expect(events(logic.rowsFor({ node: faces, frame: frameAt(0), output: detected(), inputId: personId(0), root: false }))).toEqual([]);
   });
 
+  it('counts the frames a descendant saw a long-lived track in, each once, without keeping every frame', () => {
+    const logic = createAppLogic(spec);
+    const personId = (seq: number): string => outputId(frameId('lobby', 'cam', seq), 'people', 0);
+    for (let seq = 0; seq < 500; seq++) {
+      rootRows(logic, seq, detected(person(10, 10)));
+      // Two faces on each frame are one frame with a face.
+      logic.rowsFor({ node: faces, frame: frameAt(seq), output: detected(person(12, 12, 'face'), person(13, 13, 'face')), inputId: personId(seq), root: false });
+    }
+    const track = logic.flush().find((r) => r.fields.event === 'track');
+    expect(JSON.parse(String(track!.fields.value))).toMatchObject({ frames: 500, seen: { faces: 500 } });
+  });
+
   it('writes what a source no frame has come from for a while holds, and forgets it', () => {
     const logic = createAppLogic(spec);
     rootRows(logic, 0, detected(person(10, 10)));

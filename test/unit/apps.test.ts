@@ -175,4 +175,28 @@ edges:
     const single = app('name: one\nsloMs: 750\nnodes: [{ id: a, model: m }]\nedges: [{ from: frames, to: a }]\n');
     expect(evenSloSplit(single)).toEqual({ a: 750 });
   });
+
+  it("forgets a quiet source's text changes with its tracking: the same id added again starts afresh, its first values told", () => {
+    const hud = app(`name: hud
+sloMs: 2000
+nodes:
+  - id: score
+    model: ppocr-rec
+    parse: { field: score, pattern: '(\\d+)' }
+edges:
+  - { from: frames, to: score }
+`);
+    const logic = createAppLogic(hud);
+    const node = hud.nodes[0] as AppSpec['nodes'][number];
+    const changes = (seq: number, text: string): unknown[] => {
+      const at: FrameRef = { ...frame, source: 'stream', seq };
+      const output: NodeOutput = { kind: 'texts', texts: [{ text, score: 0.9, box: { x1: 1, y1: 2, x2: 3, y2: 4 } }] };
+      return logic.rowsFor({ node, frame: at, output, ...root(at, 'hud') }).filter((r) => r.table === 'events').map((r) => r.fields.value);
+    };
+    expect(changes(500, '10')).toEqual(['10']);
+    expect(changes(501, '12')).toEqual(['12']);
+    // Quiet past the idle time: forgotten. Run again from seq 0, its first score is news (it was taken for a stale frame before).
+    logic.flushIdle(0);
+    expect(changes(0, '12')).toEqual(['12']);
+  });
 });

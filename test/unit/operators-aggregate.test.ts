@@ -44,6 +44,12 @@ describe('createAttributeAggregator', () => {
     });
   });
 
+  it('keeps the median of the latest ages of a track that lives for days, in bounded memory', () => {
+    // 10,000 readings of 80 (an old poster), then 1,500 of 30: the median follows the latest.
+    const aged = summarize([...Array.from({ length: 10_000 }, () => ({ age: 80 })), ...Array.from({ length: 1_500 }, () => ({ age: 30 }))]);
+    expect(aged).toMatchObject({ observations: 11_500, age: 30 });
+  });
+
   it('keeps tracks apart, and forgets one on request', () => {
     const aggregator = createAttributeAggregator();
     aggregator.observe('a', { age: 20, gender: 'female', score: 0.8 });

@@ -184,6 +184,17 @@ describe('WEG phases (Algorithm 5.1) on scripted labels', () => {
     expect(w.status()).toMatchObject({ phase: 'specialized', window: 30, dominant: ['d', 'e', 'f'], transitions: 3, epoch: 3 });
   });
 
+  it('grows a merged window by w_min each epoch up to maxWindow, and no further', () => {
+    const w = weg(() => 0, { maxWindow: 75 });
+    const windows: number[] = [];
+    for (let epoch = 0; epoch < 5; epoch++) {
+      specialize(w);
+      windows.push(w.status().window);
+      w.exploited({ answeredItself: true, answer: 'a', oracleLabel: 'x' });
+    }
+    expect(windows).toEqual([30, 60, 75, 75, 75]);
+  });
+
   it('keeps only the labels it reads: after a long exploration the next window is not the whole history', () => {
     const w = weg();
     // 20,000 inputs in which a, b and c make up a third (never enough to specialize on), then one exit.
