@@ -55,12 +55,12 @@ const PLAN_HISTORY = 50;
  * sources hold a frame or two each once their rows flow (256 MB is over 2,000 sources of 720p).
  */
 const PENDING_BYTES = 256 * 1024 * 1024;
-/** Sources whose latest analyzed frame is kept (one frame each), those heard from longest ago let go first. */
+/** Sources whose latest analyzed frame is kept (one frame each, in `keepBytes` at most too), those heard from longest ago let go first. */
 const LATEST_KEPT = 4096;
 
 type PendingFrame = { width: number; height: number; jpeg: Uint8Array };
 
-/** `keepBytes`: the frames kept waiting for their rows, at most (PENDING_BYTES, scaled down in tests). */
+/** `keepBytes`: the frames kept waiting for their rows, at most, and the latest frames too (PENDING_BYTES, scaled down in tests). */
 export function createLiveView(options: { bus: Bus; logger: Logger; keepBytes?: number }): LiveView {
   const { bus, logger } = options;
   const keepBytes = options.keepBytes ?? PENDING_BYTES;
@@ -68,6 +68,7 @@ export function createLiveView(options: { bus: Bus; logger: Logger; keepBytes?: 
   /** Per source, frames no row has named yet, by seq, and the stride of the seqs kept. */
   const pending = new Map<string, { stride: number; frames: Map<number, PendingFrame> }>();
   const latest = new Map<string, LiveFrame>();
+  let latestBytes = 0;
   const history: Plan[] = [];
   const rows: Record<string, number> = {};
   let drops = 0;
@@ -131,10 +132,13 @@ export function createLiveView(options: { bus: Bus; logger: Logger; keepBytes?: 
       // Frames before the latest were let go when it came; one here is newer, or a restarted source's.
       if (!pixels) return;
       frame = { source: row.source, seq, atMs: Date.now(), ...pixels, objects: [] };
+      latestBytes += frame.jpeg.byteLength - (latest.get(row.source)?.jpeg.byteLength ?? 0);
       latest.delete(row.source);
       latest.set(row.source, frame);
-      for (const oldest of latest.keys()) {
-        if (latest.size <= LATEST_KEPT) break;
+      // Bounded in count and in bytes (4,096 frames of 1080p would be over a gigabyte); the newest stays.
+      for (const [oldest, kept] of latest) {
+        if ((latest.size <= LATEST_KEPT && latestBytes <= keepBytes) || oldest === row.source) break;
+        latestBytes -= kept.jpeg.byteLength;
         latest.delete(oldest);
       }
     }

@@ -99,6 +99,23 @@ describe('the live view of a running pipeline', () => {
     expect(await shown(true)).toEqual(sources.slice(0, 299));
     // Room for 100 frames: the sources heard from longest ago were let go.
     expect(await shown(false, 100 * jpeg.byteLength)).toEqual(sources.slice(200));
+
+    // Each source's frame shown before the next comes: nothing waits, and the latest frames are held to the room as well.
+    await bus?.close();
+    bus = createMemoryBus();
+    await bus.createTopics([Topics.frames, Topics.backfillFrames, Topics.results, Topics.drops, Topics.stats, Topics.plan].map((name) => ({ name, partitions: 1 })));
+    const view = createLiveView({ bus, logger: silentLogger(), keepBytes: 50 * jpeg.byteLength });
+    await view.start();
+    const producer = bus.producer();
+    for (const source of sources.slice(0, 100)) {
+      await producer.send(Topics.frames, [Channels.frames.record({ source, seq: 1, captureTimeMs: 0, ptsMs: 0, width: 16, height: 16, jpeg })]);
+      for (let i = 0; i < 100 && view.latestFrame(source)?.seq !== 1; i++) {
+        await producer.send(Topics.results, [rowOf(source, 1)]);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    }
+    expect(sources.filter((source) => view.latestFrame(source))).toEqual(sources.slice(50, 100));
+    await view.close();
   });
 
   it('draws boxes and labels on a frame in native code; a label is text, never markup', async () => {
