@@ -220,8 +220,14 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
     let changed = false;
     for (const segment of fresh) {
       if (signal.aborted) return;
-      // An undecided prefetch segment (maybe an ad's first) waits until it is listed in full.
-      if (segment.prefetch && segment.ad) break;
+      // An undecided prefetch segment (maybe an ad's first) waits until it is listed in full; in
+      // a playlist that ended it never will be, and is left out.
+      if (segment.prefetch && segment.ad) {
+        if (!playlist.endList) break;
+        next = segment.sequence + 1;
+        stats.segmentsMissed += 1;
+        continue;
+      }
       changed = true;
       if (segment.ad) {
         next = segment.sequence + 1;
@@ -240,8 +246,8 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
       const bytes = await fetchSegment(segment, http, logger);
       if (signal.aborted) return;
       if (!bytes) {
-        // A prefetch segment not there yet is tried again when it is listed in full.
-        if (segment.prefetch) break;
+        // A prefetch segment not there yet is tried again when it is listed in full (unless the playlist ended).
+        if (segment.prefetch && !playlist.endList) break;
         next = segment.sequence + 1;
         stats.segmentsMissed += 1;
         continue;

@@ -47,6 +47,8 @@ beforeAll(async () => {
     '/overflow.m3u8': media(['#EXT-X-TARGETDURATION:2', '#EXT-X-MEDIA-SEQUENCE:9007199254740992', '#EXT-X-ENDLIST']),
     '/long.m3u8': media(['#EXT-X-TARGETDURATION:2'], 400_000),
     '/ended.m3u8': ['#EXTM3U', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,', 'v0.ts', '#EXTINF:2.0,', 'v1.ts', '#EXT-X-ENDLIST', ''].join('\n'),
+    // Ended after a prefetch segment that follows a discontinuity (undecided: maybe an ad's first).
+    '/undecided.m3u8': ['#EXTM3U', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,live', 'v0.ts', '#EXT-X-DISCONTINUITY', '#EXT-X-TWITCH-PREFETCH:v1.ts', '#EXT-X-ENDLIST', ''].join('\n'),
     '/v0.ts': 'segment 0;',
     '/v1.ts': 'segment 1;',
   };
@@ -144,6 +146,17 @@ describe('hostile footage', () => {
     expect(again.fed).toBe('');
     expect(again.error).toMatchObject({ code: ErrorCode.SourceOffline, message: expect.stringMatching(/the stream has ended \(EXT-X-ENDLIST\), nothing new after segment 1/) });
     expect(stats.segmentsFed).toBe(2);
+
+    // A playlist that ended with an undecided prefetch segment ends too, without it.
+    const undecided = followHls({ url: `${base}/undecided.m3u8`, stats: createHlsStats() });
+    let fed = '';
+    undecided.on('data', (chunk: Buffer) => (fed += chunk.toString()));
+    await new Promise<void>((resolve, reject) => {
+      undecided.on('end', resolve);
+      undecided.on('error', reject);
+    });
+    expect(fed).toBe('segment 0;');
+    expect(undecided.stats).toMatchObject({ segmentsFed: 1, segmentsMissed: 1 });
   });
 
   it('bytes that are not video, an empty file, and a GIF of 16000×16000 pixels fail their source naming the file', async () => {
