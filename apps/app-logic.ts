@@ -43,8 +43,9 @@ interface Owner {
 const MAX_ID_PARTS = 3 + 2 * MAX_APP_NODES;
 
 export function createAppLogic(spec: AppSpec): AppLogic {
-  /** Per parse node: its parser, and each source's change detector with when it last heard of it (pruned with tracking). */
-  const parsers = new Map<string, { parser: TextParser; changes: Map<string, { detector: ChangeDetector; lastFrameMs: number }>; confirmFrames: number }>();
+  const parsers = new Map<string, { parser: TextParser; changes: Map<string, ChangeDetector>; confirmFrames: number }>();
+  /** When each source's last result came, from any node: its change detectors go once it is quiet. */
+  const heardMs = new Map<string, number>();
   for (const node of spec.nodes) {
     if (node.parse) parsers.set(node.id, { parser: createTextParser([node.parse]), changes: new Map(), confirmFrames: node.parse.confirmFrames });
   }
@@ -134,9 +135,8 @@ export function createAppLogic(spec: AppSpec): AppLogic {
         const text = node.parse?.type === 'time' ? parsed.text : String(value);
         rows.push(recognition(t, `${outputId(inputId, node.id, i)}/field`, { kind: 'field', name: field, value: text, number: typeof value === 'number' ? value : 0 }));
         let changes = parsing.changes.get(frame.source);
-        if (!changes) parsing.changes.set(frame.source, (changes = { detector: createChangeDetector({ confirmFrames: parsing.confirmFrames }), lastFrameMs: 0 }));
-        changes.lastFrameMs = Date.now();
-        const change = changes.detector.update(field, value, { seq: frame.seq, timeMs: common.frame_time });
+        if (!changes) parsing.changes.set(frame.source, (changes = createChangeDetector({ confirmFrames: parsing.confirmFrames })));
+        const change = changes.update(field, value, { seq: frame.seq, timeMs: common.frame_time });
         if (!change) return;
         rows.push({
           app: spec.name,
@@ -195,6 +195,7 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     spec,
     tables: APP_TABLES,
     rowsFor(result: NodeResult): ResultRow[] {
+      if (parsers.size > 0) heardMs.set(result.frame.source, Date.now());
       const owner = result.root ? undefined : ownerOf(result.inputId);
       // A result on a track that has ended already writes its `track` event again, with what it adds (the row replaces the first).
       const revised = owner && tracking.get(owner.node)?.get(owner.source)?.state.observe(owner.trackId, result.node.id, result.frame.seq, result.output);
@@ -209,7 +210,11 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     flushIdle(idleMs) {
       const now = Date.now();
       // A source gone quiet has no pending change to tell: its detectors go (a source added again starts afresh).
-      for (const { changes } of parsers.values()) for (const [source, { lastFrameMs }] of changes) if (now - lastFrameMs >= idleMs) changes.delete(source);
+      for (const [source, atMs] of heardMs) {
+        if (now - atMs < idleMs) continue;
+        heardMs.delete(source);
+        for (const { changes } of parsers.values()) changes.delete(source);
+      }
       return [...tracking].flatMap(([node, bySource]) =>
         [...bySource].flatMap(([source, { state, lastFrameMs }]) => {
           if (now - lastFrameMs < idleMs) return [];

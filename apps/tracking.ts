@@ -148,7 +148,9 @@ export function createSourceTracking(node: AppNode): SourceTracking {
       // Two faces found on one person in one frame are one frame with a face; crops come in any order.
       let seen = g.seen.get(node);
       if (!seen) g.seen.set(node, (seen = { frames: 0, recent: new Set() }));
-      if (!seen.recent.has(seq)) {
+      // A seq older than the window (a result delivered again long after) was counted already.
+      const oldest = seen.recent.values().next().value;
+      if (!seen.recent.has(seq) && !(seen.recent.size >= RECENT_FRAMES && oldest !== undefined && seq < oldest)) {
         seen.frames += 1;
         seen.recent.add(seq);
         // The oldest seq goes: a frame's crops come back within a few frames of each other.

@@ -155,7 +155,8 @@ export function createLiveView(options: { bus: Bus; logger: Logger; keepBytes?: 
           try {
             if (isFramesTopic(topic)) {
               const frame = Channels.frames.decode(message.value);
-              keepFrame(frame.source, frame.seq, { width: frame.width, height: frame.height, jpeg: frame.jpeg });
+              // Its own copy: the decoded JPEG is a view of the whole fetched batch, which keeping it would keep.
+              keepFrame(frame.source, frame.seq, { width: frame.width, height: frame.height, jpeg: new Uint8Array(frame.jpeg) });
             } else if (topic === Topics.results) noteRow(Channels.results.decode(message.value));
             else if (topic === Topics.drops) {
               drops += 1;

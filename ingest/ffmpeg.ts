@@ -49,6 +49,9 @@ function installerPath(): string {
   }
 }
 
+/** The most pixels a picture ffmpeg decodes may have (`-max_pixels`), as the backend's bound on a frame: an 8K camera fits. */
+export const MAX_PIXELS = 8192 * 8192;
+
 /** What ffmpeg prints about an input before it decodes anything. */
 export interface MediaInfo {
   /** The container's duration; undefined for live streams and formats without one (GIF). */
@@ -60,17 +63,23 @@ export interface MediaInfo {
 /**
  * The input's duration and first video stream's rate, from the lines `ffmpeg -i` prints about
  * it: `  Duration: 00:00:30.21, start: ...` (two spaces in), then `    Stream #0:0(eng): Video:
- * h264 ..., 12.50 fps, ...` (four). Only lines of exactly that shape count, and a stream only after
- * the duration line: the footage's metadata is printed too (the container's before the
- * duration, each stream's after it), and a title or tag that reads like either line must not
- * set the numbers the frame accounting trusts (docs/security.md).
+ * h264 ..., 12.50 fps, ...` (four in ffmpeg 4, two from ffmpeg 6). Only lines of that shape count,
+ * a stream only after the duration line and before the output's lines: the footage's metadata is
+ * printed too (the container's before the duration, each stream's further in after it), and a
+ * title or tag that reads like either line must not set the numbers the frame accounting trusts
+ * (docs/security.md).
  */
 export function mediaInfoReader(): { info: MediaInfo; onLine(line: string): void } {
   const info: MediaInfo = { durationMs: undefined, fps: undefined };
   let durationSeen = false;
+  let inputDone = false;
   return {
     info,
     onLine(line) {
+      if (inputDone || /^(?:Output #|Stream mapping:)/.test(line)) {
+        inputDone = true;
+        return;
+      }
       if (!durationSeen) {
         const m = /^ {2}Duration: (?:(\d+):(\d\d):(\d\d(?:\.\d+)?)|N\/A)/.exec(line);
         if (!m) return;
@@ -79,7 +88,7 @@ export function mediaInfoReader(): { info: MediaInfo; onLine(line: string): void
         return;
       }
       if (info.fps !== undefined) return;
-      const m = /^ {4}Stream #\d+:\d+\S*: Video: .* ([\d.]+) fps\b/.exec(line);
+      const m = /^ {2,4}Stream #\d+:\d+\S*: Video: .* ([\d.]+) fps\b/.exec(line);
       if (m) info.fps = Number(m[1]);
     },
   };
@@ -106,7 +115,8 @@ export async function probeMedia(options: { ffmpegPath: string; input: string; i
   const run = runFfmpeg({
     ffmpegPath: options.ffmpegPath,
     input: options.input,
-    inputOptions: ['-hide_banner', '-nostdin', ...(options.inputOptions ?? [])],
+    // Reading the stream's parameters decodes a picture: no larger than a source's may be.
+    inputOptions: ['-hide_banner', '-nostdin', '-max_pixels', String(MAX_PIXELS), ...(options.inputOptions ?? [])],
     outputOptions: ['-map', '0:v:0', '-frames:v', '0', '-f', 'null'],
     onStderrLine: (line) => {
       reader.onLine(line);

@@ -25,7 +25,7 @@ import type { Readable } from 'node:stream';
 import { ErrorCode, MIN_FPS, PanoptesError, silentLogger, systemClock, type Clock, type Frame, type Logger, type SamplePolicy } from '../core/index.js';
 import { describeShortfall, expectedFrames, findShortfall, type Shortfall } from './accounting.js';
 import { gifDurationMs } from './gif-duration.js';
-import { mediaInfoReader, parseCreationTimeMs, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
+import { MAX_PIXELS, mediaInfoReader, parseCreationTimeMs, probeMedia, resolveFfmpegPath, runFfmpeg, type FfmpegRun } from './ffmpeg.js';
 import { classifyExit, type SourceErrorFactory } from './ffmpeg-exit.js';
 import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
 import type { FrameCounts, FrameSource } from './frame-source.js';
@@ -120,8 +120,6 @@ export type FileSource = FrameSource<FileSourceStatus> & {
 };
 
 const DEFAULT_QUALITY = 5;
-/** As the backend's bound on a frame (an 8K camera fits). */
-const MAX_PIXELS = 8192 * 8192;
 
 export function createFileSource(options: FileSourceOptions): FileSource {
   validate(options);
@@ -208,7 +206,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
         '-map', '0:v:0',
         '-vf', filters.join(','),
         '-vsync', '0',
-        '-enc_time_base', '-1', // the input's: from the average rate, a recording that pauses for minutes gets colliding timestamps
+        '-enc_time_base', '1:90000', // not from the average rate: a recording that pauses for minutes got colliding timestamps
         '-f', 'image2pipe',
         '-c:v', 'mjpeg',
         '-q:v', String(options.quality ?? DEFAULT_QUALITY),

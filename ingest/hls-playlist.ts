@@ -86,7 +86,7 @@ export interface ParseMediaOptions {
 /** A playlist that is not one: the source's address is wrong, or the server answered something else. */
 /** Most segments in a playlist: more than two days of 2-s segments. */
 const MAX_SEGMENTS = 100_000;
-/** Most date ranges in a playlist (each segment is checked against each ad range). Twitch lists a few. */
+/** Date ranges of a playlist read, its latest (Twitch lists a few). */
 const MAX_DATE_RANGES = 256;
 
 export function badPlaylist(what: string): PanoptesError {
@@ -179,13 +179,13 @@ export function parseMediaPlaylist(text: string, url: string, options: ParseMedi
   // Past 2^53 a number plus one is itself: the follower would feed the same segments for ever.
   if (!Number.isSafeInteger(mediaSequence + manifest.segments.length + prefetch.length)) throw badPlaylist(`a media sequence number too large to count on (${mediaSequence})`);
   if (manifest.segments.length + prefetch.length > MAX_SEGMENTS) throw badPlaylist(`${manifest.segments.length + prefetch.length} segments: more than ${MAX_SEGMENTS}`);
-  if ((manifest.dateRanges ?? []).length > MAX_DATE_RANGES) throw badPlaylist(`${manifest.dateRanges!.length} date ranges: more than ${MAX_DATE_RANGES}`);
   const playlist: HlsMediaPlaylist = {
     targetDurationS: manifest.targetDuration ?? 0,
     mediaSequence,
     endList: manifest.endList === true,
     segments: [],
-    dateRanges: (manifest.dateRanges ?? []).map(toDateRange),
+    // The latest only (each segment is checked against each ad range): a long event's pile up.
+    dateRanges: (manifest.dateRanges ?? []).slice(-MAX_DATE_RANGES).map(toDateRange),
     twitch: twitchTags,
   };
   let cueOut = options.cueOutOpenAtStart ?? false;

@@ -204,7 +204,10 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
     if (next === undefined) {
       const taken = stats.lastSequence;
       const resumes = taken !== undefined && taken >= playlist.mediaSequence - 1 && taken <= lastSequence;
-      next = resumes ? taken + 1 : playlist.endList ? playlist.mediaSequence : Math.max(playlist.mediaSequence, lastSequence + 1 - liveEdge);
+      const liveStart = Math.max(playlist.mediaSequence, lastSequence + 1 - liveEdge);
+      // A live stream goes on from the live edge at most: what came out while it was away is missed, not fed at decode speed as if live now.
+      next = resumes ? (playlist.endList ? taken + 1 : Math.max(taken + 1, liveStart)) : playlist.endList ? playlist.mediaSequence : liveStart;
+      if (resumes && next > taken + 1) stats.segmentsMissed += next - (taken + 1);
       logger.info({ live: !playlist.endList, startSequence: next, resumes, targetDurationS: playlist.targetDurationS }, 'following HLS playlist');
     } else if (lastSequence < next - 1 - segments.length) {
       // Numbering went back by more than a window: a restarted stream; a new connection starts it cleanly.

@@ -57,8 +57,8 @@ export async function httpRequest<T>(
   }
 }
 
-/** Most bytes of a playlist or an API answer: a day of 2-s segments with relative URIs is about 2 MB. */
-export const MAX_TEXT_BYTES = 4 << 20;
+/** Most bytes of a playlist or an API answer: a day of 2-s segments with signed absolute URLs is about 15 MB. */
+export const MAX_TEXT_BYTES = 16 << 20;
 /** Most bytes of a media segment: ten seconds at 50 Mbit/s is about 60 MB. */
 export const MAX_SEGMENT_BYTES = 64 << 20;
 

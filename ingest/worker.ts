@@ -136,6 +136,8 @@ export function createIngest(options: IngestOptions): Ingest {
   const producer = bus.producer();
   const running = new Map<string, Running>();
   const ended = new Map<string, Running>();
+  /** The outcomes of ended sources past MAX_ENDED_SOURCES, for the run's summary (a few dozen bytes each). */
+  const letGo = new Map<string, SourceResult>();
   let idleWaiters: (() => void)[] = [];
   let closed = false;
 
@@ -210,6 +212,7 @@ export function createIngest(options: IngestOptions): Ingest {
     if (closed) throw new PanoptesError(ErrorCode.Closed, `source ${config.id}: the ingest worker is closed`);
     if (running.has(config.id)) throw new PanoptesError(ErrorCode.ConfigInvalid, `source ${config.id} is already running; remove it first or give another id`);
     ended.delete(config.id);
+    letGo.delete(config.id);
     const entry: Running = { config, origin, source: undefined, published: 0, analyzedHere: 0, latencies: [], stopped: false, result: Promise.resolve({ id: config.id, frames: 0 }) };
     running.set(config.id, entry);
     entry.result = run(entry).then((result) => {
@@ -217,10 +220,11 @@ export function createIngest(options: IngestOptions): Ingest {
       if (running.get(config.id) === entry) {
         running.delete(config.id);
         ended.set(config.id, entry);
-        // A long-lived worker sees sources come and go: the oldest ended ones are let go.
-        for (const oldest of ended.keys()) {
+        // A long-lived worker sees sources come and go: the oldest ended ones are let go, but for their outcome.
+        for (const [oldest, { outcome }] of ended) {
           if (ended.size <= MAX_ENDED_SOURCES) break;
           ended.delete(oldest);
+          letGo.set(oldest, outcome!);
         }
       }
       if (running.size === 0) {
@@ -269,14 +273,14 @@ export function createIngest(options: IngestOptions): Ingest {
       } finally {
         await producer.close();
       }
-      return [...ended.values()].map((e) => e.outcome!);
+      return [...letGo.values(), ...[...ended.values()].map((e) => e.outcome!)];
     },
   };
 }
 
 /**
- * Ended or removed sources whose figures and outcome are kept (GET /sources, metrics, the run's
- * summary): the most recent ones, so a worker that sees sources come and go for weeks stays bounded.
+ * Ended or removed sources whose figures are kept (GET /sources, metrics): the most recent ones,
+ * so a worker that sees sources come and go for weeks stays bounded. The run's summary has every outcome.
  */
 export const MAX_ENDED_SOURCES = 1024;
 

@@ -57,6 +57,7 @@ beforeAll(async () => {
     const text = served[request.url ?? ''];
     // A segment that says it is 100 MB, and never sends it.
     if (request.url === '/s0.ts') response.writeHead(200, { 'content-length': String(100 << 20) }).flushHeaders();
+    else if (request.url === '/vast.m3u8') response.writeHead(200, { 'content-length': String(20 << 20) }).flushHeaders();
     else if (text !== undefined) response.writeHead(200, { 'content-type': 'application/vnd.apple.mpegurl' }).end(text);
     else response.writeHead(404).end();
   });
@@ -125,8 +126,9 @@ describe('hostile footage', () => {
     expect(loads.get('/eager.m3u8')).toBeLessThanOrEqual(4);
     expect(loads.get('/s0.ts')).toBe(1);
     expect((await follow('/overflow.m3u8')).error).toMatch(/media sequence number too large/);
-    // 400,000 segments: past 4 MB, refused before it is parsed.
-    expect((await follow('/long.m3u8')).error).toMatch(/HLS playlist .*: larger than 4194304 bytes/);
+    expect((await follow('/long.m3u8')).error).toMatch(/400000 segments: more than 100000/);
+    // 20 MB by its header: refused before it is read.
+    expect((await follow('/vast.m3u8')).error).toMatch(/HLS playlist .*: larger than 16777216 bytes/);
   });
 
   it('a live playlist that ended is not fed again by the next connection of its source: the source is offline', async () => {

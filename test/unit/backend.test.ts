@@ -106,7 +106,8 @@ describe('backend', () => {
     const stored = (): number[] => rows.filter((r) => r.table === 'frames' && r.source === 'bare').map((r) => Number(r.fields.frame_seq));
     await waitFor(() => stored().length === 5 && drops.some((d) => d.source === 'bare'), 'five frames stored and one dropped');
     expect(stored().sort()).toEqual([0, 1, 3, 4, 5]);
-    expect(drops.filter((d) => d.source === 'bare')).toEqual([expect.objectContaining({ what: 'frame', frameSeq: 2, why: 'image-decode', detail: expect.stringContaining('premature end of JPEG') })]);
+    // libvips' own words for it vary under load (its error text is shared by its threads): the stage and image are named.
+    expect(drops.filter((d) => d.source === 'bare')).toEqual([expect.objectContaining({ what: 'frame', frameSeq: 2, why: 'image-decode', detail: expect.stringContaining('detect/detect: centernet: image 0: ') })]);
     expect(rows.filter((r) => r.table === 'detections' && r.source === 'bare' && r.fields.class === 'person').length).toBe(5);
   });
 
