@@ -53,8 +53,7 @@ const isEmpty = (output: NodeOutput): boolean =>
 interface Gathered {
   /** Score per class: the track's class is the one with the most. */
   votes: Map<string, number>;
-  /** Per descendant node, the frames on which it found something. */
-  /** Per node: frames counted, and the last few frames' seqs, to count a frame once (a track can live for days). */
+  /** Per descendant node, the frames on which it found something: counted, with the last few seqs to count each once (a track can live for days). */
   seen: Map<string, { frames: number; recent: Set<number> }>;
   /** Score per face identity read on it. */
   identities: Map<string, number>;
@@ -148,13 +147,13 @@ export function createSourceTracking(node: AppNode): SourceTracking {
       // Two faces found on one person in one frame are one frame with a face; crops come in any order.
       let seen = g.seen.get(node);
       if (!seen) g.seen.set(node, (seen = { frames: 0, recent: new Set() }));
-      // A seq older than the window (a result delivered again long after) was counted already.
+      // Seqs come in frame order: one older than the window (a result delivered again long after) was counted already.
       const oldest = seen.recent.values().next().value;
-      if (!seen.recent.has(seq) && !(seen.recent.size >= RECENT_FRAMES && oldest !== undefined && seq < oldest)) {
+      const counted = seen.recent.has(seq) || (seen.recent.size === RECENT_FRAMES && seq < oldest!);
+      if (!counted) {
         seen.frames += 1;
         seen.recent.add(seq);
-        // The oldest seq goes: a frame's crops come back within a few frames of each other.
-        if (seen.recent.size > RECENT_FRAMES) seen.recent.delete(seen.recent.values().next().value!);
+        if (seen.recent.size > RECENT_FRAMES) seen.recent.delete(oldest!);
       }
       const done = written.get(trackId);
       if (output.kind !== 'attributes') return done && trackEvent(done);

@@ -20,6 +20,8 @@ export interface DamagedSample {
 export class DamageTracker {
   /** Samples owed so far: the frame_seqs they took. */
   count = 0;
+  #owed: DamagedSample[] = [];
+  #lastPtsMs: number | undefined;
   #capped = false;
 
   /**
@@ -27,8 +29,6 @@ export class DamageTracker {
    * broken packet cannot make millions of drops; `onCapped` hears, once, that a sample went unowed.
    */
   constructor(private readonly onCapped: () => void = () => {}) {}
-  #owed: DamagedSample[] = [];
-  #lastPtsMs: number | undefined;
 
   /**
    * For a frame out of the graph whose frame_seq would be `seq`: how many seqs the damage before

@@ -192,7 +192,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
       input: options.input ?? path,
       inputOptions: [
         '-hide_banner', '-nostdin', '-nostats', '-loglevel', 'info',
-        // A picture of more than 8192² pixels fails the source: a 66-byte GIF can claim 16000², and ffmpeg would allocate gigabytes.
+        // A picture of more than 8192² pixels fails the source: a GIF of 45 bytes can claim 16000², which ffmpeg allocated as a gigabyte.
         '-max_pixels', String(MAX_PIXELS),
         ...(options.loop ? ['-stream_loop', '-1'] : []),
         // The decoder itself skips all but keyframes: nothing else is even decoded.

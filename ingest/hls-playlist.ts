@@ -83,12 +83,12 @@ export interface ParseMediaOptions {
   cueOutOpenAtStart?: boolean;
 }
 
-/** A playlist that is not one: the source's address is wrong, or the server answered something else. */
 /** Most segments in a playlist: more than two days of 2-s segments. */
 const MAX_SEGMENTS = 100_000;
 /** Date ranges of a playlist read, its latest (Twitch lists a few). */
 const MAX_DATE_RANGES = 256;
 
+/** A playlist that is not one: the source's address is wrong, or the server answered something else. */
 export function badPlaylist(what: string): PanoptesError {
   return new PanoptesError(ErrorCode.SourceDecode, what, { retriable: true });
 }

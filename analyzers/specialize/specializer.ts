@@ -106,18 +106,15 @@ const COST_SMOOTHING = 0.1;
 export function createSpecializer<Input>(options: SpecializerOptions<Input>): Specializer<Input> {
   const random = options.random ?? Math.random;
   /**
-   * Model time per call (a moving mean) where cost is weighed: the oracle's (under ''), and each
-   * template's, features and head, a fresh head's first run left out (it plans and allocates).
+   * Model time per call (a moving mean) where cost is weighed: the oracle's, and each template's
+   * (features and head, a fresh head's first run left out: it plans and allocates).
    */
-  const meanMs = new Map<string, number>();
-  const measured = (who: string, ms: number): void => {
-    const mean = meanMs.get(who);
-    meanMs.set(who, mean === undefined ? ms : mean + COST_SMOOTHING * (ms - mean));
-  };
-  const ORACLE = '';
+  let oracleMs: number | undefined;
+  const templateMs = new Map<string, number>();
+  const movingMean = (mean: number | undefined, ms: number): number => (mean === undefined ? ms : mean + COST_SMOOTHING * (ms - mean));
   const relativeCost = (template: Template): number | undefined => {
-    const [own, oracle] = [meanMs.get(template.name), meanMs.get(ORACLE)];
-    return own === undefined || !oracle ? undefined : own / oracle;
+    const own = templateMs.get(template.name);
+    return own === undefined || !oracleMs ? undefined : own / oracleMs;
   };
   const weg = createWeg<string>({ ...options.weg, ...(options.weighCost && { relativeCost }) }, options.templates, random);
   let training: Training<Input> | undefined;
@@ -139,7 +136,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     oracleCalls += 1;
     if (after) cascadeOracleCalls.set(after.name, (cascadeOracleCalls.get(after.name) ?? 0) + 1);
     const [[label], ms] = await timed(() => options.oracle([input]));
-    measured(ORACLE, ms);
+    oracleMs = movingMean(oracleMs, ms);
     if (typeof label !== 'string') throw new TypeError(`specializer ${options.name}: the oracle gave no label for an input`);
     return [label, ms];
   };
@@ -207,7 +204,7 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
     const [outputs, headMs] = await timed(() => model.run({ [HEAD_INPUT]: feed }));
     const { index: best, score } = topClasses(outputs[HEAD_OUTPUT]!.data as Float32Array, 1, dominant)[0]!;
     let modelMs = featureMs + headMs;
-    if (head.ran) measured(template.name, modelMs);
+    if (head.ran) templateMs.set(template.name, movingMean(templateMs.get(template.name), modelMs));
     head.ran = true;
     let result: Classified;
     let oracleLabel: string | undefined;

@@ -129,10 +129,8 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   /** n_c and n*: answers h_D gave itself, and spot checks where the oracle disagreed. */
   let answered = 0;
   let disagreed = 0;
-  /** The specialized phase's last w cascade calls: in D (answered by h_D, or the oracle's label in D) or not; and the window it began with. */
-  let calls: boolean[] = [];
-  /** Whether each of those fell through to the oracle. */
-  let recentFallThroughs: boolean[] = [];
+  /** The specialized phase's last w cascade calls: in D (answered by h_D, or the oracle's label in D) or not, and fallen through to the oracle or not; and the window it began with. */
+  let calls: { inDominant: boolean; fellThrough: boolean }[] = [];
   let entryWindow: Label[] = [];
   const counts = { inputs: 0, specialized: 0, fellThrough: 0, transitions: 0, dominantSum: 0, windowSum: 0 };
 
@@ -149,19 +147,17 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   /** p* in the specialized phase (see above). */
   const cascadeSkew = (): number => {
     const fromWindow = entryWindow.slice(calls.length).filter((l) => dominant.has(l)).length;
-    const fromCalls = calls.filter((inDominant) => inDominant).length;
+    const fromCalls = calls.filter((c) => c.inDominant).length;
     return (fromWindow + fromCalls) / Math.max(window, calls.length);
   };
 
   /** Lines 8–12: D from the last w labels; the first template whose Eq. 5.1 estimate passes is trained. */
   const select = (): { template: Template; dominant: Label[] } | undefined => {
-    dominant = dominantClasses(recent(), minimumSupport(window));
+    const k = minimumSupport(window);
+    dominant = dominantClasses(recent(), k);
     const skew = skewOf(dominant);
     // Each label left out of the window D is picked from (see above).
-    const k = minimumSupport(window);
-    const seen = recent();
-    const stillDominant = dominantClasses(seen, k + 1);
-    const unbiasedSkew = seen.filter((label) => stillDominant.has(label)).length / Math.max(1, seen.length);
+    const unbiasedSkew = skewOf(dominantClasses(recent(), k + 1));
     estimate = undefined;
     for (const candidate of templates) {
       const behaviour = candidate.behaviour(dominant.size);
@@ -222,7 +218,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
     trained(trainedTemplate, trainedFor) {
       if (phase !== 'training' || trainedTemplate !== template) return;
       dominant = new Set(trainedFor);
-      [answered, disagreed, calls, recentFallThroughs, entryWindow] = [0, 0, [], [], recent()];
+      [answered, disagreed, calls, entryWindow] = [0, 0, [], recent()];
       phase = 'specialized';
       counts.transitions += 1;
       counts.dominantSum += dominant.size;
@@ -245,8 +241,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
         return undefined;
       }
       // A fall-through's answer is the oracle's label.
-      calls = [...calls.slice(1 - window), answeredItself || dominant.has(answer)];
-      recentFallThroughs = [...recentFallThroughs.slice(1 - window), !answeredItself];
+      calls = [...calls.slice(1 - window), { inDominant: answeredItself || dominant.has(answer), fellThrough: !answeredItself }];
       if (!answeredItself) counts.fellThrough += 1;
       else {
         answered += 1;
@@ -259,7 +254,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       const behaviour = template!.behaviour(dominant.size);
       estimate = behaviour ? cascadeAccuracy(behaviour, cascadeSkew(), params.oracleAccuracy) : -Infinity;
       const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
-      const costly = recentFallThroughs.length >= minWindow && !pays(template!, recentFallThroughs.filter(Boolean).length / recentFallThroughs.length);
+      const costly = calls.length >= minWindow && !pays(template!, calls.filter((c) => c.fellThrough).length / calls.length);
       return estimate < threshold || disagreement > maxDisagreement || costly ? exit() : undefined;
     },
 
