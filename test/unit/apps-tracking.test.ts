@@ -128,7 +128,7 @@ describe('app logic with track, lines and zones', () => {
     expect(events(logic.rowsFor({ node: faces, frame: frameAt(0), output: detected(), inputId: personId(0), root: false }))).toEqual([]);
   });
 
-  it('counts the frames a descendant saw a long-lived track in, each once, without keeping every frame', () => {
+  it('counts the frames a descendant saw a long-lived track in, each once, a result delivered again long after included', () => {
     const logic = createAppLogic(spec);
     const personId = (seq: number): string => outputId(frameId('lobby', 'cam', seq), 'people', 0);
     for (let seq = 0; seq < 500; seq++) {
@@ -136,6 +136,8 @@ describe('app logic with track, lines and zones', () => {
       // Two faces on each frame are one frame with a face.
       logic.rowsFor({ node: faces, frame: frameAt(seq), output: detected(person(12, 12, 'face'), person(13, 13, 'face')), inputId: personId(seq), root: false });
     }
+    // Frame 3's face again, 500 frames on (a redelivery): counted already.
+    logic.rowsFor({ node: faces, frame: frameAt(3), output: detected(person(12, 12, 'face')), inputId: personId(3), root: false });
     const track = logic.flush().find((r) => r.fields.event === 'track');
     expect(JSON.parse(String(track!.fields.value))).toMatchObject({ frames: 500, seen: { faces: 500 } });
   });
