@@ -155,7 +155,7 @@ async function runWorkload(workload: Workload, context: { runtime: ModelRuntime;
       headDir: context.headDir,
       random: seededRandom(SEED),
       awaitTraining: true,
-      weighCost: true,
+      relativeCost: 'measured',
     });
     let [oracleMs, wegMs, agree] = [0, 0, 0];
     for (const [i, input] of t.inputs.entries()) {

@@ -3,7 +3,7 @@
  * consumer group to have handled everything sent on some topics.
  */
 import { join } from 'node:path';
-import { consumerGroupOf, createKafkaBus, createMemoryBus, dropsOnLoss, isFramesTopic, taskTopicModel, type Bus, type CompiledConfig, type Logger } from '../core/index.js';
+import { consumerGroupOf, createKafkaBus, createMemoryBus, dropsOnLoss, isFramesTopic, taskTopicModel, type Bus, type CompiledConfig, type Logger, type TopicPartitionOffset } from '../core/index.js';
 import { createChdbSink, createClickHouseSink, type ResultSink } from '../sinks/index.js';
 
 /** The bus the deployment names. */
@@ -47,12 +47,24 @@ const carriesJpeg = (topic: string): boolean => isFramesTopic(topic) || taskTopi
  * a commit as offset -1. Stops early once `giveUp` says so. An error the client marks retriable
  * (a broker away, a topic being re-created after a broker was replaced), or the client's own
  * retries of one running out, is asked again later, for up to `retryForMs` in a row.
+ * `upToNow`: only what was produced before the call, for topics that never fall silent (the
+ * backends' stats come every second).
  */
-export async function waitUntilConsumed(bus: Bus, groupId: string, topics: readonly string[], giveUp = (): boolean => false, retryForMs = 120_000): Promise<void> {
+export async function waitUntilConsumed(
+  bus: Bus,
+  groupId: string,
+  topics: readonly string[],
+  giveUp = (): boolean => false,
+  { retryForMs = 120_000, upToNow = false }: { retryForMs?: number; upToNow?: boolean } = {},
+): Promise<void> {
   let failingSince: number | undefined;
+  let endsNow: Promise<Offsets> | undefined;
   while (!giveUp()) {
-    const behind = await consumerBehind(bus, groupId, topics).catch((err: unknown) => {
+    const ends = upToNow ? (endsNow ??= endOffsets(bus, topics)) : undefined;
+    const behind = await consumerBehind(bus, groupId, topics, ends).catch((err: unknown) => {
       failingSince ??= Date.now();
+      // Ends that could not be read are read again.
+      endsNow = undefined;
       if (isTransient(err) && Date.now() - failingSince < retryForMs) return 'unknown';
       throw err;
     });
@@ -62,13 +74,17 @@ export async function waitUntilConsumed(bus: Bus, groupId: string, topics: reado
   }
 }
 
+type Offsets = TopicPartitionOffset[][];
+
+const endOffsets = (bus: Bus, topics: readonly string[]): Promise<Offsets> => Promise.all(topics.map((topic) => bus.endOffsets(topic)));
+
 const isTransient = (err: unknown): boolean => {
   const { retriable, name, cause } = err as { retriable?: unknown; name?: unknown; cause?: unknown };
   return retriable === true || (name === 'KafkaJSNumberOfRetriesExceeded' && (cause as { retriable?: unknown } | undefined)?.retriable === true);
 };
 
-async function consumerBehind(bus: Bus, groupId: string, topics: readonly string[]): Promise<boolean> {
+async function consumerBehind(bus: Bus, groupId: string, topics: readonly string[], endsNow?: Promise<Offsets>): Promise<boolean> {
   const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
-  const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
+  const ends = await (endsNow ?? endOffsets(bus, topics));
   return ends.some((partitions, i) => partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)));
 }

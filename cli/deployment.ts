@@ -275,7 +275,11 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, Topics.backfillFrames, ...tasks], stopNow).catch(unlessForced);
       await backend?.drain().catch(unlessForced);
       flushing = true;
-      if (roles.has('ingest') && sinkWorker) await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], stopNow).catch(unlessForced);
+      if (roles.has('ingest') && sinkWorker) {
+        await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], stopNow).catch(unlessForced);
+        // The backends' last stats, sent once their last outcomes were in.
+        await waitUntilConsumed(bus, Groups.sink, [Topics.stats], stopNow, { upToNow: true }).catch(unlessForced);
+      }
       await sinkWorker?.drain();
       if (fatal) throw fatal;
     } finally {

@@ -166,7 +166,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   };
 
   const parseParams = async (model: string, params: Record<string, unknown>): Promise<unknown> => (await hosting.runner(model)).parseParams(params);
-  const specialized = createSpecializedNodes({ apps: options.apps, runtime: options.runtime, infer, parseParams, logger });
+  const specialized = createSpecializedNodes({ apps: options.apps, runtime: options.runtime, infer, parseParams, latency: (model) => hosting.latency(model, 1), logger });
 
   /** A full disk fails every picture: said once, then counted. */
   const snapshotFailures = createLogThrottle(30_000);
@@ -221,7 +221,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   /** A broker away fails every second's stats: said once, then counted every 30 s. */
   const statsFailures = createLogThrottle(30_000);
   /** The last interval's stats to `panoptes.stats`; a failed send is logged, the next second brings another. */
-  const publishStats = (): void => {
+  const publishStats = async (): Promise<void> => {
     const specializations = specialized.stats();
     const caches = hosting.cacheStats().map(({ key, ...figures }) => {
       // Keys are `app/node/source`; source ids may hold slashes, app and node ids do not.
@@ -235,7 +235,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       ...(caches.length > 0 ? { caches } : {}),
     };
     options.onStats?.(snapshot);
-    producer
+    await producer
       .send(Channels.stats.topic, [Channels.stats.record(snapshot)])
       .catch((err: unknown) => statsFailures.log('stats', (repeats) => logger.warn({ err, repeats }, repeats === 0 ? 'stats not published' : `stats not published ${repeats} more times in the last 30 s`)));
   };
@@ -258,7 +258,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await intake.join(undefined);
       await plans.start();
       statsTimer = setInterval(() => {
-        publishStats();
+        void publishStats();
         hosting.unloadIdle().catch((err: unknown) => logger.warn({ err }, 'model unload failed'));
         writeIdleSources().catch((err: unknown) => logger.warn({ err }, 'rows of idle sources not written'));
       }, options.statsIntervalMs ?? 1000);
@@ -270,6 +270,8 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
       await executor.drain();
       // What the operators still hold (tracks in view at the end of a replay) is written now.
       await writeHeld(options.apps.flatMap((app) => app.flush()));
+      // The figures after the last outcomes: a cascade's fall-through counts only once the oracle has answered.
+      await publishStats();
     },
     async close() {
       state = 'closed';

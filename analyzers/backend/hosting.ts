@@ -65,6 +65,8 @@ export interface Hosting {
   runner(model: string): Promise<ModelRunner>;
   /** Models loaded or loading now. */
   models(): string[];
+  /** A model's time for a batch of `batch`, as learned from the batches run here; undefined before any. */
+  latency(model: string, batch: number): number | undefined;
   /** The learned caches' figures of the models loaded, per stream. */
   cacheStats(): FrameCacheStats[];
   /** Sessions the plan does not list that sat idle leave; models no session uses are unloaded. */
@@ -272,6 +274,8 @@ export function createHosting(options: HostingOptions): Hosting {
     },
     runner: runnerOf,
     models: () => [...runners.keys()].sort(),
+    // The learned estimate reads 0 before any batch.
+    latency: (model, batch) => estimates.get(model)?.latency(batch) || undefined,
     cacheStats: () => [...ready.values()].flatMap((r) => r.cacheStats?.() ?? []),
     async unloadIdle() {
       if (switching || !plan) return;

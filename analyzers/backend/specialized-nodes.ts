@@ -29,6 +29,8 @@ export interface SpecializedNodesOptions {
   infer(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
   /** A model's params, parsed once: a template runs with its defaults. */
   parseParams(model: string, params: Record<string, unknown>): Promise<unknown>;
+  /** A model's time for one input, as learned from its batches; undefined before any. WEG weighs a template's cost by it. */
+  latency(model: string): number | undefined;
   logger: Logger;
   random?: () => number;
   /** A stream that sent no input for this long is forgotten (its head, pools and WEG state). @defaultValue 10 minutes */
@@ -166,6 +168,11 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
         runtime: options.runtime,
         headDir: (headDir ??= mkdtempSync(join(tmpdir(), 'panoptes-heads-'))),
         random,
+        // The models' own times, not a call's: in a pipeline a call waits in its session's queue.
+        relativeCost: (template) => {
+          const [own, oracle] = [options.latency(template), options.latency(node.model)];
+          return own === undefined || oracle === undefined ? undefined : own / oracle;
+        },
         oracle: async (inputs) =>
           Promise.all(
             inputs.map(async (input) => {

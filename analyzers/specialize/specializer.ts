@@ -38,11 +38,13 @@ export interface SpecializerOptions<Input> {
   name: string;
   random?: () => number;
   /**
-   * Weigh cost as well as accuracy (weg.ts), by the model times measured here. Only where inputs
-   * are classified one at a time: in a pipeline a call's time is mostly its wait in the queue.
-   * @defaultValue false
+   * Weigh cost as well as accuracy (weg.ts): a template's cost per input as a share of the
+   * oracle's. `measured`: by the model times of the calls here, only where inputs are classified
+   * one at a time (in a pipeline a call's time is mostly its wait in the queue); or given from
+   * outside (a pipeline's: the models' batch times), undefined while not known.
+   * @defaultValue cost not weighed
    */
-  weighCost?: boolean;
+  relativeCost?: 'measured' | ((template: string) => number | undefined);
   /**
    * Wait for a retraining before the next input, for figures that do not depend on how busy the
    * machine is; the head still starts serving at the stream time the training took.
@@ -112,11 +114,13 @@ export function createSpecializer<Input>(options: SpecializerOptions<Input>): Sp
   let oracleMs: number | undefined;
   const templateMs = new Map<string, number>();
   const movingMean = (mean: number | undefined, ms: number): number => (mean === undefined ? ms : mean + COST_SMOOTHING * (ms - mean));
-  const relativeCost = (template: Template): number | undefined => {
+  const measuredCost = (template: Template): number | undefined => {
     const own = templateMs.get(template.name);
     return own === undefined || !oracleMs ? undefined : own / oracleMs;
   };
-  const weg = createWeg<string>({ ...options.weg, ...(options.weighCost && { relativeCost }) }, options.templates, random);
+  const given = options.relativeCost;
+  const relativeCost = given === 'measured' ? measuredCost : given && ((template: Template) => given(template.name));
+  const weg = createWeg<string>({ ...options.weg, ...(relativeCost && { relativeCost }) }, options.templates, random);
   let training: Training<Input> | undefined;
   let active: { template: SpecializerTemplate<Input>; dominant: string[]; model: LoadedModel; ran?: boolean } | undefined;
   /** After a failed retraining, WEG's next decisions are refused for this many inputs (w_min, doubling while retraining keeps failing). */

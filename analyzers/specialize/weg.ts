@@ -26,6 +26,10 @@ import { cascadeAccuracy, dominantClasses, fallThroughShare, minimumSupport, typ
  *   window, so its raw share overstates p: on uniform input over 26 classes, 30 labels show D's
  *   classes two thirds of the time where the next labels show them a third of it, and the
  *   cascade, passing three inputs in four to the oracle, costs more than the oracle alone.
+ *   A template's behaviour is measured on the stream's pool, and a stream's inputs may fall
+ *   through more often than its pool's: the share that fell through in a specialized phase of
+ *   w_min calls or more is kept for that template and D, and stands for Eq. 5.1's for the next
+ *   REMEMBERED_EPOCHS epochs (a stream's content changes; the same D may pay later).
  * - Training runs while the oracle keeps serving; its labels go on extending the window.
  * - After an exit, the previous epoch's labels are its oracle labels (window and spot checks),
  *   its last w only: S_j keeps no more, so a long exploration cannot make the next window (and
@@ -108,6 +112,11 @@ export interface Weg<Label> {
   status(): WegStatus<Label>;
 }
 
+/** Epochs for which the fall-through a template and D showed stands for their estimated one. */
+const REMEMBERED_EPOCHS = 10;
+/** The most (template, D) fall-throughs kept, the oldest forgotten first. */
+const REMEMBERED_SETS = 64;
+
 export function createWeg<Label>(params: WegParams, templates: readonly Template[], random: () => number = Math.random): Weg<Label> {
   if (templates.length === 0) throw new RangeError('createWeg: at least one template');
   const minWindow = params.minWindow ?? 30;
@@ -133,8 +142,13 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   let calls: { inDominant: boolean; fellThrough: boolean }[] = [];
   let entryWindow: Label[] = [];
   const counts = { inputs: 0, specialized: 0, fellThrough: 0, transitions: 0, dominantSum: 0, windowSum: 0 };
+  /** The share of calls that fell through, by template and D, and the epoch it was seen in. */
+  const fellThroughBefore = new Map<string, { share: number; epoch: number }>();
+  const setKey = (t: Template, d: ReadonlySet<Label>): string => JSON.stringify([t.name, [...d].map(String).sort()]);
 
   const recent = (): Label[] => labels.slice(-window);
+  /** The share of the last w cascade calls that fell through to the oracle. */
+  const fellThroughLately = (): number => calls.filter((c) => c.fellThrough).length / calls.length;
   /** A label joins S_j; only the last w are ever read, so older ones go (in bulk, not one by one). */
   const remember = (label: Label): void => {
     labels.push(label);
@@ -164,7 +178,9 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       if (!behaviour) continue;
       const accuracy = cascadeAccuracy(behaviour, skew, params.oracleAccuracy);
       estimate = Math.max(estimate ?? -Infinity, accuracy);
-      if (dominant.size > 0 && accuracy >= threshold && pays(candidate, fallThroughShare(behaviour, unbiasedSkew))) {
+      const before = fellThroughBefore.get(setKey(candidate, dominant));
+      const fallThrough = before && epoch - before.epoch <= REMEMBERED_EPOCHS ? before.share : fallThroughShare(behaviour, unbiasedSkew);
+      if (dominant.size > 0 && accuracy >= threshold && pays(candidate, fallThrough)) {
         phase = 'training';
         template = candidate;
         return { template: candidate, dominant: [...dominant] };
@@ -190,6 +206,12 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   };
 
   const exit = (): 'exit' => {
+    if (calls.length >= minWindow) {
+      const key = setKey(template!, dominant);
+      fellThroughBefore.delete(key);
+      fellThroughBefore.set(key, { share: fellThroughLately(), epoch });
+      if (fellThroughBefore.size > REMEMBERED_SETS) fellThroughBefore.delete(fellThroughBefore.keys().next().value!);
+    }
     epoch += 1;
     previous = labels.slice(-window);
     labels = [];
@@ -254,7 +276,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       const behaviour = template!.behaviour(dominant.size);
       estimate = behaviour ? cascadeAccuracy(behaviour, cascadeSkew(), params.oracleAccuracy) : -Infinity;
       const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
-      const costly = calls.length >= minWindow && !pays(template!, calls.filter((c) => c.fellThrough).length / calls.length);
+      const costly = calls.length >= minWindow && !pays(template!, fellThroughLately());
       return estimate < threshold || disagreement > maxDisagreement || costly ? exit() : undefined;
     },
 

@@ -60,8 +60,8 @@ describe('specialized nodes in a backend', () => {
     const row = cls + CLASSES * Math.floor(rows() * 50);
     return { kind: 'attributes', attributes: [], features: centres.slice(row * FEATURES, (row + 1) * FEATURES) };
   };
-  const nodes = (specialize: Record<string, unknown> = {}, idleStreamMs?: number): SpecializedNodes => {
-    const created = createSpecializedNodes({ apps: [app(specialize)], runtime, infer, parseParams: async () => ({}), logger: silentLogger(), random: seededRandom(3), ...(idleStreamMs ? { idleStreamMs } : {}) });
+  const nodes = (specialize: Record<string, unknown> = {}, idleStreamMs?: number, latency = (_model: string): number | undefined => undefined): SpecializedNodes => {
+    const created = createSpecializedNodes({ apps: [app(specialize)], runtime, infer, parseParams: async () => ({}), latency, logger: silentLogger(), random: seededRandom(3), ...(idleStreamMs ? { idleStreamMs } : {}) });
     open.push(created);
     return created;
   };
@@ -139,6 +139,35 @@ describe('specialized nodes in a backend', () => {
     expect(inFlight.most).toBe(7);
     expect(specialized.stats()).toMatchObject([{ source: 'cam-d', inputs: 8, intervalOracleCalls: 8 }]);
   });
+
+  it("weighs a template's cost by the models' own times: one that costs as much as its oracle is never specialized to", async () => {
+    const asked = new Set<string>();
+    const times: Record<string, number> = { oracle: 10, tmpl: 9 };
+    const random = seededRandom(13);
+    /** Classifies the stream's inputs, leaving the training thread time, until `done` or 60 s. */
+    const feed = async (specialized: SpecializedNodes, source: string, done: (i: number) => boolean): Promise<number> => {
+      const until = Date.now() + 60_000;
+      let i = 0;
+      for (; Date.now() < until && !done(i); i++) {
+        await specialized.classify(kind, imageOf(draw(random, [0, 1])), {}, Infinity, frame(source, i));
+        if (i % 10 === 0) await sleep(20);
+      }
+      return i;
+    };
+    const costly = nodes({}, undefined, (model) => (asked.add(model), times[model]));
+    // 100 inputs after the cost was first weighed (once the template's pool was measured).
+    let weighedAt: number | undefined;
+    const inputs = await feed(costly, 'cam-e', (i) => (asked.size > 0 && (weighedAt ??= i) < i - 100));
+    expect([...asked].sort()).toEqual(['oracle', 'tmpl']);
+    // Some of the 10% outside D fall through, so 0.9 of the oracle plus them is no saving.
+    expect(costly.stats()).toMatchObject([{ source: 'cam-e', inputs, specialized: 0, transitions: 0 }]);
+    // A cheap template on the same kind of stream is.
+    times.tmpl = 1;
+    const cheap = nodes({}, undefined, (model) => times[model]);
+    let transitions = 0;
+    await feed(cheap, 'cam-f', () => (transitions = cheap.stats()[0]?.transitions ?? transitions) > 0);
+    expect(transitions).toBeGreaterThanOrEqual(1);
+  }, 150_000);
 
   it('refuses inputs once closed', async () => {
     const specialized = nodes();

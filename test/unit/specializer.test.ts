@@ -140,7 +140,7 @@ describe('a specializer: WEG over a real head trained on its thread and served b
         if (oracleMs > 0) await sleep(oracleMs);
         return rows.map((r) => test.labels[r]!);
       };
-      const specializer = specializerOn(oracle, { behaviour: behaviourByDominant(grid), features: rowFeatures }, { weighCost: true });
+      const specializer = specializerOn(oracle, { behaviour: behaviourByDominant(grid), features: rowFeatures }, { relativeCost: 'measured' });
       for (const [i, row] of inputs.entries()) await specializer.classify(row, i * 100);
       const status = specializer.status();
       await specializer.close();

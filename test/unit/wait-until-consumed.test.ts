@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { waitUntilConsumed } from '../../cli/index.js';
 import { createMemoryBus, ErrorCode, PanoptesError, type Bus } from '../../core/index.js';
 
@@ -31,5 +31,35 @@ describe('waitUntilConsumed', () => {
     const closed = (): Error => new PanoptesError(ErrorCode.BusClosed, 'the bus is closed');
     await expect(waitUntilConsumed(failingAtFirst(bus, 1, closed), 'g', ['frames'])).rejects.toThrow('the bus is closed');
     await bus.close();
+  });
+
+  it('upToNow: returns once the group has what was produced before the call, on a topic that never falls silent', async () => {
+    const bus = createMemoryBus();
+    await bus.createTopics([{ name: 'stats', partitions: 1 }]);
+    const producer = bus.producer();
+    await producer.send('stats', [{ key: 'b', value: new Uint8Array([1]) }]);
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const handled: number[] = [];
+    // The group takes offset 0 and then stalls on anything later.
+    await bus.consumer({ groupId: 'g', topics: ['stats'] }).run(async (batch) => {
+      for (const m of batch.messages) {
+        if (m.offset > 0) await held;
+        handled.push(m.offset);
+      }
+    });
+    await vi.waitFor(async () => expect((await bus.committed('g', 'stats'))[0]?.offset).toBe(1));
+    const waiting = waitUntilConsumed(bus, 'g', ['stats'], undefined, { upToNow: true });
+    await producer.send('stats', [{ key: 'b', value: new Uint8Array([2]) }]);
+    await waiting;
+    let stillWaiting = true;
+    const chasing = waitUntilConsumed(bus, 'g', ['stats'], () => !stillWaiting).then(() => stillWaiting);
+    await new Promise((r) => setTimeout(r, 200));
+    stillWaiting = false;
+    // Without upToNow the wait is still behind the message the group holds.
+    expect(await chasing).toBe(false);
+    release();
+    await bus.close();
+    expect(handled).toEqual([0, 1]);
   });
 });

@@ -168,6 +168,21 @@ describe('WEG phases (Algorithm 5.1) on scripted labels', () => {
       expect(run(costly(0.4))).toBe(30);
       expect(run(costly())).toBe(31); // accuracy alone: 0.9 at worst, above 0.8; it stays
     });
+
+    it('remembers what a template let fall through for a dominant set: the same set is not tried again for 10 epochs, another one is', () => {
+      const w = costly(0.4);
+      specialize(w);
+      // Half of the calls fell through: 0.4 + 0.5 < 1, so it stays; then more: it leaves.
+      for (let i = 0; i < 30; i++) expect(w.exploited({ answeredItself: i % 2 === 0, answer: 'a' })).toBeUndefined();
+      for (let i = 0; i < 30 && w.status().phase === 'specialized'; i++) w.exploited({ answeredItself: false, answer: 'a' });
+      expect(w.status()).toMatchObject({ phase: 'window', epoch: 2 });
+      // The window it was trained on before (Eq. 5.1's share 0.25) now reads the 0.6 its calls showed.
+      expect(explore(w, skewed(30))).toBeUndefined();
+      // A fresh WEG on the same labels enters, and so does this one on another D.
+      expect(explore(costly(0.4), skewed(30))?.dominant).toEqual(['a', 'b', 'c']);
+      // (The window of 60 still holds a, b and c when x is first seen twice.)
+      expect(explore(w, skewed(60, ['x', 'y', 'z']))?.dominant.sort()).toEqual(['a', 'b', 'c', 'x']);
+    });
   });
 
   it('merges windows when the dominant classes continue (adaptive window), and starts afresh when they change', () => {
