@@ -47,8 +47,8 @@ const carriesJpeg = (topic: string): boolean => isFramesTopic(topic) || taskTopi
  * a commit as offset -1. Stops early once `giveUp` says so. An error the client marks retriable
  * (a broker away, a topic being re-created after a broker was replaced), or the client's own
  * retries of one running out, is asked again later, for up to `retryForMs` in a row.
- * `upToNow`: only what was produced before the call, for topics that never fall silent (the
- * backends' stats come every second).
+ * `upToNow`: only what was produced before the call (its end offsets are read first, once), for
+ * topics that never fall silent (the backends' stats come every second).
  */
 export async function waitUntilConsumed(
   bus: Bus,
@@ -58,13 +58,14 @@ export async function waitUntilConsumed(
   { retryForMs = 120_000, upToNow = false }: { retryForMs?: number; upToNow?: boolean } = {},
 ): Promise<void> {
   let failingSince: number | undefined;
-  let endsNow: Promise<Offsets> | undefined;
+  let endsNow: Offsets | undefined;
+  const behindNow = async (): Promise<boolean> => {
+    if (upToNow) endsNow ??= await endOffsets(bus, topics);
+    return consumerBehind(bus, groupId, topics, endsNow);
+  };
   while (!giveUp()) {
-    const ends = upToNow ? (endsNow ??= endOffsets(bus, topics)) : undefined;
-    const behind = await consumerBehind(bus, groupId, topics, ends).catch((err: unknown) => {
+    const behind = await behindNow().catch((err: unknown) => {
       failingSince ??= Date.now();
-      // Ends that could not be read are read again.
-      endsNow = undefined;
       if (isTransient(err) && Date.now() - failingSince < retryForMs) return 'unknown';
       throw err;
     });
@@ -83,8 +84,8 @@ const isTransient = (err: unknown): boolean => {
   return retriable === true || (name === 'KafkaJSNumberOfRetriesExceeded' && (cause as { retriable?: unknown } | undefined)?.retriable === true);
 };
 
-async function consumerBehind(bus: Bus, groupId: string, topics: readonly string[], endsNow?: Promise<Offsets>): Promise<boolean> {
+async function consumerBehind(bus: Bus, groupId: string, topics: readonly string[], endsNow?: Offsets): Promise<boolean> {
   const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
-  const ends = await (endsNow ?? endOffsets(bus, topics));
+  const ends = endsNow ?? (await endOffsets(bus, topics));
   return ends.some((partitions, i) => partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)));
 }

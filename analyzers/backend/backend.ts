@@ -166,7 +166,7 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   };
 
   const parseParams = async (model: string, params: Record<string, unknown>): Promise<unknown> => (await hosting.runner(model)).parseParams(params);
-  const specialized = createSpecializedNodes({ apps: options.apps, runtime: options.runtime, infer, parseParams, latency: (model) => hosting.latency(model, 1), logger });
+  const specialized = createSpecializedNodes({ apps: options.apps, runtime: options.runtime, infer, parseParams, latency: (model) => hosting.perInputMs(model), logger });
 
   /** A full disk fails every picture: said once, then counted. */
   const snapshotFailures = createLogThrottle(30_000);

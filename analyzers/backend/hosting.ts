@@ -65,8 +65,8 @@ export interface Hosting {
   runner(model: string): Promise<ModelRunner>;
   /** Models loaded or loading now. */
   models(): string[];
-  /** A model's time for a batch of `batch`, as learned from the batches run here; undefined before any. */
-  latency(model: string, batch: number): number | undefined;
+  /** A model's time per input at the batch it ran last, as learned from its batches here; undefined before any. */
+  perInputMs(model: string): number | undefined;
   /** The learned caches' figures of the models loaded, per stream. */
   cacheStats(): FrameCacheStats[];
   /** Sessions the plan does not list that sat idle leave; models no session uses are unloaded. */
@@ -274,8 +274,7 @@ export function createHosting(options: HostingOptions): Hosting {
     },
     runner: runnerOf,
     models: () => [...runners.keys()].sort(),
-    // The learned estimate reads 0 before any batch.
-    latency: (model, batch) => estimates.get(model)?.latency(batch) || undefined,
+    perInputMs: (model) => estimates.get(model)?.perInput(),
     cacheStats: () => [...ready.values()].flatMap((r) => r.cacheStats?.() ?? []),
     async unloadIdle() {
       if (switching || !plan) return;

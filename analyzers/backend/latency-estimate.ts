@@ -11,16 +11,20 @@ import type { BatchLatency } from './session-queue.js';
 export interface LatencyEstimate {
   observe(batch: number, ms: number): void;
   latency: BatchLatency;
+  /** Time per input at the batch size run last: what an input costs as the model runs now. Undefined before any batch. */
+  perInput(): number | undefined;
 }
 
 export function createLatencyEstimate(options: { weight?: number; staleMs?: number; now?: () => number } = {}): LatencyEstimate {
   const { weight = 0.2, staleMs = 60_000, now = Date.now } = options;
   const seen = new Map<number, { mean: number; atMs: number }>();
   let lastAtMs = -Infinity;
+  let lastBatch: number | undefined;
   return {
     observe(batch, ms) {
       const previous = seen.get(batch)?.mean;
       lastAtMs = now();
+      lastBatch = batch;
       seen.set(batch, { mean: previous === undefined ? ms : previous + weight * (ms - previous), atMs: lastAtMs });
     },
     // On the batch-choosing path: no allocation, a pass over the few sizes seen.
@@ -40,6 +44,7 @@ export function createLatencyEstimate(options: { weight?: number; staleMs?: numb
       const alpha = Math.max(0, (high.mean - low.mean) / (high.batch - low.batch));
       return Math.max(0, low.mean + alpha * (batch - low.batch));
     },
+    perInput: () => (lastBatch === undefined ? undefined : seen.get(lastBatch)!.mean / lastBatch),
   };
 }
 

@@ -29,7 +29,11 @@ export interface SpecializedNodesOptions {
   infer(node: DagNode, image: ImageInput, params: unknown, deadlineMs: number, frame: FrameRef): Promise<NodeOutput>;
   /** A model's params, parsed once: a template runs with its defaults. */
   parseParams(model: string, params: Record<string, unknown>): Promise<unknown>;
-  /** A model's time for one input, as learned from its batches; undefined before any. WEG weighs a template's cost by it. */
+  /**
+   * A model's time per input as it runs now (its batches' time over their size), undefined before
+   * any batch: WEG weighs a template's cost by it. A node served by a variant or a family has no
+   * time of its own model, and its cost is not weighed.
+   */
   latency(model: string): number | undefined;
   logger: Logger;
   random?: () => number;
@@ -171,7 +175,7 @@ export function createSpecializedNodes(options: SpecializedNodesOptions): Specia
         // The models' own times, not a call's: in a pipeline a call waits in its session's queue.
         relativeCost: (template) => {
           const [own, oracle] = [options.latency(template), options.latency(node.model)];
-          return own === undefined || oracle === undefined ? undefined : own / oracle;
+          return own === undefined || !oracle ? undefined : own / oracle;
         },
         oracle: async (inputs) =>
           Promise.all(

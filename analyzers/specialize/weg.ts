@@ -27,9 +27,11 @@ import { cascadeAccuracy, dominantClasses, fallThroughShare, minimumSupport, typ
  *   classes two thirds of the time where the next labels show them a third of it, and the
  *   cascade, passing three inputs in four to the oracle, costs more than the oracle alone.
  *   A template's behaviour is measured on the stream's pool, and a stream's inputs may fall
- *   through more often than its pool's: the share that fell through in a specialized phase of
- *   w_min calls or more is kept for that template and D, and stands for Eq. 5.1's for the next
- *   REMEMBERED_EPOCHS epochs (a stream's content changes; the same D may pay later).
+ *   through more often than its pool's: where WEG leaves because the cascade costs too much,
+ *   the share of its last w calls that fell through is kept for that template and D, and stands
+ *   for the share Eq. C.1/C.2's behaviour predicts for the next REMEMBERED_INPUTS inputs (a
+ *   stream's content changes; the same D may pay later). A phase that ends for accuracy says
+ *   nothing of the template's cost: its calls fell through for inputs outside D.
  * - Training runs while the oracle keeps serving; its labels go on extending the window.
  * - After an exit, the previous epoch's labels are its oracle labels (window and spot checks),
  *   its last w only: S_j keeps no more, so a long exploration cannot make the next window (and
@@ -112,8 +114,8 @@ export interface Weg<Label> {
   status(): WegStatus<Label>;
 }
 
-/** Epochs for which the fall-through a template and D showed stands for their estimated one. */
-const REMEMBERED_EPOCHS = 10;
+/** Inputs for which the fall-through a template and D showed stands for their estimated one. */
+const REMEMBERED_INPUTS = 3000;
 /** The most (template, D) fall-throughs kept, the oldest forgotten first. */
 const REMEMBERED_SETS = 64;
 
@@ -142,8 +144,8 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   let calls: { inDominant: boolean; fellThrough: boolean }[] = [];
   let entryWindow: Label[] = [];
   const counts = { inputs: 0, specialized: 0, fellThrough: 0, transitions: 0, dominantSum: 0, windowSum: 0 };
-  /** The share of calls that fell through, by template and D, and the epoch it was seen in. */
-  const fellThroughBefore = new Map<string, { share: number; epoch: number }>();
+  /** The share of calls that fell through where a cascade cost too much, by template and D, and the input it was seen at. */
+  const fellThroughBefore = new Map<string, { share: number; atInput: number }>();
   const setKey = (t: Template, d: ReadonlySet<Label>): string => JSON.stringify([t.name, [...d].map(String).sort()]);
 
   const recent = (): Label[] => labels.slice(-window);
@@ -179,7 +181,7 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       const accuracy = cascadeAccuracy(behaviour, skew, params.oracleAccuracy);
       estimate = Math.max(estimate ?? -Infinity, accuracy);
       const before = fellThroughBefore.get(setKey(candidate, dominant));
-      const fallThrough = before && epoch - before.epoch <= REMEMBERED_EPOCHS ? before.share : fallThroughShare(behaviour, unbiasedSkew);
+      const fallThrough = before && counts.inputs - before.atInput <= REMEMBERED_INPUTS ? before.share : fallThroughShare(behaviour, unbiasedSkew);
       if (dominant.size > 0 && accuracy >= threshold && pays(candidate, fallThrough)) {
         phase = 'training';
         template = candidate;
@@ -206,12 +208,6 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
   };
 
   const exit = (): 'exit' => {
-    if (calls.length >= minWindow) {
-      const key = setKey(template!, dominant);
-      fellThroughBefore.delete(key);
-      fellThroughBefore.set(key, { share: fellThroughLately(), epoch });
-      if (fellThroughBefore.size > REMEMBERED_SETS) fellThroughBefore.delete(fellThroughBefore.keys().next().value!);
-    }
     epoch += 1;
     previous = labels.slice(-window);
     labels = [];
@@ -276,8 +272,15 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       const behaviour = template!.behaviour(dominant.size);
       estimate = behaviour ? cascadeAccuracy(behaviour, cascadeSkew(), params.oracleAccuracy) : -Infinity;
       const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
-      const costly = calls.length >= minWindow && !pays(template!, fellThroughLately());
-      return estimate < threshold || disagreement > maxDisagreement || costly ? exit() : undefined;
+      if (estimate < threshold || disagreement > maxDisagreement) return exit();
+      if (calls.length >= minWindow && !pays(template!, fellThroughLately())) {
+        const key = setKey(template!, dominant);
+        fellThroughBefore.delete(key);
+        fellThroughBefore.set(key, { share: fellThroughLately(), atInput: counts.inputs });
+        if (fellThroughBefore.size > REMEMBERED_SETS) fellThroughBefore.delete(fellThroughBefore.keys().next().value!);
+        return exit();
+      }
+      return undefined;
     },
 
     status: () => ({

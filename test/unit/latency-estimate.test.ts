@@ -33,6 +33,17 @@ describe('ℓ(b) learned from the batches run', () => {
     nowMs = 10_000;
     expect(estimate.latency(8)).toBe(400);
   });
+
+  it('gives the time per input at the batch size run last', () => {
+    const estimate = createLatencyEstimate({ weight: 0.5 });
+    expect(estimate.perInput()).toBeUndefined();
+    estimate.observe(4, 100);
+    expect(estimate.perInput()).toBe(25);
+    estimate.observe(1, 30);
+    expect(estimate.perInput()).toBe(30);
+    estimate.observe(4, 60);
+    expect(estimate.perInput()).toBe(20);
+  });
 });
 
 describe('stage deadlines', () => {

@@ -2,12 +2,14 @@ import { describe, expect, it, vi } from 'vitest';
 import { waitUntilConsumed } from '../../cli/index.js';
 import { createMemoryBus, ErrorCode, PanoptesError, type Bus } from '../../core/index.js';
 
-/** A memory bus whose `committed` fails the first `failures` times with `error`. */
-function failingAtFirst(bus: Bus, failures: number, error: () => Error): Bus {
+/** A memory bus whose `committed` (or `endOffsets`) fails the first `failures` times with `error`. */
+function failingAtFirst(bus: Bus, failures: number, error: () => Error, call: 'committed' | 'endOffsets' = 'committed'): Bus {
   let left = failures;
-  return Object.assign(Object.create(bus) as Bus, {
+  const calls = {
     committed: (groupId: string, topic: string) => (left-- > 0 ? Promise.reject(error()) : bus.committed(groupId, topic)),
-  });
+    endOffsets: (topic: string) => (left-- > 0 ? Promise.reject(error()) : bus.endOffsets(topic)),
+  };
+  return Object.assign(Object.create(bus) as Bus, { [call]: calls[call] });
 }
 
 describe('waitUntilConsumed', () => {
@@ -22,6 +24,8 @@ describe('waitUntilConsumed', () => {
     const notHosted = (): Error => Object.assign(new Error('This server does not host this topic-partition'), { retriable: true });
     await waitUntilConsumed(failingAtFirst(bus, 2, notHosted), 'g', ['frames']);
     expect(handled).toEqual([0]);
+    // Reading the end offsets first (upToNow), likewise.
+    await waitUntilConsumed(failingAtFirst(bus, 2, notHosted, 'endOffsets'), 'g', ['frames'], undefined, { upToNow: true });
     await bus.close();
   });
 

@@ -169,19 +169,45 @@ describe('WEG phases (Algorithm 5.1) on scripted labels', () => {
       expect(run(costly())).toBe(31); // accuracy alone: 0.9 at worst, above 0.8; it stays
     });
 
-    it('remembers what a template let fall through for a dominant set: the same set is not tried again for 10 epochs, another one is', () => {
+    it('remembers what a template let fall through for a dominant set where it cost too much: not tried again for 3,000 inputs, another set is', () => {
       const w = costly(0.4);
       specialize(w);
       // Half of the calls fell through: 0.4 + 0.5 < 1, so it stays; then more: it leaves.
       for (let i = 0; i < 30; i++) expect(w.exploited({ answeredItself: i % 2 === 0, answer: 'a' })).toBeUndefined();
       for (let i = 0; i < 30 && w.status().phase === 'specialized'; i++) w.exploited({ answeredItself: false, answer: 'a' });
       expect(w.status()).toMatchObject({ phase: 'window', epoch: 2 });
-      // The window it was trained on before (Eq. 5.1's share 0.25) now reads the 0.6 its calls showed.
+      const leftAt = w.status().inputs;
+      // The window it was trained on before (the behaviour's share 0.25) now reads the 0.6 its calls showed.
       expect(explore(w, skewed(30))).toBeUndefined();
-      // A fresh WEG on the same labels enters, and so does this one on another D.
+      // A fresh WEG on the same labels enters, and one that left the same way enters on another D.
       expect(explore(costly(0.4), skewed(30))?.dominant).toEqual(['a', 'b', 'c']);
-      // (The window of 60 still holds a, b and c when x is first seen twice.)
-      expect(explore(w, skewed(60, ['x', 'y', 'z']))?.dominant.sort()).toEqual(['a', 'b', 'c', 'x']);
+      const other = costly(0.4);
+      specialize(other);
+      for (let i = 0; i < 60 && other.status().phase === 'specialized'; i++) other.exploited({ answeredItself: false, answer: 'a' });
+      expect(other.status()).toMatchObject({ phase: 'window', epoch: 2 });
+      expect(explore(other, skewed(30, ['x', 'y', 'z']))?.dominant).toEqual(['x', 'y', 'z']);
+      // The same set again once 3,000 inputs have passed.
+      let request;
+      for (let i = 0; !request && i < 4000; i++) {
+        w.next();
+        request = w.explored(['a', 'b', 'c'][i % 3]!);
+      }
+      expect(request?.dominant.sort()).toEqual(['a', 'b', 'c']);
+      expect(w.status().inputs - leftAt).toBe(3001);
+    });
+
+    it('keeps nothing from a phase that ended for accuracy: its calls fell through for inputs outside D', () => {
+      // Free while specialized (never too costly), 0.4 when a template is chosen.
+      let cost = 0.4;
+      const w = createWeg<string>({ oracleAccuracy: 1, accuracyMargin: -0.2, relativeCost: () => cost }, [{ name: 'compact', behaviour: () => behaviour }], () => 0);
+      specialize(w);
+      cost = 0;
+      // Two calls in three fall through, the others answered right and spot-checked, until one is wrong (τ_FP).
+      for (let i = 0; i < 29; i++) w.exploited(i % 3 === 0 ? { answeredItself: true, answer: 'a', oracleLabel: 'a' } : { answeredItself: false, answer: 'b' });
+      expect(w.exploited({ answeredItself: true, answer: 'a', oracleLabel: 'b' })).toBe('exit');
+      cost = 0.4;
+      // 0.4 + the 0.67 that fell through would not pay; the behaviour's 0.25 does.
+      expect(explore(w, skewed(30))?.dominant.sort()).toEqual(['a', 'b', 'c']);
     });
   });
 
