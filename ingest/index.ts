@@ -16,7 +16,7 @@ export { backoffMs, createLiveSource, DEFAULT_BACKOFF, type Backoff, type LiveSo
 export { JpegSplitter, readJpegSize, type JpegSize, type JpegSplitterOptions } from './jpeg-splitter.js';
 export type { FrameCounts, FrameSource } from './frame-source.js';
 export { isDelayTolerant, isLive, openFrameSource } from './sources.js';
-export { createIngest, LATENCY_WINDOW, runIngest, type Ingest, type IngestOptions, type LocalAnalysis, type SourceMetrics, type SourceOrigin, type SourceResult } from './worker.js';
+export { createIngest, LATENCY_WINDOW, MAX_ENDED_SOURCES, runIngest, type Ingest, type IngestOptions, type LocalAnalysis, type SourceMetrics, type SourceOrigin, type SourceResult } from './worker.js';
 export { ensureSyntheticClip, type SyntheticClip } from './synthetic.js';
 export { createHlsStats, followHls, type FollowHlsOptions, type HlsStats, type HlsStream } from './hls.js';
 export { chooseVariant, parseMasterPlaylist, parseMediaPlaylist, type HlsVariant } from './hls-playlist.js';

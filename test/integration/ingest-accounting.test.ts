@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runDeployment } from '../../cli/deployment.js';
 import { compileDeployment, createMemoryBus, deploymentSchema, ErrorCode, PanoptesError, projectRoot, silentLogger, sourceSchema, Topics, type Frame } from '../../core/index.js';
-import { createFileSource, createIngest, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
+import { createFileSource, createIngest, MAX_ENDED_SOURCES, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
 import { waitFor } from '../conformance/wait-for.js';
 import { capturingLogger } from '../helpers.js';
 
@@ -189,6 +189,31 @@ describe('a network source whose server refuses the connection', () => {
     expect(err).toMatchObject({ code: ErrorCode.SourceUnavailable, retriable: true, details: { source: 'cam', path: url, reason: 'Connection refused' } });
     expect((err as Error).message).toMatch(new RegExp(`^source cam \\(${url.replaceAll('.', '\\.')}\\): unavailable after 0 frames: Connection refused`));
   });
+});
+
+describe('a long-lived worker that sees sources come and go', () => {
+  it(`keeps the figures of the last ${MAX_ENDED_SOURCES} ended sources, and every outcome for the summary`, async () => {
+    const bus = createMemoryBus();
+    const ingest = createIngest({ bus, dataDir: dir, logger: silentLogger() });
+    const total = MAX_ENDED_SOURCES + 6;
+    // Sources whose file is missing end at once, each with its error.
+    for (let i = 0; i < total; i++) ingest.add(sourceSchema.parse({ id: `gone-${i}`, path: join(dir, `missing-${i}.mp4`), apps: ['traffic'] }));
+    await ingest.idle();
+    const kept = ingest.metrics().map((m) => m.id);
+    expect(kept).toHaveLength(MAX_ENDED_SOURCES);
+    // The oldest went first.
+    expect(kept).not.toContain('gone-5');
+    expect(kept).toContain('gone-6');
+    expect(kept).toContain(`gone-${total - 1}`);
+    // One let go comes back under its id: it is running again, not listed twice.
+    ingest.add(sourceSchema.parse({ id: 'gone-0', path: join(dir, 'missing-0.mp4'), apps: ['traffic'] }));
+    await ingest.idle();
+    const outcomes = await ingest.close();
+    expect(outcomes).toHaveLength(total);
+    expect(new Set(outcomes.map((o) => o.id)).size).toBe(total);
+    expect(outcomes.every((o) => o.frames === 0 && /not found/.test(o.error ?? ''))).toBe(true);
+    await bus.close();
+  }, 120_000);
 });
 
 describe('a data directory that cannot be created', () => {
