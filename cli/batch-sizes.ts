@@ -42,7 +42,7 @@ export function modelBatches(config: CompiledConfig, device = cpuDeviceName()): 
   const dirs = [join(projectRoot(), 'profiles')];
   const scheduler = config.deployment.scheduler;
   if (scheduler) dirs.push(resolve(dirname(config.file), scheduler.profiles));
-  const profiles = [...new Set(dirs)].filter((dir) => existsSync(dir)).flatMap((dir) => loadProfiles(dir).profiles);
+  const profiles = [...new Set(dirs)].filter((dir) => existsSync(dir)).flatMap((dir) => loadProfiles(dir));
   const lookup = profileLookup(profiles.filter((p) => p.device === device), device);
   const sloOf = (model: string): number =>
     Math.min(...Object.values(config.apps).filter((app) => app.nodes.some((n) => n.model === model)).map((app) => app.sloMs));

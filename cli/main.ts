@@ -230,7 +230,7 @@ export function buildProgram(): Command {
     .command('run')
     .description('run a deployment: every role in one process, or some of them against Kafka')
     .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
-    .addOption(dataDirOption().default(undefined, "the deployment's dataDir (./data)"))
+    .addOption(new Option('--data-dir <dir>', "where results and generated footage are kept (default: the deployment's dataDir, ./data)"))
     .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink,scheduler (split roles need bus.kind: kafka)', 'all')
     .option('--http-port <port>', 'serve the HTTP API on 127.0.0.1 at this port (/health, /metrics, /sources, /query; adding or removing sources needs the API token) and keep running until stopped', parsePositive)
     .action(async (file: string, opts: { dataDir?: string; roles: string; httpPort?: number }) => {
@@ -305,7 +305,7 @@ export function buildProgram(): Command {
 
   program
     .command('serve')
-    .description('answer read-only SQL over HTTP: GET /query?sql=...&format=json|csv|table or ?saved=<app>.<query>, or POST /query with a JSON body')
+    .description('answer read-only SQL over HTTP: GET /query?sql=...&format=json|columns|csv|table or ?saved=<app>.<query>, or POST /query with a JSON body')
     .addOption(dataDirOption())
     .option('--url <url>', 'serve a ClickHouse server\'s results instead of the embedded ones')
     .option('--database <name>', 'the database on the server', 'default')

@@ -5,7 +5,7 @@
 import { dirname, resolve } from 'node:path';
 import { findPrefixFamilies } from '../analyzers/index.js';
 import { scheduledGraph, type CompiledConfig, type Logger, type ResolvedModel } from '../core/index.js';
-import { loadProfiles, profileLookup, zooVariants, type EpochServiceOptions } from '../scheduler/index.js';
+import { loadProfiles, profileLookup, warningsFor, zooVariants, type EpochServiceOptions } from '../scheduler/index.js';
 import { modelBatches } from './batch-sizes.js';
 
 /** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
@@ -34,11 +34,11 @@ export async function prefixFamilies(config: CompiledConfig, logger: Logger): Pr
 /** The epoch service's settings, with a profile for every model the apps name (a missing one fails here, not at the first epoch). */
 export function schedulerOptions(config: CompiledConfig, families: readonly ResolvedModel[], logger: Logger): Omit<EpochServiceOptions, 'bus'> {
   const settings = config.deployment.scheduler!;
-  const { profiles, warnings } = loadProfiles(resolve(dirname(config.file), settings.profiles));
-  for (const warning of warnings) logger.warn(warning);
+  const profiles = loadProfiles(resolve(dirname(config.file), settings.profiles));
   const profileOf = profileLookup(profiles, settings.device);
   const apps = Object.values(config.apps);
   const graphs = apps.map((a) => ({ app: a.name, sloMs: a.sloMs, ...scheduledGraph(a) }));
+  for (const warning of warningsFor(profiles, graphs.flatMap((a) => a.nodes.map((n) => n.model)), settings.device)) logger.warn(warning);
   for (const node of graphs.flatMap((a) => a.nodes)) profileOf(node.model);
   return {
     apps: graphs,

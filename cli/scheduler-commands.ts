@@ -4,7 +4,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
 import { createOnnxRuntime, cpuDeviceName, decodeJpeg, findPrefixFamilies, profileModel } from '../analyzers/index.js';
 import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger, type ResolvedModel } from '../core/index.js';
-import { batchProfileSchema, downgradeToFit, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, runExperiments, squishyBinPacking, zooVariants, type BatchProfile, type Packing } from '../scheduler/index.js';
+import { batchProfileSchema, downgradeToFit, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, warningsFor, runExperiments, squishyBinPacking, zooVariants, type BatchProfile, type Packing } from '../scheduler/index.js';
 import { formatTable } from './output.js';
 
 /** `panoptes plan --sessions`: what the scheduler is asked to place. */
@@ -108,8 +108,8 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
     .option('--json', 'print the plan as JSON')
     .action((opts: { sessions: string; profiles: string; device?: string; memoryMb?: number; devices?: number; models?: string; json?: boolean }) => {
       const sessions = loadConfigFile(sessionsFileSchema, opts.sessions);
-      const { profiles, warnings } = loadProfiles(opts.profiles);
-      for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
+      const profiles = loadProfiles(opts.profiles);
+      for (const warning of warningsFor(profiles, sessions.map((s) => s.model), opts.device)) process.stderr.write(`warning: ${warning}\n`);
       const profileOf = profileLookup(profiles, opts.device);
       const packOptions = opts.memoryMb ? { deviceMemoryMB: opts.memoryMb } : {};
       const { packing, downgrades } =

@@ -9,6 +9,7 @@ export {
   loadProfiles,
   profileLookup,
   profileWarnings,
+  warningsFor,
   type BatchMeasurement,
   type BatchProfile,
   type ModelProfile,

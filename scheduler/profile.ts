@@ -139,8 +139,8 @@ export function loadProfileFile(file: string): BatchProfile {
   return loadConfigFile(batchProfileSchema, file);
 }
 
-/** Every `*.json` file in `dir`, one profile per (device, model). */
-export function loadProfiles(dir: string): { profiles: BatchProfile[]; warnings: string[] } {
+/** Every `*.json` file in `dir`, one profile per (device, model). Their warnings: {@link warningsFor}. */
+export function loadProfiles(dir: string): BatchProfile[] {
   let names: string[];
   try {
     names = readdirSync(dir).filter((n) => n.endsWith('.json')).sort();
@@ -161,7 +161,13 @@ export function loadProfiles(dir: string): { profiles: BatchProfile[]; warnings:
     fileOf.set(key, file);
     return profile;
   });
-  return { profiles, warnings: profiles.flatMap(profileWarnings) };
+  return profiles;
+}
+
+/** The warnings of the profiles of `models` (on `device`, where given): a directory holds profiles of models a deployment does not run. */
+export function warningsFor(profiles: readonly BatchProfile[], models: Iterable<string>, device?: string): string[] {
+  const used = new Set(models);
+  return profiles.filter((p) => used.has(p.model) && (device === undefined || p.device === device)).flatMap(profileWarnings);
 }
 
 /**

@@ -12,7 +12,7 @@ import { loadProfiles, planEpoch, profileLookup, type AppDemand } from '../../sc
 
 const root = projectRoot();
 const zoo = loadModelZoo();
-const profileOf = profileLookup(loadProfiles(join(root, 'profiles')).profiles, 'cpu-amd-epyc-2c');
+const profileOf = profileLookup(loadProfiles(join(root, 'profiles')), 'cpu-amd-epyc-2c');
 
 const demand = (app: AppSpec, framesRate: number, gammas: Record<string, number> = {}): AppDemand => ({
   app: app.name,

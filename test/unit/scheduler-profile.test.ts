@@ -9,6 +9,7 @@ import {
   loadProfiles,
   profileLookup,
   profileWarnings,
+  warningsFor,
   type BatchProfile,
 } from '../../scheduler/index.js';
 
@@ -79,12 +80,15 @@ describe('batch profiles', () => {
       'ssd.json': { ...profile([[1, 40], [2, 30]]), model: 'ssd' },
       'notes.txt': 'not a profile',
     });
-    const { profiles, warnings } = loadProfiles(path);
+    const profiles = loadProfiles(path);
     expect(profiles.map((p) => [p.model, p.version])).toEqual([
       ['resnet', 1],
       ['ssd', 1],
     ]);
-    expect(warnings).toEqual(['ssd on k80: latency decreases from 40 ms at batch 1 to 30 ms at batch 2']);
+    // Warned of only where a model in use has the profile.
+    expect(warningsFor(profiles, ['resnet', 'ssd'])).toEqual(['ssd on k80: latency decreases from 40 ms at batch 1 to 30 ms at batch 2']);
+    expect(warningsFor(profiles, ['resnet'])).toEqual([]);
+    expect(warningsFor(profiles, ['ssd'], 'v100')).toEqual([]);
     expect(profileLookup(profiles)('resnet').latency(1)).toBe(11);
   });
 
