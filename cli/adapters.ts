@@ -41,7 +41,7 @@ export function openSink(config: CompiledConfig, options: { logger: Logger; read
 const carriesJpeg = (topic: string): boolean => isFramesTopic(topic) || taskTopicModel(topic) !== undefined;
 
 /**
- * Waits until a group has committed everything produced on the topics. Commits are read
+ * Waits until a group (or each topic's, `group` of the topic) has committed everything produced on the topics. Commits are read
  * before end offsets: a message is committed only after the tasks it fans out to are sent,
  * so those tasks are already counted in the ends read next. Kafka reports a partition without
  * a commit as offset -1. Stops early once `giveUp` says so. An error the client marks retriable
@@ -52,7 +52,7 @@ const carriesJpeg = (topic: string): boolean => isFramesTopic(topic) || taskTopi
  */
 export async function waitUntilConsumed(
   bus: Bus,
-  groupId: string,
+  group: string | ((topic: string) => string),
   topics: readonly string[],
   giveUp = (): boolean => false,
   { retryForMs = 120_000, upToNow = false }: { retryForMs?: number; upToNow?: boolean } = {},
@@ -61,7 +61,7 @@ export async function waitUntilConsumed(
   let endsNow: Offsets | undefined;
   const behindNow = async (): Promise<boolean> => {
     if (upToNow) endsNow ??= await endOffsets(bus, topics);
-    return consumerBehind(bus, groupId, topics, endsNow);
+    return consumerBehind(bus, typeof group === 'string' ? () => group : group, topics, endsNow);
   };
   while (!giveUp()) {
     const behind = await behindNow().catch((err: unknown) => {
@@ -84,8 +84,8 @@ const isTransient = (err: unknown): boolean => {
   return retriable === true || (name === 'KafkaJSNumberOfRetriesExceeded' && (cause as { retriable?: unknown } | undefined)?.retriable === true);
 };
 
-async function consumerBehind(bus: Bus, groupId: string, topics: readonly string[], endsNow?: Offsets): Promise<boolean> {
-  const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
+async function consumerBehind(bus: Bus, groupOf: (topic: string) => string, topics: readonly string[], endsNow?: Offsets): Promise<boolean> {
+  const committed = await Promise.all(topics.map((topic) => bus.committed(groupOf(topic), topic)));
   const ends = endsNow ?? (await endOffsets(bus, topics));
   return ends.some((partitions, i) => partitions.some((end) => end.offset > Math.max(0, committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0)));
 }

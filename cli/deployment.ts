@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { createBackend, MODEL_PARAMS, createLocalAnalysis, createOnnxRuntime, taskTopics, type LocalAnalysis } from '../analyzers/index.js';
 import { createAppLogic } from '../apps/index.js';
 import {
+  consumerGroupOf,
   describeError,
   ensureDir,
   loadDeployment,
@@ -114,6 +115,8 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   const scheduling = roles.has('scheduler') ? schedulerOptions(config, families, logger) : undefined;
   const apps = Object.values(config.apps).map(createAppLogic);
   const tasks = taskTopics(apps);
+  /** The backends' group of a topic they consume: the frames' or a model's tasks'. */
+  const backendGroupOf = (topic: string): string => consumerGroupOf(topic) ?? Groups.backend;
   if (!roles.has('ingest') && !options.signal) throw new PanoptesError(ErrorCode.ConfigInvalid, 'a process without the ingest role needs a stop signal');
 
   // A consumer that died for good stops the run as a stop signal would, and fails it.
@@ -252,7 +255,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
             const gone = (): boolean => stopping.signal.aborted;
             void ingest
               .idle()
-              .then(() => waitUntilConsumed(bus, Groups.backend, [Topics.frames, Topics.backfillFrames, ...tasks], gone))
+              .then(() => waitUntilConsumed(bus, backendGroupOf, [Topics.frames, Topics.backfillFrames, ...tasks], gone))
               .then(() => sinkWorker && waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], gone))
               .then(() => {
                 if (gone()) return;
@@ -272,7 +275,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       }
       // The rows of every frame published here: the backends' (here or elsewhere), then the sink's.
       const stopNow = (): boolean => failed() || forced;
-      if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, Groups.backend, [Topics.frames, Topics.backfillFrames, ...tasks], stopNow).catch(unlessForced);
+      if (roles.has('ingest') && stages.length > 0) await waitUntilConsumed(bus, backendGroupOf, [Topics.frames, Topics.backfillFrames, ...tasks], stopNow).catch(unlessForced);
       await backend?.drain().catch(unlessForced);
       flushing = true;
       if (roles.has('ingest') && sinkWorker) {

@@ -1,6 +1,7 @@
 import {
   isBackfillTopic,
   isFramesTopic,
+  taskGroup,
   taskTopicModel,
   Channels,
   describeError,
@@ -21,6 +22,7 @@ import { Outbox, type OutboxTally } from './outbox.js';
 export interface IntakeOptions {
   id: string;
   bus: Bus;
+  /** The frames' group; each model's tasks are consumed in a group of their own (`taskGroup`). */
   groupId: string;
   runner: DagRunner;
   /** Which apps analyze a source's frames, when the frame does not say. */
@@ -36,12 +38,12 @@ export interface IntakeOptions {
 }
 
 export interface Intake {
-  /** Joins the consumer group under `plan`'s routing (round-robin without one) and consumes. */
+  /** Joins the consumer groups it is not in, under `plan`'s routing (round-robin without one), and consumes. */
   join(plan: Plan | undefined): Promise<void>;
   /**
-   * Routes by `next` from now on, and leaves the group (finishing and committing the batch in
-   * hand) when `next` routes partitions differently from the routing it joined under: true when
-   * it left, and must join again (kafkajs has no "rebalance now").
+   * Routes by `next` from now on, and leaves each group (finishing and committing the batch in
+   * hand) whose topics `next` routes differently from the routing it joined under: true when it
+   * left one, and must join again (kafkajs has no "rebalance now"). The other groups go on.
    */
   leaveFor(next: Plan): Promise<boolean>;
   pause(): void;
@@ -55,23 +57,33 @@ export interface Intake {
 /** The fewest messages a backend's consumer takes at once (see `messagesPerFetch`). */
 const MIN_MESSAGES_PER_FETCH = 16;
 
+/** Topics consumed in one group, the consumer in it, and the routing it joined under. */
+interface Group {
+  groupId: string;
+  topics: string[];
+  consumer?: Consumer;
+  joinedRouting?: string;
+}
+
 /**
  * A backend's intake: consumes frames and the tasks for the apps' child nodes, decodes each
  * message by its contract (an undecodable one goes to the dead-letter topic, with a drop), hands
  * it to the DAG runner, and sends what the batch made before the batch is committed. Partitions
- * are dealt by the plan's routing weights.
+ * are dealt by the plan's routing weights, in a consumer group for the frames and one for each
+ * model's tasks.
  */
 export function createIntake(options: IntakeOptions): Intake {
-  const topics = [Topics.frames, Topics.backfillFrames, ...taskTopics(options.runner.apps)];
+  const taskModels = [...new Set(taskTopics(options.runner.apps).map((topic) => taskTopicModel(topic)!))];
+  const groups: Group[] = [
+    { groupId: options.groupId, topics: [Topics.frames, Topics.backfillFrames] },
+    ...taskModels.map((model) => ({ groupId: taskGroup(options.groupId, model), topics: [Topics.tasks(model), Topics.backfillTasks(model)] })),
+  ];
   const knownApps = new Set(options.runner.apps.map((a) => a.spec.name));
   const where = `backend:${options.id}`;
   const counts = { frames: 0, tasks: 0 };
-  let consumer: Consumer | undefined;
   let plan: Plan | undefined;
-  /** The routing the consumer joined under. */
-  let joinedRouting = '';
   /** Weights to two decimals: an epoch's small shifts in rate do not move a partition, nor make every backend rejoin. */
-  const routingOf = (p: Plan | undefined): string =>
+  const routingOf = (topics: readonly string[], p: Plan | undefined): string =>
     JSON.stringify(topics.map((topic) => Object.entries(planWeights(p)(topic) ?? {}).sort().map(([backend, w]) => [backend, w.toFixed(2)])));
   /**
    * Messages handled together: several model batches' worth, so that frames decode and prepare
@@ -123,28 +135,41 @@ export function createIntake(options: IntakeOptions): Intake {
     await out.send(options.producer);
   };
 
+  const join = async (group: Group): Promise<void> => {
+    group.joinedRouting = routingOf(group.topics, plan);
+    group.consumer = options.bus.consumer({
+      groupId: group.groupId,
+      topics: group.topics,
+      maxBatchSize: messagesPerFetch(),
+      metadata: { backend: options.id },
+      assigner: routingAssigner((topic) => planWeights(plan)(topic)),
+    });
+    await group.consumer.run(handle);
+  };
+
   return {
     async join(next) {
       plan = next;
-      joinedRouting = routingOf(plan);
-      consumer = options.bus.consumer({
-        groupId: options.groupId,
-        topics,
-        maxBatchSize: messagesPerFetch(),
-        metadata: { backend: options.id },
-        assigner: routingAssigner((topic) => planWeights(plan)(topic)),
-      });
-      await consumer.run(handle);
+      await Promise.all(groups.filter((g) => !g.consumer).map(join));
     },
     async leaveFor(next) {
       plan = next;
-      if (routingOf(next) === joinedRouting) return false;
-      await consumer?.close();
-      return true;
+      const moved = groups.filter((g) => g.consumer && routingOf(g.topics, next) !== g.joinedRouting);
+      await Promise.all(
+        moved.map(async (g) => {
+          await g.consumer!.close();
+          g.consumer = undefined;
+        }),
+      );
+      return moved.length > 0;
     },
-    pause: () => consumer?.pause(topics),
-    close: async () => consumer?.close(),
-    partitions: () => consumer?.assignment().length ?? 0,
+    pause: () => {
+      for (const g of groups) g.consumer?.pause(g.topics);
+    },
+    close: async () => {
+      await Promise.all(groups.map(async (g) => g.consumer?.close()));
+    },
+    partitions: () => groups.reduce((n, g) => n + (g.consumer?.assignment().length ?? 0), 0),
     counts: () => ({ ...counts }),
   };
 }

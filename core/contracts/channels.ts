@@ -6,6 +6,13 @@ import { taskTopicModel, Topics } from './topics.js';
 export const Groups = { backend: 'panoptes.backend', sink: 'panoptes.sink', scheduler: 'panoptes.scheduler' } as const;
 
 /**
+ * The group in which backends consume one model's tasks (live and backfill): a group per model's
+ * sessions, apart from the frames' (`backendGroup`), so that a plan that moves one model's tasks
+ * rebalances only that group, and every other partition keeps being consumed meanwhile.
+ */
+export const taskGroup = (backendGroup: string, model: string): string => `${backendGroup}.tasks.${model}`;
+
+/**
  * What travels between two stages, bound once: the topic, the contract its records carry, the
  * key that keeps one source's records in order on one partition, and the group of the role
  * that consumes it (absent where every reader keeps a group of its own, as backends do for plans).
@@ -39,7 +46,7 @@ export const Channels = {
   tasks(model: string, backfill = false): Channel<Task> {
     const topic = backfill ? Topics.backfillTasks(model) : Topics.tasks(model);
     let tasks = taskChannels.get(topic);
-    if (!tasks) taskChannels.set(topic, (tasks = channel<Task>(topic, taskContract, (t) => t.source, Groups.backend)));
+    if (!tasks) taskChannels.set(topic, (tasks = channel<Task>(topic, taskContract, (t) => t.source, taskGroup(Groups.backend, model))));
     return tasks;
   },
   results: channel<ResultRow>(Topics.results, resultRowContract, (r) => r.source, Groups.sink),
