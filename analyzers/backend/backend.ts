@@ -198,20 +198,19 @@ export function createBackend(options: BackendOptions): Lifecycle<BackendStatus>
   });
 
   /**
-   * A newer plan: its sessions are built first; if it routes partitions differently, the intake
-   * leaves the group before they run and joins again after, so the group's leader deals
-   * partitions by the new weights.
+   * A newer plan: its sessions are built first; where it routes a group's partitions
+   * differently, the intake leaves that group before they run and joins again after, so the
+   * group's leader deals partitions by the new weights.
    */
   const follow = async (next: Plan): Promise<void> => {
-    let rejoin = false;
     try {
       await hosting.follow(next, async () => {
-        rejoin = state === 'running' && (await intake.leaveFor(next));
+        if (state === 'running') await intake.leaveFor(next);
       });
       budgets = budgetsIn(next);
     } finally {
-      // Back in the group even when the plan could not be followed in full.
-      if (rejoin && state === 'running') await intake.join(next);
+      // Back in every group even when the plan could not be followed in full, or a group failed to leave.
+      if (state === 'running') await intake.join(next);
     }
     planEpoch = next.epoch;
   };

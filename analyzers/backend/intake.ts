@@ -42,10 +42,10 @@ export interface Intake {
   join(plan: Plan | undefined): Promise<void>;
   /**
    * Routes by `next` from now on, and leaves each group (finishing and committing the batch in
-   * hand) whose topics `next` routes differently from the routing it joined under: true when it
-   * left one, and must join again (kafkajs has no "rebalance now"). The other groups go on.
+   * hand) whose topics `next` routes differently from the routing it joined under, to be joined
+   * again (kafkajs has no "rebalance now"). The other groups go on.
    */
-  leaveFor(next: Plan): Promise<boolean>;
+  leaveFor(next: Plan): Promise<void>;
   pause(): void;
   close(): Promise<void>;
   /** Partitions of its topics consumed now. */
@@ -157,11 +157,12 @@ export function createIntake(options: IntakeOptions): Intake {
       const moved = groups.filter((g) => g.consumer && routingOf(g.topics, next) !== g.joinedRouting);
       await Promise.all(
         moved.map(async (g) => {
-          await g.consumer!.close();
+          // Joined afresh by the next join even where the old consumer fails to close.
+          const leaving = g.consumer!;
           g.consumer = undefined;
+          await leaving.close();
         }),
       );
-      return moved.length > 0;
     },
     pause: () => {
       for (const g of groups) g.consumer?.pause(g.topics);
