@@ -15,6 +15,8 @@
  * bodies are JSON only. Errors are `{ error: { code, message } }` with a 4xx for bad input.
  */
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyError, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -48,8 +50,10 @@ export interface HttpApiOptions {
   dashboard?: boolean;
   /** Serves /snapshots/… (pictures of events) from this folder. */
   snapshots?: string;
-  /** How long a client has to send its whole request. @defaultValue 30 s */
+  /** How long a client has to send its whole request, and a new connection its first request's headers. @defaultValue 30 s */
   requestTimeoutMs?: number;
+  /** Queries that run at once, and that wait for one of them to end; past those, 429. @defaultValue 4 and 100 */
+  querySlots?: { running: number; waiting: number };
 }
 
 export interface HttpApi {
@@ -93,6 +97,12 @@ const MAX_BODY_BYTES = 64 * 1024;
 const REQUEST_TIMEOUT_MS = 30_000;
 /** Open connections at most: idle sockets piled up by one client must not take the descriptors queries need. */
 const MAX_CONNECTIONS = 512;
+/**
+ * Queries running at once, and waiting for one of them to end. The engine checks a query's time
+ * limit only between blocks of rows, and cannot stop one whose client left: unbounded, heavy
+ * queries could take every core, and a gigabyte of memory each.
+ */
+const QUERY_SLOTS = { running: 4, waiting: 100 };
 const MAX_SQL_CHARS = 100_000;
 const querySchema = {
   type: 'object',
@@ -123,6 +133,19 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     frameworkErrors: (err, _request, reply) => void (reply as FastifyReply).code(400).send({ error: { code: ErrorCode.HttpBadRequest, message: err.message } }),
   });
   app.server.maxConnections = MAX_CONNECTIONS;
+  const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  // Idle sockets must not hold MAX_CONNECTIONS for long: one that has not sent its first
+  // request's headers in time is closed (Node's headersTimeout is only checked every 30 s), and
+  // an idle keep-alive one after 5 s (fastify keeps it 72 s).
+  app.server.headersTimeout = requestTimeoutMs;
+  app.server.keepAliveTimeout = 5_000;
+  const silent = new WeakMap<Socket, NodeJS.Timeout>();
+  app.server.on('connection', (socket: Socket) => {
+    const timer = setTimeout(() => socket.destroy(), requestTimeoutMs).unref();
+    silent.set(socket, timer);
+    socket.once('close', () => clearTimeout(timer));
+  });
+  app.server.on('request', (request: IncomingMessage) => clearTimeout(silent.get(request.socket)));
   // A cross-site form can send text/plain without a preflight: only JSON bodies are read.
   app.removeContentTypeParser('text/plain');
   let ingest: Ingest | undefined;
@@ -143,7 +166,6 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
 
   // A body that never finishes is answered 408 and its connection closed, refused or not. Node's own
   // requestTimeout, which fastify passes on, did not end such a request (fastify 5, Node 20).
-  const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   app.addHook('onRequest', async (request, reply) => {
     if (request.raw.complete) return;
     const timer = setTimeout(() => {
@@ -218,9 +240,10 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   }
 
   if (queries) {
+    const slots = createSlots(options.querySlots ?? QUERY_SLOTS);
     const answer = async (reply: FastifyReply, { sql, saved, format }: QueryRequest): Promise<FastifyReply> => {
       if (!sql === !saved) throw new PanoptesError(ErrorCode.HttpBadRequest, 'give sql=<SELECT ...> or saved=<app>.<query>, one of them');
-      const result = await queries.sink.query(saved ? queries.savedQuery(saved) : (sql ?? ''));
+      const result = await slots.run(() => queries.sink.query(saved ? queries.savedQuery(saved) : (sql ?? '')));
       if (format === 'columns') return reply.send(result);
       if (format === 'json') return reply.type('application/json; charset=utf-8').send(formatTable(result, 'json'));
       return reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8').send(`${formatTable(result, format)}\n`);
@@ -250,5 +273,29 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
       live = view;
     },
     close: () => app.close(),
+  };
+}
+
+/** Runs at most `running` tasks at once, `waiting` more queued in order; past those, refused. */
+function createSlots({ running, waiting }: { running: number; waiting: number }): { run<T>(task: () => Promise<T>): Promise<T> } {
+  let busy = 0;
+  const queue: (() => void)[] = [];
+  return {
+    async run(task) {
+      if (busy >= running) {
+        if (queue.length >= waiting) throw new PanoptesError(ErrorCode.HttpTooMany, `too many queries at once (${running} running, ${waiting} waiting); try again when one has ended`);
+        await new Promise<void>((resolve) => queue.push(resolve));
+      } else {
+        busy += 1;
+      }
+      try {
+        return await task();
+      } finally {
+        // The slot passes to the next in line, or is freed.
+        const next = queue.shift();
+        if (next) next();
+        else busy -= 1;
+      }
+    },
   };
 }

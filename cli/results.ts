@@ -65,8 +65,9 @@ export const savedQueryOf = (appNamed: (name: string) => AppSpec | undefined) =>
   const spec = /^[a-z0-9][a-z0-9._-]*$/.test(app) && rest.length === 0 ? appNamed(app) : undefined;
   if (!spec) throw new PanoptesError(ErrorCode.AppNotFound, `--saved ${name}: no app named "${app}"; give <app>.<query>, e.g. traffic.crossings, and --app-file <app.yaml> for an app outside configs/apps`);
   const queries = spec.queries;
-  const sql = queries[query];
-  if (!sql) {
+  // Own names only: `constructor` is no saved query.
+  const sql = Object.hasOwn(queries, query) ? queries[query] : undefined;
+  if (typeof sql !== 'string') {
     throw new PanoptesError(ErrorCode.QueryFailed, `--saved ${name}: app ${app} has no query "${query}"; saved queries: ${Object.keys(queries).map((q) => `${app}.${q}`).join(', ') || 'none'}`);
   }
   return sql;

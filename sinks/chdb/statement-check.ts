@@ -21,12 +21,17 @@ const READING_STATEMENTS = new Set(['SelectWithUnionQuery', 'Explain', 'Describe
 
 /**
  * Scalar functions that read files or dictionaries (whose sources are files, URLs or other
- * servers), the server's own settings (its paths), or other databases' columns.
+ * servers), the server's own settings (its paths) or the machine's (its name, kernel, disks), or
+ * other databases' columns.
  */
-const FORBIDDEN_FUNCTIONS = /^(file|catboostevaluate|naivebayesclassifier|joinget|joingetornull|dict[a-z0-9]*|getserversetting|hascolumnintable)$/;
+const FORBIDDEN_FUNCTIONS =
+  /^(file|catboostevaluate|naivebayesclassifier|joinget|joingetornull|dict[a-z0-9]*|getserversetting|getmergetreesetting|hascolumnintable|hostname|fqdn|getoskernelversion|filesystem[a-z]*)$/;
 
 /** Table functions that make rows out of nothing or out of the statement itself; every other one reads from somewhere. */
 const ALLOWED_TABLE_FUNCTIONS = new Set(['numbers', 'numbers_mt', 'zeros', 'zeros_mt', 'generate_series', 'generateseries', 'values', 'view', 'format', 'null', 'generaterandom']);
+
+/** Statements whose own identifier child is a FORMAT clause. */
+const FORMATTED_STATEMENTS = new Set(['SelectWithUnionQuery', 'Explain']);
 
 /** Databases other than the results' that a name may point into without a database clause. */
 const OTHER_DATABASES = /^(system|information_schema)\./i;
@@ -53,9 +58,13 @@ export function refusal(nodes: readonly AstNode[], resultsDatabase: string): str
   if (!READING_STATEMENTS.has(statement.kind)) {
     return `only SELECT, EXPLAIN, DESCRIBE, SHOW TABLES, SHOW CREATE TABLE and EXISTS read the results; this statement is a ${statement.kind}`;
   }
+  // Its only child a table function's definition, not a statement that reads.
+  if (statement.kind === 'Explain' && /TABLE OVERRIDE/i.test(statement.name)) return 'EXPLAIN TABLE OVERRIDE names a table elsewhere; explain a statement that reads the results';
   for (const [index, node] of nodes.entries()) {
-    // The statement's own literal child is the file of INTO OUTFILE (its FORMAT is an Identifier, SETTINGS a Set).
+    // The statement's own literal child is the file of INTO OUTFILE (SETTINGS is a Set); a
+    // SELECT's or an EXPLAIN's own identifier, its FORMAT (EXISTS and SHOW CREATE name their table so).
     if (node.depth === statement.depth + 1 && node.kind === 'Literal') return 'INTO OUTFILE writes a file; results are read, never written to files';
+    if (node.depth === statement.depth + 1 && node.kind === 'Identifier' && FORMATTED_STATEMENTS.has(statement.kind)) return `FORMAT ${node.name} in the statement: the answer's format is the request's (format=json|columns|csv|table, --format)`;
     if (node.kind === 'Function') {
       const name = node.name.toLowerCase();
       const parent = parentOf(nodes, index);

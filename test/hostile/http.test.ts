@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DETECTIONS } from '../../apps/index.js';
 import { startHttpApi, type HttpApi } from '../../cli/http-api.js';
 import { createMetrics } from '../../cli/metrics.js';
+import { savedQuery } from '../../cli/results.js';
 import { createLogger, loadDeployment, projectRoot, silentLogger } from '../../core/index.js';
 import { resolveFfmpegPath } from '../../ingest/index.js';
 import { createChdbSink, type ResultSink } from '../../sinks/index.js';
@@ -213,6 +214,43 @@ describe('hostile HTTP', () => {
     expect(answer).toMatch(/^HTTP\/1\.1 408/);
   });
 
+  it('closes a connection that sends nothing, so idle sockets cannot hold the connection cap', async () => {
+    const { hostname, port } = new URL(api.url);
+    const started = Date.now();
+    const socket = connect(Number(port), hostname);
+    await new Promise((resolve) => socket.on('close', resolve));
+    // requestTimeoutMs is 1 s here (30 s by default); Node's own check would take up to 30 s more.
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it('runs a few queries at once and queues some more; past those it answers 429, and the rest are answered', async () => {
+    const busy = await startHttpApi({ port: 0, logger: silentLogger(), queries: { sink, savedQuery: () => 'SELECT 1' }, querySlots: { running: 1, waiting: 1 } });
+    try {
+      const at = (path: string): Promise<Answer> =>
+        new Promise((resolve, reject) => {
+          const req = request(new URL(path, busy.url), (res) => {
+            let text = '';
+            res.on('data', (d: Buffer) => (text += d.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+          });
+          req.on('error', reject);
+          req.end();
+        });
+      const slow = at(sql('SELECT sleepEachRow(0.5) AS s FROM numbers(2)'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const waiting = at(sql('SELECT 1 AS x'));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const refused = await at(sql('SELECT 2 AS x'));
+      expect(refused.status).toBe(429);
+      expect(errorOf(refused).message).toBe('too many queries at once (1 running, 1 waiting); try again when one has ended');
+      expect((await slow).status).toBe(200);
+      expect(JSON.parse((await waiting).body)).toEqual([{ x: 1 }]);
+      expect(JSON.parse((await at(sql('SELECT 3 AS x'))).body)).toEqual([{ x: 3 }]);
+    } finally {
+      await busy.close();
+    }
+  });
+
   it('answers malformed input with a 4xx and a message, never a 500', async () => {
     const cases: [string, string, Record<string, string>, string | undefined][] = [
       ['GET', '/sources/%E0%A4%A', {}, undefined],
@@ -222,6 +260,7 @@ describe('hostile HTTP', () => {
       ['GET', '/query?sql=SELECT%201&evil=1', {}, undefined],
       ['GET', '/query?saved=../../etc/passwd', {}, undefined],
       ['GET', '/query?sql=SELECT%201&format=xml', {}, undefined],
+      ['GET', `/query?sql=${encodeURIComponent('SELECT 1 FORMAT CSV')}`, {}, undefined],
       ['GET', '/query', {}, undefined],
       ['POST', '/query', json, '{"sql": '],
       ['POST', '/query', json, '{"sql": "SELECT 1", "saved": "traffic.x"}'],
@@ -243,6 +282,11 @@ describe('hostile HTTP', () => {
       expect(errorOf(answer).message.length, `${method} ${path}`).toBeGreaterThan(0);
     }
     expect(logged).not.toContain('HTTP request failed');
+  });
+
+  it("names a saved query by the app's own queries only, never by a property every object has", () => {
+    expect(savedQuery('traffic.crossings')).toContain('SELECT');
+    for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) expect(() => savedQuery(`traffic.${name}`)).toThrow(`app traffic has no query "${name}"`);
   });
 
   it('/query refuses writes and file access however sent, GET or POST', async () => {

@@ -69,6 +69,9 @@ const ESCAPES = [
   "SELECT joinGet('x', 'y', 1) AS `a (alias b)`",
   'SELECT name FROM system.users AS `u) v`',
   "SELECT getServerSetting('path')",
+  "SELECT getMergeTreeSetting('index_granularity')",
+  'SELECT hostName(), getOSKernelVersion(), filesystemAvailable()',
+  "EXPLAIN TABLE OVERRIDE mysql('127.0.0.1:9', 'db', 't', 'u', 'p') PARTITION BY x",
   "SELECT hasColumnInTable('system', 'users', 'name')",
   'SELECT * FROM system.users',
   'SELECT name, value FROM system.settings',
@@ -112,6 +115,9 @@ describe('hostile SQL on the embedded results', () => {
     expect((await refusal("SELECT file('/etc/passwd')")).message).toContain('file() reads files');
     expect((await refusal('SELECT * FROM system.users')).message).toContain('system.users is outside the results database');
     expect((await refusal('SELECT 1; SELECT 2')).message).toMatch(/Multi-statements are not allowed/);
+    // The answer's format is the request's: a FORMAT in the statement would not parse as JSON.
+    expect((await refusal('SELECT 1 FORMAT CSV')).message).toContain("FORMAT CSV in the statement: the answer's format is the request's");
+    expect((await refusal('EXPLAIN SELECT 1 FORMAT Native')).message).toContain('FORMAT Native in the statement');
   });
 
   it('still answers what reads the results: SELECT with joins, unions and subqueries, SHOW, DESCRIBE, EXPLAIN, generated rows', async () => {
@@ -124,6 +130,7 @@ describe('hostile SQL on the embedded results', () => {
       'SHOW TABLES',
       'DESCRIBE TABLE detections',
       'SHOW CREATE TABLE detections',
+      'EXISTS TABLE detections',
       'EXPLAIN SELECT * FROM detections',
       'SELECT number FROM numbers(3)',
       'SELECT 1;',
