@@ -40,8 +40,8 @@ export interface HttpApiOptions {
   allowedHosts?: readonly string[];
   logger: Logger;
   metrics?: Metrics;
-  /** Serves /query from this read-only sink. */
-  queries?: { sink: ResultSink; savedQuery: (name: string) => string };
+  /** Serves /query from this read-only sink, in `slots` (a process's listeners share theirs; absent, its own of 4 running and 100 waiting). */
+  queries?: { sink: ResultSink; savedQuery: (name: string) => string; slots?: QuerySlots };
   /** Serves /sources: new sources join `config`, within `policy`; changes need `token`. */
   sources?: { config: CompiledConfig; policy: SourcePolicy; token: ApiToken };
   /** Serves /apps; absent, the apps of `sources.config`. */
@@ -52,8 +52,6 @@ export interface HttpApiOptions {
   snapshots?: string;
   /** How long a client has to send its whole request, and a new connection its first request's headers. @defaultValue 30 s */
   requestTimeoutMs?: number;
-  /** Queries that run at once, and that wait for one of them to end; past those, 429. @defaultValue 4 and 100 */
-  querySlots?: { running: number; waiting: number };
 }
 
 export interface HttpApi {
@@ -240,17 +238,18 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   }
 
   if (queries) {
-    const slots = createSlots(options.querySlots ?? QUERY_SLOTS);
-    const answer = async (reply: FastifyReply, { sql, saved, format }: QueryRequest): Promise<FastifyReply> => {
+    const slots = queries.slots ?? createQuerySlots();
+    const answer = async (request: FastifyRequest, reply: FastifyReply, { sql, saved, format }: QueryRequest): Promise<FastifyReply> => {
       if (!sql === !saved) throw new PanoptesError(ErrorCode.HttpBadRequest, 'give sql=<SELECT ...> or saved=<app>.<query>, one of them');
-      const result = await slots.run(() => queries.sink.query(saved ? queries.savedQuery(saved) : (sql ?? '')));
+      const socket = request.raw.socket;
+      const result = await slots.run(() => queries.sink.query(saved ? queries.savedQuery(saved) : (sql ?? '')), () => socket.destroyed);
       if (format === 'columns') return reply.send(result);
       if (format === 'json') return reply.type('application/json; charset=utf-8').send(formatTable(result, 'json'));
       return reply.type(format === 'csv' ? 'text/csv; charset=utf-8' : 'text/plain; charset=utf-8').send(`${formatTable(result, format)}\n`);
     };
     const summary = "Run a read-only SQL query on the results (or an app's saved query): `json` gives an array of row objects, as the CLI's --format json; `columns` gives { columns, rows }";
-    app.get<{ Querystring: QueryRequest }>('/query', { schema: { summary, tags: ['query'], querystring: querySchema } }, (request, reply) => answer(reply, request.query));
-    app.post<{ Body: QueryRequest }>('/query', { schema: { summary, tags: ['query'], body: querySchema } }, (request, reply) => answer(reply, request.body));
+    app.get<{ Querystring: QueryRequest }>('/query', { schema: { summary, tags: ['query'], querystring: querySchema } }, (request, reply) => answer(request, reply, request.query));
+    app.post<{ Body: QueryRequest }>('/query', { schema: { summary, tags: ['query'], body: querySchema } }, (request, reply) => answer(request, reply, request.body));
   }
 
   if (options.path !== undefined) {
@@ -276,24 +275,40 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   };
 }
 
-/** Runs at most `running` tasks at once, `waiting` more queued in order; past those, refused. */
-function createSlots({ running, waiting }: { running: number; waiting: number }): { run<T>(task: () => Promise<T>): Promise<T> } {
+export interface QuerySlots {
+  /** Runs `task` in its turn; not at all where `gone` says its client has left by then. */
+  run<T>(task: () => Promise<T>, gone: () => boolean): Promise<T>;
+}
+
+/** Runs at most `running` queries at once, `waiting` more queued in order; past those, refused (429). */
+export function createQuerySlots({ running, waiting } = QUERY_SLOTS): QuerySlots {
   let busy = 0;
-  const queue: (() => void)[] = [];
+  const queue: { gone: () => boolean; resume: (turn: boolean) => void }[] = [];
+  /** Waiters whose client has left give up their place, without a turn. */
+  const prune = (): void => {
+    for (const waiter of queue.filter((w) => w.gone())) {
+      queue.splice(queue.indexOf(waiter), 1);
+      waiter.resume(false);
+    }
+  };
+  const leftEarly = (): PanoptesError => new PanoptesError(ErrorCode.HttpBadRequest, 'the client left before its query ran');
   return {
-    async run(task) {
+    async run(task, gone) {
       if (busy >= running) {
+        prune();
         if (queue.length >= waiting) throw new PanoptesError(ErrorCode.HttpTooMany, `too many queries at once (${running} running, ${waiting} waiting); try again when one has ended`);
-        await new Promise<void>((resolve) => queue.push(resolve));
+        if (!(await new Promise<boolean>((resume) => queue.push({ gone, resume })))) throw leftEarly();
       } else {
         busy += 1;
       }
       try {
+        if (gone()) throw leftEarly();
         return await task();
       } finally {
-        // The slot passes to the next in line, or is freed.
+        // The turn passes to the next in line whose client is still there, or is freed.
+        prune();
         const next = queue.shift();
-        if (next) next();
+        if (next) next.resume(true);
         else busy -= 1;
       }
     },

@@ -10,7 +10,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, renameSync, 
 import { join, resolve } from 'node:path';
 import { ErrorCode, PanoptesError, type Logger } from '../core/index.js';
 import { checkAnswer, type QueryLimits, type QueryResult, type ResultSink } from '../sinks/index.js';
-import { startHttpApi } from './http-api.js';
+import { startHttpApi, type QuerySlots } from './http-api.js';
 
 /** What the holder writes beside its socket, to be named in messages. */
 interface Holder {
@@ -31,7 +31,7 @@ const MAX_SOCKET_PATH = 100;
  * Answers queries on `<dataDir>/run/panoptes.sock` from `reader` until closed, and says in
  * `holder.json` beside it which process holds the results.
  */
-export async function serveLocalQueries(options: { dataDir: string; reader: ResultSink; savedQuery: (name: string) => string; logger: Logger }): Promise<{ close(): Promise<void> }> {
+export async function serveLocalQueries(options: { dataDir: string; reader: ResultSink; savedQuery: (name: string) => string; slots?: QuerySlots; logger: Logger }): Promise<{ close(): Promise<void> }> {
   const { dataDir, logger } = options;
   const path = socketOf(dataDir);
   ownFolder(runDir(dataDir));
@@ -39,7 +39,7 @@ export async function serveLocalQueries(options: { dataDir: string; reader: Resu
   rmSync(path, { force: true });
   const socket = Buffer.byteLength(path) <= MAX_SOCKET_PATH;
   if (!socket) logger.warn({ path }, 'the data directory path is too long for a local socket: other processes cannot query these results while this one runs');
-  const server = socket ? await startHttpApi({ path, logger, queries: { sink: options.reader, savedQuery: options.savedQuery } }) : undefined;
+  const server = socket ? await startHttpApi({ path, logger, queries: { sink: options.reader, savedQuery: options.savedQuery, ...(options.slots ? { slots: options.slots } : {}) } }) : undefined;
   const holder: Holder = { pid: process.pid, command: ['panoptes', ...process.argv.slice(2)].join(' '), startedAt: new Date().toISOString(), socket };
   // Written whole and renamed into place: a link planted at the name is replaced, not followed.
   const part = `${holderFile(dataDir)}.${process.pid}`;

@@ -30,7 +30,7 @@ import type { Ingest } from '../ingest/index.js';
 import { parseRoles, reloadSources, runDeployment, type Role, type RunSummary } from './deployment.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { apiToken } from './http-guards.js';
-import { sourcePolicy, startHttpApi, type HttpApi } from './http-api.js';
+import { createQuerySlots, sourcePolicy, startHttpApi, type HttpApi } from './http-api.js';
 import { formatTable, type OutputFormat } from './output.js';
 import { addSchedulerCommands } from './scheduler-commands.js';
 import { createProgress } from './progress.js';
@@ -78,7 +78,9 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
   const reader = roles.has('sink') ? await openStore(config, logger) : undefined;
   const savedQuery = savedQueryOf((app) => config.apps[app]);
   // The embedded results open in this process only: it answers the other processes' queries.
-  const local = reader && embedded ? await serveLocalQueries({ dataDir: config.dataDir, reader, savedQuery, logger }) : undefined;
+  // Its HTTP and local listeners answer from one pool of query slots.
+  const slots = createQuerySlots();
+  const local = reader && embedded ? await serveLocalQueries({ dataDir: config.dataDir, reader, savedQuery, slots, logger }) : undefined;
   try {
     if (httpPort === undefined) return await runRoles(config, roles, logger, undefined);
     const metrics = createMetrics();
@@ -91,7 +93,7 @@ async function runPipeline(config: CompiledConfig, roles: Set<Role>, logger: Log
       sources: { config, policy: sourcePolicy(config), token },
       dashboard: true,
       snapshots: snapshotsDir(config.dataDir),
-      ...(reader ? { queries: { sink: reader, savedQuery } } : {}),
+      ...(reader ? { queries: { sink: reader, savedQuery, slots } } : {}),
     });
     process.stderr.write(`dashboard at ${server.url}/ (API: ${server.url}/openapi.json; adding or removing sources needs the token in ${token.where})\n`);
     try {
@@ -320,8 +322,9 @@ export function buildProgram(): Command {
       const log = logger();
       const { sink, held } = await openResults(opts, log);
       // Holding the embedded results, it answers the other processes' queries too.
-      const local = held ? await serveLocalQueries({ dataDir: opts.dataDir, reader: sink, savedQuery, logger: log }) : undefined;
-      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery }, apps: shippedApps, dashboard: true, snapshots: snapshotsDir(opts.dataDir) });
+      const slots = createQuerySlots();
+      const local = held ? await serveLocalQueries({ dataDir: opts.dataDir, reader: sink, savedQuery, slots, logger: log }) : undefined;
+      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery, slots }, apps: shippedApps, dashboard: true, snapshots: snapshotsDir(opts.dataDir) });
       process.stderr.write(`dashboard at ${server.url}/, queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);

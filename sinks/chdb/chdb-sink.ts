@@ -98,7 +98,7 @@ async function checkedStatement(session: Session, sql: string): Promise<string> 
   const literal = `'${sql.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
   const statement = (await run(session, `SELECT formatQuery(${literal})`, 'TSVRaw')).text().replace(/\n$/, '');
   const ast = parseAstDump((await run(session, `EXPLAIN AST ${statement}`, 'TSVRaw')).text().split('\n'));
-  const why = refusal(ast, RESULTS_DATABASE);
+  const why = refusal(ast, RESULTS_DATABASE, statement);
   if (why) throw new PanoptesError(ErrorCode.QueryReadOnly, `queries are read-only: ${why}`);
   return statement;
 }

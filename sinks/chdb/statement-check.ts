@@ -25,13 +25,10 @@ const READING_STATEMENTS = new Set(['SelectWithUnionQuery', 'Explain', 'Describe
  * other databases' columns.
  */
 const FORBIDDEN_FUNCTIONS =
-  /^(file|catboostevaluate|naivebayesclassifier|joinget|joingetornull|dict[a-z0-9]*|getserversetting|getmergetreesetting|hascolumnintable|hostname|fqdn|getoskernelversion|filesystem[a-z]*)$/;
+  /^(file|catboostevaluate|naivebayesclassifier|joinget|joingetornull|dict[a-z0-9]*|getserversetting|getmergetreesetting|hascolumnintable|hostname|fqdn|fullhostname|displayname|getoskernelversion|filesystem[a-z]*)$/;
 
 /** Table functions that make rows out of nothing or out of the statement itself; every other one reads from somewhere. */
 const ALLOWED_TABLE_FUNCTIONS = new Set(['numbers', 'numbers_mt', 'zeros', 'zeros_mt', 'generate_series', 'generateseries', 'values', 'view', 'format', 'null', 'generaterandom']);
-
-/** Statements whose own identifier child is a FORMAT clause. */
-const FORMATTED_STATEMENTS = new Set(['SelectWithUnionQuery', 'Explain']);
 
 /** Databases other than the results' that a name may point into without a database clause. */
 const OTHER_DATABASES = /^(system|information_schema)\./i;
@@ -51,8 +48,12 @@ export function parseAstDump(lines: readonly string[]): AstNode[] {
     });
 }
 
-/** Why the statement may not run on the results (a sentence for the user), or undefined when it may. */
-export function refusal(nodes: readonly AstNode[], resultsDatabase: string): string | undefined {
+/**
+ * Why the statement may not run on the results (a sentence for the user), or undefined when it
+ * may. `text`: the statement as `formatQuery` gives it, where a FORMAT clause starts a line of its
+ * own (every statement kind places it differently in the parse; a literal's newline is escaped).
+ */
+export function refusal(nodes: readonly AstNode[], resultsDatabase: string, text: string): string | undefined {
   const [statement] = nodes;
   if (!statement) return 'the statement is empty';
   if (!READING_STATEMENTS.has(statement.kind)) {
@@ -61,17 +62,15 @@ export function refusal(nodes: readonly AstNode[], resultsDatabase: string): str
   // Its only child a table function's definition, not a statement that reads.
   if (statement.kind === 'Explain' && /TABLE OVERRIDE/i.test(statement.name)) return 'EXPLAIN TABLE OVERRIDE names a table elsewhere; explain a statement that reads the results';
   for (const [index, node] of nodes.entries()) {
-    // The statement's own literal child is the file of INTO OUTFILE (SETTINGS is a Set); a
-    // SELECT's or an EXPLAIN's own identifier, its FORMAT (EXISTS and SHOW CREATE name their table so).
+    // The statement's own literal child is the file of INTO OUTFILE (its FORMAT is an Identifier, SETTINGS a Set).
     if (node.depth === statement.depth + 1 && node.kind === 'Literal') return 'INTO OUTFILE writes a file; results are read, never written to files';
-    if (node.depth === statement.depth + 1 && node.kind === 'Identifier' && FORMATTED_STATEMENTS.has(statement.kind)) return `FORMAT ${node.name} in the statement: the answer's format is the request's (format=json|columns|csv|table, --format)`;
     if (node.kind === 'Function') {
       const name = node.name.toLowerCase();
       const parent = parentOf(nodes, index);
       if (parent?.kind === 'TableExpression') {
         if (!ALLOWED_TABLE_FUNCTIONS.has(name)) return `the table function ${node.name}() reads outside the results; query the results' tables`;
       } else if (FORBIDDEN_FUNCTIONS.test(name)) {
-        return `${node.name}() reads files or dictionaries outside the results`;
+        return `${node.name}() reads files, dictionaries or the machine's own settings, outside the results`;
       }
     }
     if (node.kind === 'TableIdentifier' && node.name.includes('.') && !node.name.startsWith(`${resultsDatabase}.`)) {
@@ -81,6 +80,8 @@ export function refusal(nodes: readonly AstNode[], resultsDatabase: string): str
       return `${node.name} is outside the results database (${resultsDatabase})`;
     }
   }
+  const format = /^FORMAT (\S+)/m.exec(text);
+  if (format) return `FORMAT ${format[1]} in the statement: the answer's format is the request's (format=json|columns|csv|table, --format)`;
   return undefined;
 }
 

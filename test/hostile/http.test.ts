@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DETECTIONS } from '../../apps/index.js';
-import { startHttpApi, type HttpApi } from '../../cli/http-api.js';
+import { createQuerySlots, startHttpApi, type HttpApi } from '../../cli/http-api.js';
 import { createMetrics } from '../../cli/metrics.js';
 import { savedQuery } from '../../cli/results.js';
 import { createLogger, loadDeployment, projectRoot, silentLogger } from '../../core/index.js';
@@ -224,7 +224,7 @@ describe('hostile HTTP', () => {
   });
 
   it('runs a few queries at once and queues some more; past those it answers 429, and the rest are answered', async () => {
-    const busy = await startHttpApi({ port: 0, logger: silentLogger(), queries: { sink, savedQuery: () => 'SELECT 1' }, querySlots: { running: 1, waiting: 1 } });
+    const busy = await startHttpApi({ port: 0, logger: silentLogger(), queries: { sink, savedQuery: () => 'SELECT 1', slots: createQuerySlots({ running: 1, waiting: 1 }) } });
     try {
       const at = (path: string): Promise<Answer> =>
         new Promise((resolve, reject) => {
@@ -246,6 +246,19 @@ describe('hostile HTTP', () => {
       expect((await slow).status).toBe(200);
       expect(JSON.parse((await waiting).body)).toEqual([{ x: 1 }]);
       expect(JSON.parse((await at(sql('SELECT 3 AS x'))).body)).toEqual([{ x: 3 }]);
+
+      // A queued query whose client left gives up its place: the next one is queued, not refused.
+      const slowAgain = at(sql('SELECT sleepEachRow(0.5) AS s FROM numbers(2)'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const leaving = request(new URL(sql('SELECT 4 AS x'), busy.url));
+      leaving.on('error', () => undefined);
+      leaving.end();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      leaving.destroy();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const queued = at(sql('SELECT 5 AS x'));
+      expect((await slowAgain).status).toBe(200);
+      expect(JSON.parse((await queued).body)).toEqual([{ x: 5 }]);
     } finally {
       await busy.close();
     }

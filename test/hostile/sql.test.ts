@@ -117,7 +117,13 @@ describe('hostile SQL on the embedded results', () => {
     expect((await refusal('SELECT 1; SELECT 2')).message).toMatch(/Multi-statements are not allowed/);
     // The answer's format is the request's: a FORMAT in the statement would not parse as JSON.
     expect((await refusal('SELECT 1 FORMAT CSV')).message).toContain("FORMAT CSV in the statement: the answer's format is the request's");
-    expect((await refusal('EXPLAIN SELECT 1 FORMAT Native')).message).toContain('FORMAT Native in the statement');
+    for (const sql of ['EXPLAIN SELECT 1 FORMAT Native', 'DESCRIBE detections FORMAT Native', 'SHOW TABLES FORMAT Native', 'EXISTS detections FORMAT Native', 'EXPLAIN AST SELECT 1 FORMAT Native']) {
+      expect((await refusal(sql)).message, sql).toContain('FORMAT Native in the statement');
+    }
+    expect((await refusal("EXPLAIN TABLE OVERRIDE mysql('127.0.0.1:9', 'db', 't', 'u', 'p') PARTITION BY x")).message).toContain('EXPLAIN TABLE OVERRIDE names a table elsewhere');
+    for (const sql of ['SELECT hostName()', 'SELECT fullHostName()', 'SELECT displayName()', 'SELECT getOSKernelVersion()', 'SELECT filesystemAvailable()']) {
+      expect((await refusal(sql)).message, sql).toContain("() reads files, dictionaries or the machine's own settings, outside the results");
+    }
   });
 
   it('still answers what reads the results: SELECT with joins, unions and subqueries, SHOW, DESCRIBE, EXPLAIN, generated rows', async () => {
