@@ -273,10 +273,11 @@ export function createWeg<Label>(params: WegParams, templates: readonly Template
       estimate = behaviour ? cascadeAccuracy(behaviour, cascadeSkew(), params.oracleAccuracy) : -Infinity;
       const disagreement = answered === 0 ? 0 : disagreed / (answered * epsilon);
       if (estimate < threshold || disagreement > maxDisagreement) return exit();
-      if (calls.length >= minWindow && !pays(template!, fellThroughLately())) {
+      const share = fellThroughLately();
+      if (calls.length >= minWindow && !pays(template!, share)) {
         const key = setKey(template!, dominant);
         fellThroughBefore.delete(key);
-        fellThroughBefore.set(key, { share: fellThroughLately(), atInput: counts.inputs });
+        fellThroughBefore.set(key, { share, atInput: counts.inputs });
         if (fellThroughBefore.size > REMEMBERED_SETS) fellThroughBefore.delete(fellThroughBefore.keys().next().value!);
         return exit();
       }
