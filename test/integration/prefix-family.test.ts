@@ -114,7 +114,9 @@ describe('a prefix family in a deployment', () => {
     const config = compileDeployment(
       deploymentSchema.parse({
         apps: ['apps/north.yaml', 'apps/south.yaml'],
-        sources: [{ id: 'card', synthetic: { lavfi: 'testsrc2=size=320x180:rate=5', durationS: 8 }, fps: 2, speed: 1, apps: ['north', 'south'] }],
+        // Long enough that frames still arrive once the first plan is out: the scheduler plans from
+        // the rates it observes, a few seconds in, and later still on a loaded machine.
+        sources: [{ id: 'card', synthetic: { lavfi: 'testsrc2=size=320x180:rate=5', durationS: 20 }, fps: 2, speed: 1, apps: ['north', 'south'] }],
         scheduler: { profiles: 'profiles', device: 'test-gpu', minEpochS: 1 },
       }),
       join(dir, 'deployment.yaml'),
