@@ -68,6 +68,13 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
   const { base, answerOf, onLookupError, mode = 'async' } = options;
   let caches = options.caches;
   const leases = new Leases<LoadedModel>();
+  /** The base's runs from one cached layer to the next, loaded ahead of the batches that need them. */
+  const prepareRanges = (): void => {
+    const last = base.segments - 1;
+    const stops = [...new Set(caches.map((c) => c.layer).filter((layer) => layer < last))].sort((a, b) => a - b);
+    [...stops, last].forEach((to, i) => void base.prepareRange(i === 0 ? 0 : stops[i - 1]! + 1, to));
+  };
+  prepareRanges();
 
   /** A lookup on a batch of hidden outputs: each row's hit, or undefined for a miss. */
   async function lookUp(cache: EnabledCache, hidden: TensorData): Promise<(CachedAnswer | undefined)[]> {
@@ -102,7 +109,7 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
   /**
    * A batch through the segments. A synchronous lookup makes the batch wait for it; an
    * asynchronous one runs beside the segments after its layer (one in flight), and its hits are
-   * answered as it ends. Requests answered leave the batch at the next segment (`compact`) or
+   * answered as it ends. Requests answered leave the batch at the next cut (`compact`) or
    * stay in it to the end (the paper's semantics). A lookup still running when the base ends is
    * left: the base's answer is as good, and a miss waits for no lookup.
    */
@@ -136,9 +143,14 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
       input = sliceRows(input as TensorData, keep.map((x) => x.row));
       rows = keep.map((x) => x.request);
     };
-    for (let k = 0; k < base.segments; k++) {
-      if (k > 0) dropAnswered();
-      const segment = base.runSegment(k, input);
+    const last = base.segments - 1;
+    for (let from = 0, k = 0; from <= last; from = k + 1) {
+      if (from > 0) dropAnswered();
+      // Each cut the base stops at costs a hand-off, so it runs on to the next cached layer, segment
+      // by segment only while a lookup under way could answer rows that would then leave the batch.
+      const nextCached = Math.min(last, ...[...held.byLayer.keys()].filter((layer) => layer >= from));
+      k = inFlight && compact && rows.length > 1 ? from : nextCached;
+      const segment = base.runRange(from, k, input);
       let outputs: NamedTensors;
       const lookup = inFlight;
       const first = lookup ? await Promise.race([segment.then((ran) => ({ ran })), lookup.found.then((found) => ({ found }))]) : { ran: await segment };
@@ -152,7 +164,7 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
         }
         outputs = await segment;
       } else outputs = first.ran;
-      if (k === base.segments - 1) {
+      if (k === last) {
         rows.forEach((request, row) => {
           if (answers[request]) return;
           const own = Object.fromEntries(Object.entries(outputs).map(([name, t]) => [name, sliceRows(t, [row])]));
@@ -197,6 +209,7 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     },
     swap(next) {
       caches = next;
+      prepareRanges();
     },
     retire: (model) => leases.retire(model),
     async run(feeds) {

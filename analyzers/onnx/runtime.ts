@@ -88,6 +88,7 @@ export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
         inputNames: first.inputNames,
         outputNames: first.outputNames,
         async run(feeds: NamedTensors): Promise<NamedTensors> {
+          checkFeeds(name, feeds);
           const response = await leastBusy().request({ type: 'run', modelId, feeds }, transferList(feeds));
           if (response.type !== 'ran') throw new PanoptesError(ErrorCode.ModelRun, `unexpected reply running ${name}`);
           return response.outputs;
@@ -102,4 +103,18 @@ export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
       await Promise.all(handles.map((h) => h.worker.terminate()));
     },
   };
+}
+
+/**
+ * A run takes its inputs' buffers (they move to the model's thread). One whose buffer was taken
+ * already would never arrive: Node drops a message whose transfer list holds a detached buffer,
+ * without an error, and the run would wait for ever.
+ */
+function checkFeeds(model: string, feeds: NamedTensors): void {
+  for (const [input, t] of Object.entries(feeds)) {
+    const elements = t.dims.reduce((a, b) => a * b, 1);
+    if (t.data.length === elements) continue;
+    const why = t.data.length === 0 ? 'its buffer was handed to an earlier run (a run takes its inputs\' buffers)' : `its dims [${t.dims.join(', ')}] hold ${elements} values`;
+    throw new PanoptesError(ErrorCode.ModelRun, `model ${model}: input '${input}' has ${t.data.length} values, and ${why}`, { details: { model, input } });
+  }
 }

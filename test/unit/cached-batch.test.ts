@@ -30,9 +30,16 @@ function setUp(mode: 'sync' | 'async') {
       events.push(`segment ${k} done`);
       return k < 2 ? { [`h${k}`]: t } : { probabilities: { type: 'float32', data: new Float32Array(t.dims[0]!), dims: [t.dims[0]!, 1] } };
     },
+    async runRange(from, to, input) {
+      if (from < to) events.push(`range ${from}-${to}`);
+      let outputs = await this.runSegment(from, input);
+      for (let k = from + 1; k <= to; k++) outputs = await this.runSegment(k, outputs[`h${k - 1}`]!);
+      return outputs;
+    },
     runAll: async () => {
       throw new Error('not used');
     },
+    prepareRange: async () => undefined,
     dispose: async () => undefined,
   };
   const model: LoadedModel = {
@@ -102,7 +109,17 @@ describe('a batch through a cached model', () => {
     expect(events).toEqual(['segment 0: 0,1,2,3', 'segment 0 done', 'lookup: 0,1,2,3']);
     lookup.open();
     const { answers } = await batch;
-    expect(events.slice(3)).toEqual(['lookup done', 'segment 1: 1,3', 'segment 1 done', 'segment 2: 1,3', 'segment 2 done']);
+    // No lookup under way after it: the base runs to its end in one run, with no cut between.
+    expect(events.slice(3)).toEqual(['lookup done', 'range 1-2', 'segment 1: 1,3', 'segment 1 done', 'segment 2: 1,3', 'segment 2 done']);
     expect(answers.map((a) => a.exit)).toEqual([0, 'full', 0, 'full']);
+  });
+
+  it('async: a batch of one runs on to its end in one run while its lookup runs: nothing could leave the batch at a cut', async () => {
+    const { events, segments, lookup, run } = setUp('async');
+    for (const s of segments) s.open();
+    const { answers } = await run([1]);
+    expect(events.slice(0, 4)).toEqual(['segment 0: 1', 'segment 0 done', 'lookup: 1', 'range 1-2']);
+    expect(answers.map((a) => a.exit)).toEqual(['full']);
+    lookup.open();
   });
 });

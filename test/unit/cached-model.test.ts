@@ -111,6 +111,21 @@ describe('learned caches on EfficientNet-Lite0', () => {
     await Promise.all([baseRuntime.close(), lookupRuntime.close(), trainer.close()]);
   });
 
+  it('runs segments merged as one, with the outputs of running them one by one', async () => {
+    const feeds = one(images(1, 5), 0);
+    // A run takes its input's buffer: each gets a copy.
+    const copy = (t: TensorData): TensorData => ({ ...t, data: (t.data as Float32Array).slice() });
+    const hidden = (await base.runSegment(0, feeds))[base.layers[0]!]!;
+    const stepwise = await base.runRange(1, 3, copy(hidden));
+    await base.prepareRange(1, 3);
+    const merged = await base.runRange(1, 3, copy(hidden));
+    expect(readdirSync(dir).filter((f) => f.endsWith('.segments-1-3.onnx'))).toHaveLength(1);
+    const [a, b] = [f32(stepwise.probabilities!), f32(merged.probabilities!)];
+    expect(b.length).toBe(a.length);
+    b.forEach((p, i) => expect(Math.abs(p - a[i]!)).toBeLessThan(1e-5));
+    await expect(base.runRange(2, 4, hidden)).rejects.toThrow(RangeError);
+  });
+
   it('explores every (layer, variant): hit rate, precision against the base, lookup and segment times, memory', () => {
     expect(explored.inputs).toBe(200);
     expect(explored.segmentMs).toHaveLength(4);

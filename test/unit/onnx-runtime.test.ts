@@ -56,4 +56,16 @@ describe('onnxruntime-node adapter (worker threads)', () => {
     const ok = await loaded.run({ images: { type: 'float32', data: input(1, 10), dims: [1, 512, 512, 3] } });
     expect(ok.detections?.dims).toEqual([1, 100, 6]);
   });
+
+  it('BAD CALL: an input whose buffer an earlier run took, or whose values its dims do not hold, is a ModelRun error at once, not a run that never ends', async () => {
+    const loaded = await runtime.load({ name: 'centernet', file: model });
+    const images = { type: 'float32' as const, data: input(1, 10), dims: [1, 512, 512, 3] };
+    await loaded.run({ images });
+    // Node drops, without an error, a message that would move a buffer already moved.
+    await expect(loaded.run({ images })).rejects.toMatchObject({ code: 'PANOPTES_MODEL_RUN', message: expect.stringContaining('handed to an earlier run') });
+    await expect(loaded.run({ images: { type: 'float32', data: input(1, 10), dims: [2, 512, 512, 3] } })).rejects.toMatchObject({
+      code: 'PANOPTES_MODEL_RUN',
+      message: expect.stringContaining('[2, 512, 512, 3] hold 1572864 values'),
+    });
+  });
 });
