@@ -121,6 +121,8 @@ export {
   framePriorFile,
   greedyComposition,
   loadSegmentedModel,
+  LOOKUP_HIT,
+  LOOKUP_PROBABILITIES,
   parameterCount,
   readFramePrior,
   variantName,

@@ -110,16 +110,17 @@ export async function cacheBench(args: readonly string[]): Promise<void> {
       train: async (job) => trainer.trainCache(job),
       lookupRuntime,
       dir,
+      whole,
       timingFeeds: () => ({ images: { type: 'float32', data: new Float32Array(spec.inputSize! * spec.inputSize! * 3).fill(128), dims: [1, spec.inputSize!, spec.inputSize!, 3] } }),
       onVariant: (v, done, total) => console.log(`  [${done}/${total}] layer ${v.layer} ${v.name}: hit rate ${v.hitRate.toFixed(3)}, precision ${v.accuracy.toFixed(3)} (threshold ${v.threshold}), lookup ${v.lookupMs.toFixed(2)} ms, ${(v.memoryBytes / 1e6).toFixed(1)} MB, trained in ${v.trainMs.toFixed(0)} ms`),
     });
-    console.log(`segments: ${exploration.segmentMs.map((ms) => ms.toFixed(1)).join(' + ')} ms; cache classes: ${exploration.baseClassOf.length - 1} and other`);
+    console.log(`segments: ${exploration.segmentMs.map((ms) => ms.toFixed(1)).join(' + ')} ms, a stop at a cached layer ${exploration.stopMs.toFixed(2)} ms; cache classes: ${exploration.baseClassOf.length - 1} and other`);
 
-    const problem = { segmentMs: exploration.segmentMs, variants: exploration.variants, memoryBudgetBytes: budgetBytes };
+    const problem = { segmentMs: exploration.segmentMs, stopMs: exploration.stopMs, variants: exploration.variants, memoryBudgetBytes: budgetBytes };
     const composition = composeCaches(problem);
     const describe = (c: { variants: readonly { name: string; layer: number }[]; expectedMs: number; expectedAccuracy: number }): string =>
       `${c.variants.map((v) => `${v.name}@${v.layer}`).join(' + ') || 'none'}: expected ${c.expectedMs.toFixed(2)} ms at ${c.expectedAccuracy.toFixed(3)}`;
-    console.log(`composition (α ${composition.alpha}): ${describe(composition)}`);
+    console.log(`composition (${composition.alpha === undefined ? 'a subset of an α\'s choice' : `α ${composition.alpha}`}): ${describe(composition)}`);
     console.log(`  latency-greedy: ${describe(greedyComposition(problem, 'latency'))}`);
     console.log(`  hit-rate-greedy: ${describe(greedyComposition(problem, 'hit-rate'))}`);
     const chosen = composition.variants as ExploredVariant[];

@@ -9,6 +9,7 @@
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
 //   npm run bench -- weg [--minutes M] [--workload faces|objects]
 //   npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]
+//   npm run bench -- cache-misses [--requests N]
 //   npm run bench -- colocate [--live-share S]
 //   npm run bench -- variants
 //   npm run bench -- frame-cache [--layers 2,3,4,5] [--grids 64,256] [--max-age N] [--threads N]
@@ -22,6 +23,7 @@ import { createFileSource } from '../ingest/index.js';
 import { backendBench } from './backend.js';
 import { busBench } from './bus.js';
 import { cacheBench } from './cache.js';
+import { cacheMissesBench } from './cache-misses.js';
 import { colocateBench } from './colocate.js';
 import { frameCacheBench } from './frame-cache.js';
 import { ingestBench } from './ingest.js';
@@ -86,7 +88,7 @@ async function pipeline(): Promise<void> {
 const round = (n: number, digits = 1): number => Number(n.toFixed(digits));
 
 /** Each gets the arguments after its name. */
-const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench, cache: cacheBench, colocate: colocateBench, 'frame-cache': frameCacheBench, variants: variantsBench };
+const benchmarks: Record<string, (args: readonly string[]) => Promise<void>> = { pipeline, bus: busBench, sink: sinkBench, backend: backendBench, ingest: ingestBench, peer: peerBench, soak: soakBench, weg: wegBench, cache: cacheBench, 'cache-misses': cacheMissesBench, colocate: colocateBench, 'frame-cache': frameCacheBench, variants: variantsBench };
 const name = process.argv[2] ?? '';
 const bench = benchmarks[name];
 if (!bench) {

@@ -160,17 +160,19 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       dir,
       accuracyTarget: config.accuracyTarget,
       seed: options.seed ?? 1,
+      whole,
       timingFeeds: () => feedsOf({ type: 'float32', data: new Float32Array(model.inputSize * model.inputSize * 3).fill(128), dims: [1, model.inputSize, model.inputSize, 3] }),
     });
-    const composition = composeCaches({ segmentMs: exploration.segmentMs, variants: exploration.variants, memoryBudgetBytes: config.memoryMB * 1e6, accuracyTarget: config.accuracyTarget });
+    const problem = { segmentMs: exploration.segmentMs, stopMs: exploration.stopMs, memoryBudgetBytes: config.memoryMB * 1e6, accuracyTarget: config.accuracyTarget };
+    const composition = composeCaches({ ...problem, variants: exploration.variants });
     const chosen = composition.variants as ExploredVariant[];
     const exploreMs = Math.round(performance.now() - started);
     if (chosen.length === 0 || closed) {
       exploreLater();
       if (!closed) {
         // What each variant measured, and why none was enabled: the filter, the budget, or a lookup slower than the rest of the model (Eq. 9).
-        const measured = exploration.variants.map((v) => ({ layer: base.layers[v.layer], variant: v.name, accuracy: v.accuracy, hitRate: v.hitRate, lookupMs: v.lookupMs, why: violation({ segmentMs: exploration.segmentMs, variants: [v], memoryBudgetBytes: config.memoryMB * 1e6, accuracyTarget: config.accuracyTarget }, [v]) ?? 'no gain' }));
-        logger.info({ variants: measured, segmentMs: exploration.segmentMs, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}) within the memory budget (${config.memoryMB} MB) and the time its model leaves a lookup; the model runs whole${exploringAgain()}`);
+        const measured = exploration.variants.map((v) => ({ layer: base.layers[v.layer], variant: v.name, accuracy: v.accuracy, hitRate: v.hitRate, lookupMs: v.lookupMs, why: violation({ ...problem, variants: [v] }, [v]) ?? 'no gain' }));
+        logger.info({ variants: measured, segmentMs: exploration.segmentMs, stopMs: exploration.stopMs, exploreMs }, `no learned cache of ${model.name} passes the accuracy filter (${config.accuracyTarget}) within the memory budget (${config.memoryMB} MB) and the time its model leaves a lookup; the model runs whole${exploringAgain()}`);
       }
       return;
     }

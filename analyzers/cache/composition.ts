@@ -33,6 +33,12 @@ export interface CompositionProblem {
   readonly memoryBudgetBytes: number;
   /** Eq. 11's filter: variants less accurate than this are never enabled. @defaultValue 0.97 */
   readonly accuracyTarget?: number;
+  /**
+   * What one more run of the base costs (its setup and the hand-offs to the model's thread and
+   * back), paid at each cached layer a request reaches: the base stops there and goes on in a run
+   * of its own. The paper's Eq. 10 has none. @defaultValue 0
+   */
+  readonly stopMs?: number;
 }
 
 export interface Composition {
@@ -72,12 +78,16 @@ export function effectiveHitRates(variants: readonly CacheVariant[]): number[] {
   });
 }
 
-/** Eq. 10: a hit at layer i costs the segments up to it and its lookup; the rest run the whole model. */
-export function expectedLatency(segmentMs: readonly number[], variants: readonly CacheVariant[]): number {
+/**
+ * Eq. 10: a hit at layer i costs the segments up to it and its lookup; the rest run the whole
+ * model. With `stopMs`, each cached layer a request passes costs that much more: a hit at the
+ * first cached layer costs what it did, one at the second a stop more, a miss one per cached layer.
+ */
+export function expectedLatency(segmentMs: readonly number[], variants: readonly CacheVariant[], stopMs = 0): number {
   const ordered = byLayer(variants);
   const effective = effectiveHitRates(ordered);
   const hits = sum(effective);
-  return sum(ordered.map((v, i) => effective[i]! * (timeTo(segmentMs, v.layer) + v.lookupMs))) + (1 - hits) * sum(segmentMs);
+  return sum(ordered.map((v, i) => effective[i]! * (timeTo(segmentMs, v.layer) + i * stopMs + v.lookupMs))) + (1 - hits) * (sum(segmentMs) + ordered.length * stopMs);
 }
 
 /** Eq. 7: hits are right with their variant's precision, the rest are the base model's answer. */
@@ -151,22 +161,36 @@ export function solveComposition(problem: CompositionProblem, alpha: number): Co
     if (!lookupFits(segmentMs, candidates[v]!, undefined)) continue;
     for (const p of front) if (p.score > best.score || (p.score === best.score && p.memory < best.memory)) best = p;
   }
-  return { ...evaluate(segmentMs, best.chosen), alpha };
+  return { ...evaluate(problem, best.chosen), alpha };
 }
 
-const evaluate = (segmentMs: readonly number[], variants: readonly CacheVariant[]): Composition => ({
+const evaluate = (problem: CompositionProblem, variants: readonly CacheVariant[]): Composition => ({
   variants: byLayer(variants),
-  expectedMs: expectedLatency(segmentMs, variants),
+  expectedMs: expectedLatency(problem.segmentMs, variants, problem.stopMs),
   expectedAccuracy: expectedAccuracy(variants),
 });
+
+/** Every subset of a choice, the choice itself included: each is feasible where the choice is. */
+const subsets = <T>(chosen: readonly T[]): T[][] => chosen.reduce<T[][]>((all, v) => [...all, ...all.map((s) => [...s, v])], [[]]);
 
 /** The sweep's choice is the lowest expected latency; among equals, the most accurate. */
 const better = (a: Composition, b: Composition): boolean => a.expectedMs < b.expectedMs - 1e-9 || (Math.abs(a.expectedMs - b.expectedMs) <= 1e-9 && a.expectedAccuracy > b.expectedAccuracy);
 
-/** GATI's composition: the ILP for each α of the grid, keeping the choice with the lowest expected latency (Eq. 10). */
+/**
+ * GATI's composition: the ILP for each α of the grid, keeping the choice with the lowest expected
+ * latency (Eq. 10). The ILP's score grows with every variant added, so a choice holds every
+ * layer that fits; a cached layer whose hits do not pay for its lookups and its stop is left out
+ * of it here, by trying each subset of each α's choice (at most 2^layers, a handful).
+ */
 export function composeCaches(problem: CompositionProblem, alphas: readonly number[] = DEFAULT_ALPHAS): Composition & { sweep: Composition[] } {
   const sweep = alphas.map((alpha) => solveComposition(problem, alpha));
-  const best = sweep.reduce((a, b) => (better(b, a) ? b : a), evaluate(problem.segmentMs, []));
+  let best = evaluate(problem, []);
+  for (const choice of sweep) {
+    for (const subset of subsets(choice.variants)) {
+      const candidate = subset.length === choice.variants.length ? choice : evaluate(problem, subset);
+      if (better(candidate, best)) best = candidate;
+    }
+  }
   return { ...best, sweep };
 }
 
@@ -180,5 +204,5 @@ export function greedyComposition(problem: CompositionProblem, by: 'latency' | '
   for (const v of [...problem.variants].sort((a, b) => key(b) - key(a))) {
     if (violation(problem, [...chosen, v]) === undefined) chosen.push(v);
   }
-  return evaluate(problem.segmentMs, chosen);
+  return evaluate(problem, chosen);
 }

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { seededRandom } from '../../core/index.js';
-import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
+import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import { DEFAULT_ACCURACY_TARGET, type CacheVariant } from './composition.js';
 import { argMax, concat, copyFeeds, copyTensor, pick } from './tensors.js';
@@ -34,6 +34,8 @@ export interface ExploreOptions {
   dir: string;
   /** One input of batch 1, to time the segments and lookups on. */
   timingFeeds(): NamedTensors;
+  /** The model whole, timed beside its segments: what their times add up to beyond its own is what the cuts cost. Without it, a cut costs nothing. */
+  whole?: LoadedModel;
   /** The precision each variant's selector threshold is calibrated to, where it can be. @defaultValue 0.97 */
   accuracyTarget?: number;
   /** Which share of the inputs measures the variants. @defaultValue 0.2 */
@@ -58,8 +60,10 @@ export interface Exploration {
   /** The base's class of each cache class; the last is "other" (−1). */
   readonly baseClassOf: readonly number[];
   readonly shapes: readonly HiddenShape[];
-  /** L_i, at batch 1. */
+  /** L_i, at batch 1: each segment's own time, its run's setup and hand-offs left out. */
   readonly segmentMs: readonly number[];
+  /** What a run of the base costs beyond its segments' work: paid once more at each cached layer it stops at. */
+  readonly stopMs: number;
   readonly variants: readonly ExploredVariant[];
   /** Inputs seen. */
   readonly inputs: number;
@@ -116,15 +120,20 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
   const testRows = order.slice(0, Math.round(rows * heldOut));
   const trainRows = order.slice(testRows.length);
 
-  const segmentMs: number[] = [];
+  const measuredMs: number[] = [];
   let input: NamedTensors | TensorData = options.timingFeeds();
   for (let k = 0; k < base.segments; k++) {
     const feeds = input;
     const copy = (): NamedTensors | TensorData => ('dims' in feeds ? copyTensor(feeds as TensorData) : copyFeeds(feeds as NamedTensors));
-    segmentMs.push(await perCallMs(10, async () => base.runSegment(k, copy())));
+    measuredMs.push(await perCallMs(10, async () => base.runSegment(k, copy())));
     const out = await base.runSegment(k, copy());
     input = out[base.layers[k] ?? ''] ?? input;
   }
+  // Each segment's time holds one run's setup and hand-offs, the whole model's one too.
+  const { whole } = options;
+  const wholeMs = whole && base.segments > 1 ? await perCallMs(10, async () => whole.run(options.timingFeeds())) : undefined;
+  const stopMs = wholeMs === undefined ? 0 : Math.max(0, (measuredMs.reduce((a, b) => a + b, 0) - wholeMs) / (base.segments - 1));
+  const segmentMs = measuredMs.map((ms) => Math.max(0, ms - stopMs));
 
   await mkdir(dir, { recursive: true });
   const classes = baseClassOf.length;
@@ -174,7 +183,7 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
       options.onVariant?.(explored, variants.length, total);
     }
   }
-  return { baseClassOf, shapes, segmentMs, variants, inputs: rows };
+  return { baseClassOf, shapes, segmentMs, stopMs, variants, inputs: rows };
 }
 
 /** The thresholds a selector is calibrated over, unless told others. */

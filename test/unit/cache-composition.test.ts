@@ -80,6 +80,23 @@ describe('GATI composition', () => {
     expect(violation(problem, [{ ...next, layer: 3 }])).toMatch(/reads layer 3/);
   });
 
+  it('charges a stop at each cached layer a request passes, and leaves out a layer whose hits do not pay for it', () => {
+    const segmentMs = [5, 5, 5, 5];
+    const early: CacheVariant = { layer: 0, name: 'early', accuracy: 1, hitRate: 0.4, lookupMs: 0.5, memoryBytes: 1 };
+    const late: CacheVariant = { layer: 2, name: 'late', accuracy: 1, hitRate: 0.42, lookupMs: 0.5, memoryBytes: 1 };
+    // A hit at the first cached layer pays no stop, one at the second one stop, a miss one per cached layer.
+    expect(expectedLatency(segmentMs, [early, late], 1)).toBeCloseTo(0.4 * (5 + 0.5) + 0.02 * (15 + 1 + 0.5) + 0.58 * (20 + 2), 9);
+    expect(expectedLatency(segmentMs, [early, late], 0)).toBeCloseTo(expectedLatency(segmentMs, [early, late]), 9);
+    // Without stops (the paper's Eq. 10) the late cache's 2% more hits pay; at 1 ms a stop they do not.
+    const problem: CompositionProblem = { segmentMs, variants: [early, late], memoryBudgetBytes: 10 };
+    expect(named(composeCaches(problem))).toEqual(['early@0', 'late@2']);
+    const stopping = composeCaches({ ...problem, stopMs: 1 });
+    expect(named(stopping)).toEqual(['early@0']);
+    expect(stopping.expectedMs).toBeCloseTo(0.4 * 5.5 + 0.6 * 21, 9);
+    // Every α's ILP still takes both: the subset is what leaves the late one out.
+    for (const c of stopping.sweep) expect(named(c)).toEqual(['early@0', 'late@2']);
+  });
+
   it('solves the ILP exactly: the same score as every feasible choice tried, on random instances, and feasible', () => {
     const random = seededRandom(11);
     let compared = 0;
@@ -108,7 +125,11 @@ describe('GATI composition', () => {
       if (best > 0) compared++;
       const swept = composeCaches(problem);
       expect(violation(problem, swept.variants)).toBeUndefined();
-      expect(swept.expectedMs).toBe(Math.min(...swept.sweep.map((c) => c.expectedMs), expectedLatency(segmentMs, [])));
+      // The lowest Eq. 10 among the α's choices and their subsets.
+      const subsetsOf = (chosen: readonly CacheVariant[]) => Array.from({ length: 1 << chosen.length }, (_, mask) => chosen.filter((_, i) => mask & (1 << i)));
+      const lowest = Math.min(...swept.sweep.flatMap((c) => subsetsOf(c.variants).map((s) => expectedLatency(segmentMs, s))));
+      expect(swept.expectedMs).toBeCloseTo(lowest, 9);
+      expect(swept.expectedMs).toBeLessThanOrEqual(Math.min(...swept.sweep.map((c) => c.expectedMs), expectedLatency(segmentMs, [])));
     }
     expect(compared).toBeGreaterThan(80);
   });
