@@ -63,9 +63,9 @@ export async function cacheMissesBench(args: readonly string[]): Promise<void> {
       everyCutSync: ((m) => () => m.run(feeds()))(cachedAt([0, 1, 2, 3], 'sync')),
       everyCutAsync: ((m) => () => m.run(feeds()))(cachedAt([0, 1, 2, 3], 'async')),
     };
-    // A round of each first: the merged segments load, and every session has run once.
+    // The merged segments loaded, and a round of each first: every session has run once.
+    await Promise.all([base.prepareRange(0, 1), base.prepareRange(2, CUTS)]);
     for (const run of Object.values(variants)) await run();
-    await new Promise((resolve) => setTimeout(resolve, 2000));
     const times: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((name) => [name, []]));
     for (let r = 0; r < requests; r++) {
       for (const [name, run] of Object.entries(variants)) {

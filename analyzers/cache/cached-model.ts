@@ -68,11 +68,11 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
   const { base, answerOf, onLookupError, mode = 'async' } = options;
   let caches = options.caches;
   const leases = new Leases<LoadedModel>();
-  /** The base's runs from one cached layer to the next, loaded ahead of the batches that need them. */
+  /** The base's runs from one cached layer to the next, loaded ahead of the batches that need them; none without caches (the caller runs the model whole). */
   const prepareRanges = (): void => {
     const last = base.segments - 1;
-    const stops = [...new Set(caches.map((c) => c.layer).filter((layer) => layer < last))].sort((a, b) => a - b);
-    [...stops, last].forEach((to, i) => void base.prepareRange(i === 0 ? 0 : stops[i - 1]! + 1, to));
+    const stops = [...new Set(caches.map((c) => c.layer).filter((layer) => layer >= 0 && layer < last))].sort((a, b) => a - b);
+    if (stops.length > 0) [...stops, last].forEach((to, i) => void base.prepareRange(i === 0 ? 0 : stops[i - 1]! + 1, to));
   };
   prepareRanges();
 

@@ -79,7 +79,9 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   const dir = await mkdtemp(join(tmpdir(), 'panoptes-classifier-cache-'));
   let base: SegmentedModel;
   try {
-    base = await loadSegmentedModel(runtime, { name: model.name, file: model.file }, options.layers, dir);
+    base = await loadSegmentedModel(runtime, { name: model.name, file: model.file }, options.layers, dir, (err, range) =>
+      logger.warn({ err, range }, `${model.name}'s segments ${range} could not be loaded merged; they run one by one`),
+    );
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;
@@ -212,7 +214,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     serving = { cached, adaptation };
     phase = 'serving';
     logger.info(
-      { exploreMs, expectedMs: composition.expectedMs, wholeMs: exploration.segmentMs.reduce((a, b) => a + b, 0), expectedAccuracy: composition.expectedAccuracy },
+      { exploreMs, expectedMs: composition.expectedMs, wholeMs: exploration.segmentMs.reduce((a, b) => a + b, exploration.stopMs), expectedAccuracy: composition.expectedAccuracy },
       `learned caches of ${model.name} serve: ${chosen.map((v) => `${v.name} at ${base.layers[v.layer]}`).join(', ')}`,
     );
   }

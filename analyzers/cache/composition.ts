@@ -80,14 +80,15 @@ export function effectiveHitRates(variants: readonly CacheVariant[]): number[] {
 
 /**
  * Eq. 10: a hit at layer i costs the segments up to it and its lookup; the rest run the whole
- * model. With `stopMs`, each cached layer a request passes costs that much more: a hit at the
- * first cached layer costs what it did, one at the second a stop more, a miss one per cached layer.
+ * model. With `stopMs`, each run of the base costs that much: one run without caches, and a run
+ * more for each cached layer a request passes (a hit at the k-th made k runs, a miss one more
+ * than there are cached layers).
  */
 export function expectedLatency(segmentMs: readonly number[], variants: readonly CacheVariant[], stopMs = 0): number {
   const ordered = byLayer(variants);
   const effective = effectiveHitRates(ordered);
   const hits = sum(effective);
-  return sum(ordered.map((v, i) => effective[i]! * (timeTo(segmentMs, v.layer) + i * stopMs + v.lookupMs))) + (1 - hits) * (sum(segmentMs) + ordered.length * stopMs);
+  return sum(ordered.map((v, i) => effective[i]! * (timeTo(segmentMs, v.layer) + (i + 1) * stopMs + v.lookupMs))) + (1 - hits) * (sum(segmentMs) + (ordered.length + 1) * stopMs);
 }
 
 /** Eq. 7: hits are right with their variant's precision, the rest are the base model's answer. */

@@ -17,11 +17,15 @@ export interface SegmentedModel {
   runSegment(k: number, input: NamedTensors | TensorData): Promise<NamedTensors>;
   /**
    * Runs segments `from`..`to` as one, where no cache reads the layers between: one run of a model
-   * cut only at their ends, loaded on first use (segment by segment until it is loaded). Each cut
-   * costs about a millisecond (a run's setup and a hand-off to the model's thread and back).
+   * cut only at their ends, where `prepareRange` has loaded it; segment by segment otherwise. Each
+   * cut costs about a millisecond (a run's setup and a hand-off to the model's thread and back).
    */
   runRange(from: number, to: number, input: NamedTensors | TensorData): Promise<NamedTensors>;
-  /** Loads the model of segments `from`..`to` merged, where `runRange` will need it; resolves once it serves (or, where it cannot be loaded, never will). */
+  /**
+   * Loads the model of segments `from`..`to` merged, for `runRange`; resolves once it serves, or
+   * once loading failed (said to `onLoadError`; that range then runs segment by segment). Kept
+   * until `dispose`.
+   */
   prepareRange(from: number, to: number): Promise<void>;
   /** The whole model segment by segment, with the hidden output of every layer (copies). */
   runAll(feeds: NamedTensors): Promise<{ outputs: NamedTensors; hidden: TensorData[] }>;
@@ -29,7 +33,13 @@ export interface SegmentedModel {
 }
 
 /** Cuts `file` (its graph, where the caller has read it already) at `layers`, writes the segments to `dir` and loads them in `runtime`. */
-export async function loadSegmentedModel(runtime: ModelRuntime, model: { name: string; file: string; graph?: OnnxModel }, layers: readonly string[], dir: string): Promise<SegmentedModel> {
+export async function loadSegmentedModel(
+  runtime: ModelRuntime,
+  model: { name: string; file: string; graph?: OnnxModel },
+  layers: readonly string[],
+  dir: string,
+  onLoadError: (err: unknown, range: string) => void = () => {},
+): Promise<SegmentedModel> {
   const parts = segmentModel(model.graph ?? (await readOnnxModel(model.file)), layers);
   await mkdir(dir, { recursive: true });
   const loaded: LoadedModel[] = [];
@@ -61,16 +71,13 @@ export async function loadSegmentedModel(runtime: ModelRuntime, model: { name: s
     const part = segmentModel(model.graph ?? (await readOnnxModel(model.file)), layers.filter((_, i) => i < from || i >= to))[from]!;
     const file = join(dir, `${model.name}.segments-${key}.onnx`);
     await writeFile(file, encodeOnnxModel(part));
-    const range = await runtime.load({ name: `${model.name}#${key}`, file });
-    if (disposed) await range.dispose();
-    else merged.set(key, range);
+    merged.set(key, await runtime.load({ name: `${model.name}#${key}`, file }));
   };
   const prepareRange = (from: number, to: number): Promise<void> => {
     checkRange(from, to);
     const key = `${from}-${to}`;
     let load = loading.get(key);
-    // A range that cannot be loaded runs segment by segment, as without it.
-    if (!load && from < to) loading.set(key, (load = loadMerged(from, to, key).catch(() => undefined)));
+    if (!load && from < to && !disposed) loading.set(key, (load = loadMerged(from, to, key).catch((err: unknown) => onLoadError(err, key))));
     return load ?? Promise.resolve();
   };
   const runRange = async (from: number, to: number, input: NamedTensors | TensorData): Promise<NamedTensors> => {
@@ -78,7 +85,6 @@ export async function loadSegmentedModel(runtime: ModelRuntime, model: { name: s
     checkRange(from, to);
     const range = merged.get(`${from}-${to}`);
     if (range) return range.run(feedsOf(from, input));
-    void prepareRange(from, to);
     let outputs = await runSegment(from, input);
     for (let k = from + 1; k <= to; k++) outputs = await runSegment(k, outputs[layers[k - 1]!]!);
     return outputs;
@@ -102,6 +108,7 @@ export async function loadSegmentedModel(runtime: ModelRuntime, model: { name: s
     },
     async dispose() {
       disposed = true;
+      await Promise.all(loading.values());
       await Promise.all([...loaded, ...merged.values()].map(async (m) => m.dispose()));
     },
   };

@@ -23,7 +23,7 @@ describe.skipIf(!existsSync(clip))('a cached classifier on car-detection.mp4 (ne
 
   it('answers every crop, records each exit, and reports the caches in session_stats', async () => {
     // Scaled down to the clip: 60 crops recorded, one layer, small variants, a lax filter.
-    const file = exampleApp(dir, 'vehicle-kinds-cached', (node) => (node('kind').cache = { layers: [18], explore: 60, maxParameters: 35_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 }));
+    const file = exampleApp(dir, 'vehicle-kinds-cached', (node) => (node('kind').cache = { layers: [11], explore: 60, maxClasses: 4, maxParameters: 30_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 }));
     // The clip played three times over: exploration takes seconds of training (a minute on a machine
     // busy with other tests), and the caches serve after it.
     const twice = loopedClip(dir, clip, 3);
@@ -45,10 +45,10 @@ describe.skipIf(!existsSync(clip))('a cached classifier on car-detection.mp4 (ne
     const full = exits.find((e) => e.exit === 'full');
     expect(Number(full?.n)).toBeGreaterThanOrEqual(60);
     const hits = exits.filter((e) => e.exit !== 'full');
-    for (const e of hits) expect(e).toMatchObject({ exit: '_blocks/19/add', cache_variant: expect.stringMatching(/^Pool\(\d+\)$/) });
+    for (const e of hits) expect(e).toMatchObject({ exit: '_blocks/12/add', cache_variant: expect.stringMatching(/^Pool\(\d+\)$/) });
 
     const [stats] = rows.stats as { stream: string; cache_layer: string; hit_rate: number; expected: number }[];
-    expect(stats).toMatchObject({ stream: 'road', cache_layer: '_blocks/19/add' });
+    expect(stats).toMatchObject({ stream: 'road', cache_layer: '_blocks/12/add' });
     expect(Number(stats!.expected)).toBeGreaterThan(0);
     // The stats cover the crops since the caches served (fewer than those after the first 60, which
     // ran whole while exploring); the last interval may end before the last crops.

@@ -84,15 +84,16 @@ describe('GATI composition', () => {
     const segmentMs = [5, 5, 5, 5];
     const early: CacheVariant = { layer: 0, name: 'early', accuracy: 1, hitRate: 0.4, lookupMs: 0.5, memoryBytes: 1 };
     const late: CacheVariant = { layer: 2, name: 'late', accuracy: 1, hitRate: 0.42, lookupMs: 0.5, memoryBytes: 1 };
-    // A hit at the first cached layer pays no stop, one at the second one stop, a miss one per cached layer.
-    expect(expectedLatency(segmentMs, [early, late], 1)).toBeCloseTo(0.4 * (5 + 0.5) + 0.02 * (15 + 1 + 0.5) + 0.58 * (20 + 2), 9);
+    // A hit at the first cached layer made one run of the base, at the second two; a miss three.
+    expect(expectedLatency(segmentMs, [early, late], 1)).toBeCloseTo(0.4 * (5 + 1 + 0.5) + 0.02 * (15 + 2 + 0.5) + 0.58 * (20 + 3), 9);
+    expect(expectedLatency(segmentMs, [], 1)).toBe(21);
     expect(expectedLatency(segmentMs, [early, late], 0)).toBeCloseTo(expectedLatency(segmentMs, [early, late]), 9);
     // Without stops (the paper's Eq. 10) the late cache's 2% more hits pay; at 1 ms a stop they do not.
     const problem: CompositionProblem = { segmentMs, variants: [early, late], memoryBudgetBytes: 10 };
     expect(named(composeCaches(problem))).toEqual(['early@0', 'late@2']);
     const stopping = composeCaches({ ...problem, stopMs: 1 });
     expect(named(stopping)).toEqual(['early@0']);
-    expect(stopping.expectedMs).toBeCloseTo(0.4 * 5.5 + 0.6 * 21, 9);
+    expect(stopping.expectedMs).toBeCloseTo(0.4 * 6.5 + 0.6 * 22, 9);
     // Every α's ILP still takes both: the subset is what leaves the late one out.
     for (const c of stopping.sweep) expect(named(c)).toEqual(['early@0', 'late@2']);
   });

@@ -111,19 +111,34 @@ describe('learned caches on EfficientNet-Lite0', () => {
     await Promise.all([baseRuntime.close(), lookupRuntime.close(), trainer.close()]);
   });
 
-  it('runs segments merged as one, with the outputs of running them one by one', async () => {
+  it('runs segments merged as one, once loaded, with the outputs of running them one by one', async () => {
+    // The runs each model made, by name, through a runtime that counts them.
+    const runs: string[] = [];
+    const counting: ModelRuntime = {
+      ...baseRuntime,
+      load: async (spec) => {
+        const model = await baseRuntime.load(spec);
+        return { ...model, run: (feeds) => (runs.push(spec.name), model.run(feeds)) };
+      },
+    };
+    const layers = blockOutputs(await readOnnxModel(LITE0.file)).filter((_, i) => [1, 4, 8].includes(i));
+    const segmented = await loadSegmentedModel(counting, { ...LITE0, name: 'merging' }, layers, join(dir, 'merging'));
     const feeds = one(images(1, 5), 0);
     // A run takes its input's buffer: each gets a copy.
     const copy = (t: TensorData): TensorData => ({ ...t, data: (t.data as Float32Array).slice() });
-    const hidden = (await base.runSegment(0, feeds))[base.layers[0]!]!;
-    const stepwise = await base.runRange(1, 3, copy(hidden));
-    await base.prepareRange(1, 3);
-    const merged = await base.runRange(1, 3, copy(hidden));
-    expect(readdirSync(dir).filter((f) => f.endsWith('.segments-1-3.onnx'))).toHaveLength(1);
+    const hidden = (await segmented.runSegment(0, feeds))[layers[0]!]!;
+    runs.length = 0;
+    const stepwise = await segmented.runRange(1, 3, copy(hidden));
+    expect(runs).toEqual(['merging#1', 'merging#2', 'merging#3']);
+    await segmented.prepareRange(1, 3);
+    runs.length = 0;
+    const merged = await segmented.runRange(1, 3, copy(hidden));
+    expect(runs).toEqual(['merging#1-3']);
     const [a, b] = [f32(stepwise.probabilities!), f32(merged.probabilities!)];
     expect(b.length).toBe(a.length);
     b.forEach((p, i) => expect(Math.abs(p - a[i]!)).toBeLessThan(1e-5));
-    await expect(base.runRange(2, 4, hidden)).rejects.toThrow(RangeError);
+    await expect(segmented.runRange(2, 4, hidden)).rejects.toThrow(RangeError);
+    await segmented.dispose();
   });
 
   it('explores every (layer, variant): hit rate, precision against the base, lookup and segment times, memory', () => {
