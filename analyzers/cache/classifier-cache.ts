@@ -162,7 +162,9 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       dir,
       accuracyTarget: config.accuracyTarget,
       seed: options.seed ?? 1,
-      whole,
+      // No `whole`: a stop timed here, beside the app's batches on the model's thread, came out
+      // anywhere from 0 to 4 ms a cut on one machine, enough to refuse every cache; the stops
+      // are charged where they are measured apart (`npm run bench -- cache`).
       timingFeeds: () => feedsOf({ type: 'float32', data: new Float32Array(model.inputSize * model.inputSize * 3).fill(128), dims: [1, model.inputSize, model.inputSize, 3] }),
     });
     const problem = { segmentMs: exploration.segmentMs, stopMs: exploration.stopMs, memoryBudgetBytes: config.memoryMB * 1e6, accuracyTarget: config.accuracyTarget };
