@@ -15,7 +15,6 @@ import {
   LOOKUP_HIT,
   LOOKUP_PROBABILITIES,
   readOnnxModel,
-  type CachedModel,
   type LoadedModel,
   type NamedTensors,
 } from '../analyzers/index.js';
@@ -53,15 +52,18 @@ export async function cacheMissesBench(args: readonly string[]): Promise<void> {
     const layers = Array.from({ length: CUTS }, (_, i) => all[Math.floor(((i + 1) * all.length) / (CUTS + 1))]!);
     const base = await loadSegmentedModel(runtime, { name: BASE, file: spec.file }, layers, dir);
     const whole = await runtime.load({ name: `${BASE}-whole`, file: spec.file });
-    const cachedAt = (cached: number[], mode: 'sync' | 'async'): CachedModel =>
-      createCachedModel({ base, mode, answerOf: () => 0, caches: cached.map((layer) => ({ layer, variant: 'never-hits', model: neverHits, baseClassOf: [0, -1] })) });
     const feeds = (): NamedTensors => ({ [whole.inputNames[0]!]: { type: 'float32', data: new Float32Array(size * size * 3).fill(128), dims: [1, size, size, 3] } });
+    /** A request through the base with never-hitting caches at `cached`. */
+    const cachedAt = (cached: number[], mode: 'sync' | 'async'): (() => Promise<unknown>) => {
+      const model = createCachedModel({ base, mode, answerOf: () => 0, caches: cached.map((layer) => ({ layer, variant: 'never-hits', model: neverHits, baseClassOf: [0, -1] })) });
+      return () => model.run(feeds());
+    };
     const variants: Record<string, () => Promise<unknown>> = {
       whole: () => whole.run(feeds()),
-      oneLayerSync: ((m) => () => m.run(feeds()))(cachedAt([1], 'sync')),
-      oneLayerAsync: ((m) => () => m.run(feeds()))(cachedAt([1], 'async')),
-      everyCutSync: ((m) => () => m.run(feeds()))(cachedAt([0, 1, 2, 3], 'sync')),
-      everyCutAsync: ((m) => () => m.run(feeds()))(cachedAt([0, 1, 2, 3], 'async')),
+      oneLayerSync: cachedAt([1], 'sync'),
+      oneLayerAsync: cachedAt([1], 'async'),
+      everyCutSync: cachedAt([0, 1, 2, 3], 'sync'),
+      everyCutAsync: cachedAt([0, 1, 2, 3], 'async'),
     };
     // The merged segments loaded, and a round of each first: every session has run once.
     await Promise.all([base.prepareRange(0, 1), base.prepareRange(2, CUTS)]);
