@@ -38,6 +38,9 @@ export { annotatedJpeg, decodeJpeg, encodeJpeg, jpegImage, pixelsOf, type ImageI
 export {
   cpuDeviceName,
   createIdentityGallery,
+  FACERES,
+  FACERES_DEFAULT_MALE_THRESHOLD,
+  faceresClasses,
   unitVector,
   cropImage,
   findPrefixFamilies,

@@ -1,7 +1,9 @@
-// `npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]` (defaults 400,
-// 600, 4, 64): learned caches (GATI) on EfficientNet-Lite2, the crop classifier, over the crops
-// CenterNet finds in the shared footage, against the base model alone on the same inputs in the
-// same run.
+// `npm run bench -- cache [--model efficientnet-lite2|faceres] [--explore N] [--inputs N] [--layers K]
+// [--budget-mb M]` (defaults efficientnet-lite2, 400, 600, 4, 64): learned caches (GATI) on
+// EfficientNet-Lite2, the crop classifier, over the crops CenterNet finds in the shared footage, or
+// on FaceRes, the billboard app's face attributes, over the faces found there as the app finds
+// them (its caches answer gender × age decade); against the base model alone on the same inputs in
+// the same run.
 //
 // Exploration runs on crops of one half of the footage (split in time); composition picks the
 // caches; the other half is replayed input by input, as it was filmed (temporal locality of real
@@ -25,6 +27,9 @@ import {
   createOnnxRuntime,
   defaultVariants,
   exploreCaches,
+  FACERES,
+  FACERES_DEFAULT_MALE_THRESHOLD,
+  faceresClasses,
   greedyComposition,
   letterboxBatchNative,
   loadSegmentedModel,
@@ -40,10 +45,15 @@ import {
   type SegmentedModel,
 } from '../analyzers/index.js';
 import { loadModelZoo, seededRandom } from '../core/index.js';
-import { logger } from './weg-crops.js';
+import { logger, type Crop } from './weg-crops.js';
+import { faceCrops } from './weg-faces.js';
 import { objectCrops } from './weg-objects.js';
 
-const BASE = 'efficientnet-lite2';
+/** The models cached: the crops each is fed, and the classes its caches answer from its outputs. */
+const SUBJECTS: Record<string, { inputSize: number; crops: typeof objectCrops; classesOf(outputs: NamedTensors): Float32Array }> = {
+  'efficientnet-lite2': { inputSize: 260, crops: objectCrops, classesOf: (outputs) => outputs.probabilities!.data as Float32Array },
+  faceres: { inputSize: FACERES.inputSize, crops: faceCrops, classesOf: (outputs) => faceresClasses(outputs, outputs.gender!.dims[0]!, FACERES_DEFAULT_MALE_THRESHOLD) },
+};
 const SEED = 11;
 /** The cache's classes: the base's commonest top classes, and other. */
 const MAX_CLASSES = 16;
@@ -76,42 +86,46 @@ export async function cacheBench(args: readonly string[]): Promise<void> {
   const inputCount = option('--inputs', 600);
   const layerCount = option('--layers', 4);
   const budgetBytes = option('--budget-mb', 64) * 1e6;
+  const model = args.includes('--model') ? args[args.indexOf('--model') + 1]! : 'efficientnet-lite2';
+  const subject = Object.hasOwn(SUBJECTS, model) ? SUBJECTS[model]! : undefined;
+  if (!subject) throw new Error(`--model: expected one of ${Object.keys(SUBJECTS).join(', ')}, got ${model}`);
+  const { inputSize, classesOf } = subject;
 
   const zoo = loadModelZoo();
-  const spec = zoo[BASE]!;
+  const spec = zoo[model]!;
   const dir = mkdtempSync(join(tmpdir(), 'panoptes-bench-cache-'));
   const detectRuntime = createOnnxRuntime({ logger });
   const baseRuntime = createOnnxRuntime({ logger, workers: 1, intraOpThreads: 1 });
   const lookupRuntime = createOnnxRuntime({ logger, workers: 1, intraOpThreads: 1 });
   const trainer = createHeadTrainer();
   try {
-    const crops = await objectCrops(detectRuntime, zoo);
+    const crops: Crop[] = await subject.crops(detectRuntime, zoo);
     await detectRuntime.close();
     const all = blockOutputs(await readOnnxModel(spec.file));
     const layers = Array.from({ length: Math.min(layerCount, all.length) }, (_, i) => all[Math.floor(((i + 1) * all.length) / (Math.min(layerCount, all.length) + 1))]!);
-    console.log(`base: ${BASE} at ${spec.inputSize} px, cut at ${layers.length} of its ${all.length} block outputs: ${layers.join(', ')}`);
-    const base = await loadSegmentedModel(baseRuntime, { name: BASE, file: spec.file }, layers, dir);
-    const whole = await baseRuntime.load({ name: `${BASE}-whole`, file: spec.file });
+    console.log(`base: ${model} at ${inputSize} px, cut at ${layers.length} of its ${all.length} block outputs: ${layers.join(', ')}`);
+    const base = await loadSegmentedModel(baseRuntime, { name: model, file: spec.file }, layers, dir);
+    const whole = await baseRuntime.load({ name: `${model}-whole`, file: spec.file });
     const prepare = async (image: RgbImage): Promise<() => NamedTensors> => {
-      const { input } = await letterboxBatchNative([image], spec.inputSize!, BASE);
+      const { input } = await letterboxBatchNative([image], inputSize, model);
       return () => ({ images: { ...input, data: input.data.slice() as Float32Array } });
     };
-    const answerOf = (outputs: NamedTensors): number => argMax(outputs.probabilities!.data as Float32Array);
+    const answerOf = (outputs: NamedTensors): number => argMax(classesOf(outputs));
 
     const random = seededRandom(SEED);
     const trainHalf = crops.filter((c) => !c.test).sort(() => random() - 0.5).slice(0, exploreCount);
     console.log(`exploring on ${trainHalf.length} crops of one half of the footage (${crops.length} crops in all)`);
     const exploration = await exploreCaches({
       base,
-      batches: batchesOf(trainHalf.map((c) => c.image), 8, spec.inputSize!),
+      batches: batchesOf(trainHalf.map((c) => c.image), 8, inputSize),
       maxClasses: MAX_CLASSES,
-      probabilitiesOf: (outputs) => outputs.probabilities!.data as Float32Array,
+      probabilitiesOf: classesOf,
       variantsOf: (shape) => defaultVariants(shape).filter((v) => parameterCount(v, shape, MAX_CLASSES + 1) <= MAX_PARAMETERS),
       train: async (job) => trainer.trainCache(job),
       lookupRuntime,
       dir,
       whole,
-      timingFeeds: () => ({ images: { type: 'float32', data: new Float32Array(spec.inputSize! * spec.inputSize! * 3).fill(128), dims: [1, spec.inputSize!, spec.inputSize!, 3] } }),
+      timingFeeds: () => ({ images: { type: 'float32', data: new Float32Array(inputSize * inputSize * 3).fill(128), dims: [1, inputSize, inputSize, 3] } }),
       onVariant: (v, done, total) => console.log(`  [${done}/${total}] layer ${v.layer} ${v.name}: hit rate ${v.hitRate.toFixed(3)}, precision ${v.accuracy.toFixed(3)} (threshold ${v.threshold}), lookup ${v.lookupMs.toFixed(2)} ms, ${(v.memoryBytes / 1e6).toFixed(1)} MB, trained in ${v.trainMs.toFixed(0)} ms`),
     });
     console.log(`segments: ${exploration.segmentMs.map((ms) => ms.toFixed(1)).join(' + ')} ms, a stop at a cached layer ${exploration.stopMs.toFixed(2)} ms; cache classes: ${exploration.baseClassOf.length - 1} and other`);
@@ -139,10 +153,10 @@ export async function cacheBench(args: readonly string[]): Promise<void> {
     const figures = [];
     for (const trace of traces) {
       console.log(`${trace.name}: ${trace.inputs.length} inputs`);
-      figures.push(await runTrace(trace.inputs, { base, whole, chosen, exploration, lookupRuntime, trainer, dir, answerOf, original: trainHalf.slice(0, ORIGINAL).map((c) => c.image), prepare }));
+      figures.push(await runTrace(trace.inputs, { base, whole, chosen, exploration, lookupRuntime, trainer, dir, answerOf, classesOf, original: trainHalf.slice(0, ORIGINAL).map((c) => c.image), prepare }));
     }
     const [footage, zipf] = figures;
-    console.log(JSON.stringify({ ...footage, zipf, composition: chosen.map((v) => `${v.name}@${v.layer}`), budgetMb: budgetBytes / 1e6 }));
+    console.log(JSON.stringify({ model, ...footage, zipf, composition: chosen.map((v) => `${v.name}@${v.layer}`), budgetMb: budgetBytes / 1e6 }));
     await base.dispose();
     await whole.dispose();
   } finally {
@@ -160,6 +174,7 @@ interface TraceContext {
   trainer: HeadTrainer;
   dir: string;
   answerOf(outputs: NamedTensors): number;
+  classesOf(outputs: NamedTensors): Float32Array;
   /** Inputs of the exploration set, mixed into every retraining against forgetting. */
   original: readonly RgbImage[];
   prepare(image: RgbImage): Promise<() => NamedTensors>;
@@ -180,7 +195,7 @@ async function runTrace(inputs: readonly Input[], context: TraceContext) {
     base,
     variants: chosen,
     exploration,
-    probabilitiesOf: (outputs) => outputs.probabilities!.data as Float32Array,
+    probabilitiesOf: context.classesOf,
     train: async (job) => context.trainer.trainCache(job),
     lookupRuntime,
     dir: context.dir,
@@ -280,7 +295,7 @@ function stackFeeds(parts: readonly NamedTensors[]): NamedTensors {
 }
 
 async function* batchesOf(images: readonly RgbImage[], size: number, inputSize: number): AsyncGenerator<NamedTensors> {
-  for (let i = 0; i < images.length; i += size) yield { images: (await letterboxBatchNative(images.slice(i, i + size), inputSize, BASE)).input };
+  for (let i = 0; i < images.length; i += size) yield { images: (await letterboxBatchNative(images.slice(i, i + size), inputSize, 'bench')).input };
 }
 
 const p99 = (xs: readonly number[]): number => (xs.length === 0 ? 0 : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))]!);

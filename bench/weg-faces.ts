@@ -24,10 +24,10 @@ const SAME_IDENTITY = 0.7;
 const MIN_FACES = 10;
 
 
-export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<string, ResolvedModel>>): Promise<Workload> {
-  console.log('faces: faces in the shared clips (CenterNet people, BlazeFace in the top of each, FaceMesh confirming)');
+/** The faces in the shared clips, as the billboard app finds them (cached under `.cache/`). */
+export async function faceCrops(runtime: ModelRuntime, zoo: Readonly<Record<string, ResolvedModel>>): Promise<Crop[]> {
   const key = [JSON.stringify({ CLIPS }), ...['centernet', 'blazeface', 'facemesh'].map((m) => readFileSync(zoo[m]!.file))];
-  const crops = await cachedCrops('faces', key, async () => {
+  return cachedCrops('faces', key, async () => {
     const [people, heads, faces] = await Promise.all(['centernet', 'blazeface', 'facemesh'].map((m) => loadModelRunner(zoo[m]!, runtime)));
     const personParams = people!.parseParams({ minScore: 0.4, classes: ['person'] });
     const headParams = heads!.parseParams({ maxDetections: 1 });
@@ -54,6 +54,11 @@ export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<
     await Promise.all([people!.dispose(), heads!.dispose(), faces!.dispose()]);
     return all;
   });
+}
+
+export async function facesWorkload(runtime: ModelRuntime, zoo: Readonly<Record<string, ResolvedModel>>): Promise<Workload> {
+  console.log('faces: faces in the shared clips (CenterNet people, BlazeFace in the top of each, FaceMesh confirming)');
+  const crops = await faceCrops(runtime, zoo);
 
   // Enrol identities: leader clustering of the descriptors, in the clips' order.
   const descriptor = await loadFeatureExtractor({ ...zoo.faceres!, inputSize: 224 }, runtime);

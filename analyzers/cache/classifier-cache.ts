@@ -10,7 +10,7 @@ import { composeCaches, effectiveHitRates, violation } from './composition.js';
 import { emptyRecord, exploreCaches, record, type ExploredVariant, type Recorded } from './explore.js';
 import type { FrameCacheStats } from './frame-cache.js';
 import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
-import { argMax } from './tensors.js';
+import { argMax, rowOf } from './tensors.js';
 import { defaultVariants, parameterCount } from './variant.js';
 
 /**
@@ -40,11 +40,13 @@ export interface ClassifierCacheOptions {
   seed?: number;
 }
 
-/** A request's answer: the model's class index, its probability, and where it was answered. */
+/** A request's answer: the class index (of `probabilitiesOf`), its probability, and where it was answered. */
 export interface ClassifiedRow {
   readonly answer: number;
   readonly score: number;
   readonly exit: CacheExit;
+  /** The model's own outputs for the request (a batch of one), where it ran to its end. */
+  readonly outputs?: NamedTensors;
 }
 
 export interface ClassifierCache {
@@ -119,7 +121,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     return Array.from({ length: size }, (_, i) => {
       const row = probabilities.subarray(i * classes, (i + 1) * classes);
       const answer = argMax(row);
-      return { answer, score: row[answer]!, exit: { at: 'full', variant: '' } };
+      return { answer, score: row[answer]!, exit: { at: 'full', variant: '' }, outputs: rowOf(outputs, i, size) };
     });
   };
 

@@ -31,7 +31,7 @@ export { encodeFrozenModel, encodeLookupModel, frozenModel, LOOKUP_FEATURES, LOO
 export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
 export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
-export { argMax, concat, pick } from './tensors.js';
+export { argMax, concat, pick, rowOf } from './tensors.js';
 export { belowTarget, createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';
 export { createFrameCache, type FrameCache, type FrameCacheConfig, type FrameCacheOptions, type FrameCacheStats, type FrameExit } from './frame-cache.js';
 export { framePriorFile, readFramePrior, writeFramePrior, type FramePrior } from './frame-prior.js';

@@ -30,3 +30,12 @@ export function pick(values: Float32Array, rows: readonly number[], width: numbe
 export const copyTensor = (t: TensorData): TensorData => ({ ...t, data: t.data instanceof Uint8Array ? new Uint8Array(t.data) : t.data.slice() });
 
 export const copyFeeds = (feeds: NamedTensors): NamedTensors => Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, copyTensor(t)]));
+
+/** Row `row` of each tensor of a batch of `size`, as a batch of one (copies). */
+export const rowOf = (tensors: NamedTensors, row: number, size: number): NamedTensors =>
+  Object.fromEntries(
+    Object.entries(tensors).map(([name, t]) => {
+      const width = t.data.length / size;
+      return [name, { ...t, dims: [1, ...t.dims.slice(1)], data: t.data.slice(row * width, (row + 1) * width) as TensorData['data'] }];
+    }),
+  );

@@ -1,12 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { classifierCacheSchema, ErrorCode, PanoptesError, silentLogger, type ClassifierCacheConfig, type Logger, type NodeOutput, type ResolvedModel } from '../../core/index.js';
-import { createClassifierCache, pick, type ClassifiedRow, type ClassifierCache } from '../cache/index.js';
+import { classifierCacheSchema, ErrorCode, PanoptesError, silentLogger, type Logger, type NodeOutput, type ResolvedModel } from '../../core/index.js';
 import type { ImageInput } from '../image/index.js';
 import { blockOutputs, readOnnxModel } from '../onnx/index.js';
-import type { LoadedModel, ModelRuntime, TensorData } from '../runtime/index.js';
-import { createHeadTrainer, type HeadTrainer } from '../training/index.js';
+import type { LoadedModel, ModelRuntime } from '../runtime/index.js';
 import { letterboxBatchNative } from './detector/index.js';
+import { createNodeCaches } from './node-caches.js';
 import { float32Output, NO_INPUT, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 /**
@@ -23,9 +22,6 @@ export const classifierParams = z.strictObject({
 });
 type ClassifierParams = z.infer<typeof classifierParams>;
 
-/** Block outputs spread evenly over the model: the candidate layers a cache explores unless told. */
-const DEFAULT_CACHE_LAYERS = 3;
-
 /**
  * The class of each crop: one `attributes` output per crop, `class` with its probability. Rows of
  * nodes with a `cache:` run through that node's learned caches (docs/learned-caches.md).
@@ -35,88 +31,32 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
   const inputSize = classifierInputSize(spec);
   const model = await runtime.load({ name: spec.name, file: spec.file });
   const inputName = model.inputNames[0] ?? 'images';
-  const candidateLayers = blockOutputs(await readOnnxModel(spec.file));
-  /** A node's `cache.layers` that this model lacks, as an error; undefined where it has them all. */
-  const missingLayer = (indices: readonly number[]): PanoptesError | undefined => {
-    const beyond = indices.find((i) => i >= candidateLayers.length);
-    if (beyond === undefined) return undefined;
-    return new PanoptesError(ErrorCode.AppInvalid, `cache.layers: ${spec.name} has candidate layers 0..${candidateLayers.length - 1}, not ${beyond} (docs/learned-caches.md)`, { details: { model: spec.name } });
-  };
-  let trainer: HeadTrainer | undefined;
-  /**
-   * One cache per distinct `cache:` among the nodes; undefined where it could not be set up (said
-   * once; those rows run the model whole). A cheaper variant serving the node for a plan gets the
-   * node's `cache:` too, with layers it may not have.
-   */
-  const caches = new Map<string, Promise<ClassifierCache | undefined>>();
-  const cacheFor = (config: ClassifierCacheConfig): Promise<ClassifierCache | undefined> => {
-    const id = JSON.stringify(config);
-    let cache = caches.get(id);
-    if (!cache) {
-      const count = Math.min(DEFAULT_CACHE_LAYERS, candidateLayers.length);
-      const indices = config.layers ?? Array.from({ length: count }, (_, i) => Math.floor(((i + 1) * candidateLayers.length) / (count + 1)));
-      const missing = missingLayer(indices);
-      cache = (missing
-        ? Promise.reject(missing)
-        : createClassifierCache({
-            runtime,
-            model: { name: spec.name, file: spec.file, inputName, inputSize },
-            whole: model,
-            layers: [...new Set(indices)].sort((a, b) => a - b).map((i) => candidateLayers[i]!),
-            config,
-            probabilitiesOf: (outputs) => float32Output(outputs, 'probabilities', [outputs.probabilities?.dims[0] ?? 0, labels.length], spec.name),
-            train: async (job) => (trainer ??= createHeadTrainer()).trainCache(job),
-            logger: logger.child({ module: 'analyzers.cache', model: spec.name }),
-          })
-      ).catch((err: unknown) => {
-        logger.warn({ err, model: spec.name }, `learned cache of ${spec.name} not set up; its rows run the model whole`);
-        return undefined;
-      });
-      caches.set(id, cache);
-    }
-    return cache;
-  };
-  let settledCaches: ClassifierCache[] = [];
-
-  /** Rows without a cache run the model whole (their `outputs`, in `plain`'s order); the others through their node's cache. */
-  const execute = async (input: TensorData, params: readonly ClassifierParams[], streams: readonly (string | undefined)[] | undefined) => {
-    const size = params.length;
-    if (params.every((p) => !p.cache)) return { size, outputs: await model.run({ [inputName]: input }), plain: undefined, cached: undefined };
-    const width = input.data.length / size;
-    const groups = new Map<string, { cache: ClassifierCache | undefined; rows: number[] }>();
-    for (const [i, p] of params.entries()) {
-      const id = p.cache ? JSON.stringify(p.cache) : '';
-      const group = groups.get(id) ?? { cache: p.cache && (await cacheFor(p.cache)), rows: [] };
-      group.rows.push(i);
-      groups.set(id, group);
-    }
-    const rowsOf = (rows: readonly number[]): TensorData => ({ ...input, dims: [rows.length, ...input.dims.slice(1)], data: pick(input.data as Float32Array, rows, width) });
-    const plain = [...groups.values()].filter((g) => !g.cache).flatMap((g) => g.rows).sort((a, b) => a - b);
-    const cached = new Map<number, ClassifiedRow>();
-    const [outputs] = await Promise.all([
-      plain.length > 0 ? model.run({ [inputName]: rowsOf(plain) }) : undefined,
-      ...[...groups.values()].map(async ({ cache, rows }) => {
-        if (!cache) return;
-        const answers = await cache.run(rowsOf(rows), rows.map((r) => streams?.[r] ?? ''));
-        rows.forEach((r, i) => cached.set(r, answers[i]!));
-      }),
-    ]);
-    settledCaches = (await Promise.all(caches.values())).filter((c) => c !== undefined);
-    return { size, outputs, plain, cached };
-  };
+  const caches = createNodeCaches<ClassifierParams>({
+    spec,
+    runtime,
+    model,
+    inputName,
+    inputSize,
+    candidateLayers: blockOutputs(await readOnnxModel(spec.file)),
+    cacheOf: (p) =>
+      p.cache && {
+        config: p.cache,
+        key: JSON.stringify(p.cache),
+        probabilitiesOf: (outputs) => float32Output(outputs, 'probabilities', [outputs.probabilities?.dims[0] ?? 0, labels.length], spec.name),
+      },
+    logger,
+  });
 
   return phasedRunner({
     spec,
     parseParams(params) {
       const parsed = parseWith(classifierParams, spec, params);
-      const missing = missingLayer(parsed.cache?.layers ?? []);
+      const missing = caches.missingLayer(parsed.cache?.layers ?? []);
       if (missing) throw missing;
       return parsed;
     },
     prepare: async (images, params, streams) => ({ size: images.length, input: (await letterboxBatchNative(images, inputSize, spec.name)).input, params, streams }),
-    async execute({ input, params, streams }) {
-      return execute(input, params, streams);
-    },
+    execute: ({ input, params, streams }) => caches.execute(input, params, streams),
     finish: ({ size, outputs, plain, cached }) => {
       const results: NodeOutput[] = new Array(size);
       const rows = plain ?? Array.from({ length: size }, (_, i) => i);
@@ -136,7 +76,7 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
       }
       return results;
     },
-    cacheStats: () => settledCaches.flatMap((c) => c.stats()),
+    cacheStats: () => caches.stats(),
     // In stages, a node's `cache:` does not apply: the deployment refuses the two together.
     stageable: {
       runtime,
@@ -146,10 +86,7 @@ export async function loadImageClassifier(spec: ResolvedModel, runtime: ModelRun
       executed: ({ size }, outputs) => ({ size, outputs, plain: undefined, cached: undefined }),
     },
     async dispose() {
-      // Closing first stops exploring and retraining; closing the trainer then fails a job under way.
-      const closing = (await Promise.all(caches.values())).map(async (c) => c?.close());
-      await trainer?.close();
-      await Promise.all(closing);
+      await caches.close();
       await model.dispose();
     },
   });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { randomBytes } from 'node:crypto';
-import { ErrorCode, PanoptesError, specializedNodeOf, type ResolvedModel } from '../../core/index.js';
+import { classifierCacheSchema, ErrorCode, PanoptesError, silentLogger, specializedNodeOf, type Logger, type NodeOutput, type ResolvedModel } from '../../core/index.js';
+import { blockOutputs, readOnnxModel } from '../onnx/index.js';
 import type { ModelRuntime } from '../runtime/index.js';
 import {
   BLAZEFACE,
@@ -13,11 +14,14 @@ import {
   decodeFacemesh,
   decodeFaceres,
   decodeFaces,
+  faceresClassAttributes,
+  faceresClasses,
   createIdentityGallery,
   unit,
   type IdentityGallery,
 } from './face/index.js';
 import { letterboxBatchNative } from './detector/index.js';
+import { createNodeCaches } from './node-caches.js';
 import { float32Output, parseWith, phasedRunner, type ModelRunner } from './runner.js';
 
 export const faceDetectorParams = z.strictObject({
@@ -56,22 +60,55 @@ export async function loadFaceDetector(spec: ResolvedModel, runtime: ModelRuntim
 export const faceAttributeParams = z.strictObject({
   /** Gender sigmoid at or above which a face is `male` (the model's authors use 0.6, the human library 0.5). */
   maleThreshold: z.number().gt(0).lt(1).default(FACERES_DEFAULT_MALE_THRESHOLD),
+  /** The node's `cache:` (a learned cache), which the DAG runner passes here. */
+  cache: classifierCacheSchema.optional(),
 });
 type FaceAttributeParams = z.infer<typeof faceAttributeParams>;
 
-/** Age and gender of face crops with FaceRes: one `attributes` output per crop, `age` then `gender`. */
-export async function loadFaceAttributes(spec: ResolvedModel, runtime: ModelRuntime): Promise<ModelRunner<FaceAttributeParams>> {
+/**
+ * Age and gender of face crops with FaceRes: one `attributes` output per crop, `age` then
+ * `gender`. Rows of nodes with a `cache:` run through that node's learned caches, whose hits
+ * answer the age to the decade (`faceresClasses`, docs/learned-caches.md).
+ */
+export async function loadFaceAttributes(spec: ResolvedModel, runtime: ModelRuntime, logger: Logger = silentLogger()): Promise<ModelRunner<FaceAttributeParams>> {
   const model = await runtime.load({ name: spec.name, file: spec.file });
+  const inputName = model.inputNames[0] ?? FACERES.inputName;
+  const caches = createNodeCaches<FaceAttributeParams>({
+    spec,
+    runtime,
+    model,
+    inputName,
+    inputSize: FACERES.inputSize,
+    candidateLayers: blockOutputs(await readOnnxModel(spec.file)),
+    cacheOf: ({ cache, maleThreshold }) =>
+      cache && { config: cache, key: JSON.stringify([cache, maleThreshold]), probabilitiesOf: (outputs) => faceresClasses(outputs, outputs.gender?.dims[0] ?? 0, maleThreshold) },
+    logger,
+  });
   return phasedRunner({
     spec,
-    parseParams: (params) => parseWith(faceAttributeParams, spec, params),
-    prepare: async (images, params) => ({ size: images.length, input: (await letterboxBatchNative(images, FACERES.inputSize, spec.name)).input, params }),
-    async execute({ size, input, params }) {
-      const outputs = await model.run({ [model.inputNames[0] ?? 'images']: input });
-      return { size, outputs, params };
+    parseParams(params) {
+      const parsed = parseWith(faceAttributeParams, spec, params);
+      const missing = caches.missingLayer(parsed.cache?.layers ?? []);
+      if (missing) throw missing;
+      return parsed;
     },
-    finish: ({ size, outputs, params }) => decodeFaceres(outputs, size, [...params]).map((attributes) => ({ kind: 'attributes' as const, attributes })),
-    dispose: () => model.dispose(),
+    prepare: async (images, params, streams) => ({ size: images.length, input: (await letterboxBatchNative(images, FACERES.inputSize, spec.name)).input, params, streams }),
+    execute: async ({ input, params, streams }) => ({ ...(await caches.execute(input, params, streams)), params }),
+    finish: ({ size, outputs, plain, cached, params }) => {
+      const results: NodeOutput[] = new Array(size);
+      const rows = plain ?? Array.from({ length: size }, (_, i) => i);
+      if (outputs) decodeFaceres(outputs, rows.length, rows.map((r) => params[r]!)).forEach((attributes, i) => (results[rows[i]!] = { kind: 'attributes', attributes }));
+      for (const [row, { answer, score, exit, outputs: own }] of cached ?? []) {
+        const attributes = own ? decodeFaceres(own, 1, [params[row]!])[0]! : faceresClassAttributes(answer, score);
+        results[row] = { kind: 'attributes', attributes, exit };
+      }
+      return results;
+    },
+    cacheStats: () => caches.stats(),
+    async dispose() {
+      await caches.close();
+      await model.dispose();
+    },
   });
 }
 

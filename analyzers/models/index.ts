@@ -7,4 +7,4 @@ export { letterboxBatchNative, sameObjects, matchedObjects } from './detector/in
 export { cpuDeviceName, profileModel, type BatchTiming, type ModelTimings, type ProfileOptions } from './profile.js';
 export { findPrefixFamilies, type FamilyParams } from './family.js';
 export { loadFeatureExtractor, topClasses, type FeatureExtractor } from './classifier-models.js';
-export { createIdentityGallery, unit as unitVector, type IdentityGallery } from './face/index.js';
+export { createIdentityGallery, FACERES, FACERES_DEFAULT_MALE_THRESHOLD, faceresClasses, unit as unitVector, type IdentityGallery } from './face/index.js';

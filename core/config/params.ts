@@ -45,7 +45,7 @@ export function localParamsIssues(apps: readonly AppSpec[], local: { model: stri
 export function checkCache(node: AppSpec['nodes'][number], i: number, architecture: string | undefined): Omit<ConfigIssue, 'file'>[] {
   const schema = cacheSchemaFor(architecture);
   if (!schema) {
-    return [{ path: `nodes[${i}].cache`, message: `node "${node.id}" runs ${node.model}; learned caches in apps run on object detectors (centernet) and image classifiers (efficientnet-lite)` }];
+    return [{ path: `nodes[${i}].cache`, message: `node "${node.id}" runs ${node.model}; learned caches in apps run on object detectors (centernet), image classifiers (efficientnet-lite) and face attributes (faceres)` }];
   }
   const parsed = schema.safeParse(node.cache);
   if (parsed.success) return [];

@@ -213,7 +213,7 @@ export const cacheSchema = z.strictObject({
 });
 
 /**
- * A learned cache on an image classifier node (GATI; docs/learned-caches.md): its first requests
+ * A learned cache on an image classifier or face attribute node (GATI; docs/learned-caches.md): its first requests
  * are recorded, variants are explored on them and the best set under the accuracy filter and the
  * memory budget is enabled; a request whose lookup hits is answered at that layer. The enabled
  * variants are retrained on a sample of the requests. Learned online from all the node's streams.
@@ -271,7 +271,7 @@ export const nodeCacheSchema = z.strictObject(
 /** The schema of a `cache:` on a node running a model of `architecture`, where apps may have one. */
 export function cacheSchemaFor(architecture: string | undefined): typeof cacheSchema | typeof classifierCacheSchema | undefined {
   if (architecture === 'centernet') return cacheSchema;
-  if (architecture === 'efficientnet-lite') return classifierCacheSchema;
+  if (architecture === 'efficientnet-lite' || architecture === 'faceres') return classifierCacheSchema;
   return undefined;
 }
 
@@ -292,7 +292,7 @@ export const appNodeSchema = z.strictObject({
   zones: z.array(zoneSchema).default([]),
   /** Specialize this classifier online for the classes each stream shows now. */
   specialize: specializeSchema.optional(),
-  /** Answer requests early from a learned cache: `cache: {}` for the defaults. Detector (centernet) and image classifier (efficientnet-lite) nodes. */
+  /** Answer requests early from a learned cache: `cache: {}` for the defaults. Detector (centernet), image classifier (efficientnet-lite) and face attribute (faceres) nodes. */
   cache: nodeCacheSchema.optional(),
 });
 

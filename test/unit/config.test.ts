@@ -339,8 +339,9 @@ describe('loadModelZoo and loadApp', () => {
     expect(issues({}, { cache: {}, specialize: { templates: ['efficientnet-lite0'] } })).toEqual([]);
     expect(issues({}, { cache: { grid: 8 } })).toEqual(['nodes[1].cache: Unrecognized key: "grid" (a cache on efficientnet-lite: docs/learned-caches.md)']);
     expect(issues({ cache: { explore: 100 } }, {})).toEqual(['nodes[0].cache: Unrecognized key: "explore" (a cache on centernet: docs/learned-caches.md)']);
-    expect(issues({}, { cache: {} }, 'faceres')).toEqual([
-      'nodes[1].cache: node "kind" runs faceres; learned caches in apps run on object detectors (centernet) and image classifiers (efficientnet-lite)',
+    expect(issues({}, { cache: { layers: [9] } }, 'faceres')).toEqual([]);
+    expect(issues({}, { cache: {} }, 'face-identity')).toEqual([
+      'nodes[1].cache: node "kind" runs face-identity; learned caches in apps run on object detectors (centernet), image classifiers (efficientnet-lite) and face attributes (faceres)',
     ]);
     const cropped = appSpecSchema.parse({
       name: 'cached',

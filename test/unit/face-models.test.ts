@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, type ModelRunner, type RgbImage } from '../../analyzers/index.js';
-import { BLAZEFACE, decodeFacemesh, decodeFaceres, decodeFaces, FACEMESH, FACERES } from '../../analyzers/models/face/index.js';
+import { BLAZEFACE, decodeFacemesh, decodeFaceres, decodeFaces, FACEMESH, FACERES, FACERES_CLASSES, faceresClassAttributes, faceresClasses } from '../../analyzers/models/face/index.js';
 import { cropImage } from '../../analyzers/models/index.js';
 import type { Attribute, Box, Detection } from '../../analyzers/models/types.js';
 import { ErrorCode, loadModelZoo, projectRoot, silentLogger, type NodeOutput } from '../../core/index.js';
@@ -445,5 +445,33 @@ describe('face decoders', () => {
       { name: 'gender', value: 'male', number: 0, score: expect.closeTo(0.5, 6) },
     ]);
     expect(() => decodeFaceres({ gender: { data: gender, dims: [2, 1], type: 'float32' } }, 2, [])).toThrow(/expected float32 age/);
+  });
+
+  it('faceres cache classes: gender × decade, the decoded answer always the top class; a hit answers the decade\'s middle', () => {
+    const age = new Float32Array(4 * FACERES.ageBins);
+    age[29] = 0.5; // 30 and 40: expected 35, decade 3
+    age[39] = 0.5;
+    age[FACERES.ageBins + 19] = 0.4; // 20 and 60: expected 44, decade 4, which holds none of the mass
+    age[FACERES.ageBins + 59] = 0.6;
+    age[2 * FACERES.ageBins + 99] = 1; // 100: the last decade
+    age[3 * FACERES.ageBins + 30] = 1; // 31
+    const gender = new Float32Array([0.3, 0.55, 0.9, 0.6]);
+    const outputs = { gender: { data: gender, dims: [4, 1], type: 'float32' as const }, age: { data: age, dims: [4, FACERES.ageBins], type: 'float32' as const } };
+    const classes = faceresClasses(outputs, 4, 0.6);
+    const rows = [0, 1, 2, 3].map((i) => [...classes.subarray(i * FACERES_CLASSES, (i + 1) * FACERES_CLASSES)]);
+    const top = (row: number[]) => row.indexOf(Math.max(...row));
+    // Female (0.3, 0.55 below 0.6) in decades 3 and 4; male in the last decade; at the threshold, male (a tie goes to the answer).
+    expect(rows.map(top)).toEqual([3, 4, 19, 13]);
+    for (const row of rows) expect(row.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 5);
+    // Where the answer's class held the top already, nothing moved: P(female) 0.75 (0.3 mapped to 0.25 male) × P(decade 3) 0.5.
+    expect(rows[0]![3]).toBeCloseTo(0.375, 5);
+    // The decoded answers agree, class for class.
+    const decoded = decodeFaceres(outputs, 4, Array.from({ length: 4 }, () => ({ maleThreshold: 0.6 })));
+    expect(decoded.map(([a, g]) => `${g!.value} ${a!.value}`)).toEqual(['female 35', 'female 44', 'male 100', 'male 31']);
+    expect(faceresClassAttributes(3, 0.9)).toEqual([
+      { name: 'age', value: '35', number: 35, score: 0.9 },
+      { name: 'gender', value: 'female', number: 0, score: 0.9 },
+    ]);
+    expect(faceresClassAttributes(19, 0.8)).toMatchObject([{ value: '95', number: 95 }, { value: 'male' }]);
   });
 });

@@ -57,13 +57,7 @@ export function decodeFaceres(outputs: NamedTensors, n: number, options: { maleT
   const age = output(outputs, 'age', n, FACERES.ageBins);
   return Array.from({ length: n }, (_, i) => {
     const p = age.subarray(i * FACERES.ageBins, (i + 1) * FACERES.ageBins);
-    let expected = 0;
-    let total = 0;
-    for (let k = 0; k < p.length; k++) {
-      expected += (k + 1) * p[k]!;
-      total += p[k]!;
-    }
-    expected /= total > 0 ? total : 1;
+    const { expected, total } = ageOf(p);
     let near = 0;
     for (let k = 0; k < p.length; k++) if (Math.abs(k + 1 - expected) <= FACERES_AGE_WINDOW) near += p[k]!;
 
@@ -77,6 +71,69 @@ export function decodeFaceres(outputs: NamedTensors, n: number, options: { maleT
       { name: 'gender', value: male ? 'male' : 'female', number: 0, score: clamp01(genderScore) },
     ];
   });
+}
+
+/** The expected age of a row of the 100 age bins, and the bins' total. */
+function ageOf(p: Float32Array): { expected: number; total: number } {
+  let [expected, total] = [0, 0];
+  for (let k = 0; k < p.length; k++) {
+    expected += (k + 1) * p[k]!;
+    total += p[k]!;
+  }
+  return { expected: expected / (total > 0 ? total : 1), total };
+}
+
+/**
+ * A learned cache on FaceRes answers a class of gender × age group (docs/learned-caches.md):
+ * class `g * groups + a` is gender g (0 female, 1 male) and ages 10a to 10a + 9 (the last group
+ * takes 100 too). A cache hit answers a face's age to the decade.
+ */
+export const FACERES_AGE_GROUP_YEARS = 10;
+const AGE_GROUPS = FACERES.ageBins / FACERES_AGE_GROUP_YEARS;
+export const FACERES_CLASSES = 2 * AGE_GROUPS;
+
+const ageGroup = (years: number): number => Math.min(AGE_GROUPS - 1, Math.floor(years / FACERES_AGE_GROUP_YEARS));
+
+/**
+ * Each face's distribution over the cache's classes, row-major [n, FACERES_CLASSES]: P(gender) ×
+ * P(age group), where P(male) is the sigmoid mapped piecewise linearly so that `maleThreshold`
+ * falls at ½, and P(age group) is its bins' mass. The class of the answer `decodeFaceres` gives
+ * (the gender at the threshold, the expected age's group) then trades places with the top one
+ * and wins its ties, so that the model's answer is the top class, as a cache learns it.
+ */
+export function faceresClasses(outputs: NamedTensors, n: number, maleThreshold: number): Float32Array {
+  const gender = output(outputs, 'gender', n, 1);
+  const age = output(outputs, 'age', n, FACERES.ageBins);
+  const classes = new Float32Array(n * FACERES_CLASSES);
+  const groups = new Float32Array(AGE_GROUPS);
+  for (let i = 0; i < n; i++) {
+    const p = age.subarray(i * FACERES.ageBins, (i + 1) * FACERES.ageBins);
+    const { expected, total } = ageOf(p);
+    groups.fill(0);
+    for (let k = 0; k < p.length; k++) groups[ageGroup(k + 1)]! += p[k]! / (total > 0 ? total : 1);
+    const g = clamp01(gender[i]!);
+    const male = g >= maleThreshold ? 0.5 + (0.5 * (g - maleThreshold)) / (1 - maleThreshold) : (0.5 * g) / maleThreshold;
+    const row = classes.subarray(i * FACERES_CLASSES, (i + 1) * FACERES_CLASSES);
+    for (let a = 0; a < AGE_GROUPS; a++) [row[a], row[AGE_GROUPS + a]] = [(1 - male) * groups[a]!, male * groups[a]!];
+    // The group of the age `decodeFaceres` gives, rounded as it rounds.
+    const answer = (gender[i]! >= maleThreshold ? AGE_GROUPS : 0) + ageGroup(Math.round(expected * 10) / 10);
+    let top = 0;
+    for (let c = 1; c < FACERES_CLASSES; c++) if (row[c]! > row[top]!) top = c;
+    [row[top], row[answer]] = [row[answer]!, row[top]!];
+    // A tie (a sigmoid at the threshold) goes to the answer.
+    row[answer]! += 1e-6;
+  }
+  return classes;
+}
+
+/** What a cache hit of class `klass` answers: its gender, and its age group's middle (35 for 30 to 39), both scored `score`. */
+export function faceresClassAttributes(klass: number, score: number): Attribute[] {
+  const male = klass >= AGE_GROUPS;
+  const years = (klass % AGE_GROUPS) * FACERES_AGE_GROUP_YEARS + FACERES_AGE_GROUP_YEARS / 2;
+  return [
+    { name: 'age', value: String(years), number: years, score: clamp01(score) },
+    { name: 'gender', value: male ? 'male' : 'female', number: 0, score: clamp01(score) },
+  ];
 }
 
 const clamp01 = (v: number): number => Math.min(1, Math.max(0, v));

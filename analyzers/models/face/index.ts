@@ -7,9 +7,13 @@ export {
 } from './blazeface.js';
 export {
   FACERES,
+  FACERES_AGE_GROUP_YEARS,
   FACERES_AGE_WINDOW,
+  FACERES_CLASSES,
   FACERES_DEFAULT_MALE_THRESHOLD,
   decodeFaceres,
+  faceresClassAttributes,
+  faceresClasses,
   preprocessFaceres,
   type FaceresPreprocessed,
 } from './faceres.js';
