@@ -126,6 +126,7 @@ export async function cacheBench(args: readonly string[]): Promise<void> {
       dir,
       whole,
       timingFeeds: () => ({ images: { type: 'float32', data: new Float32Array(inputSize * inputSize * 3).fill(128), dims: [1, inputSize, inputSize, 3] } }),
+      onFailed: ({ layer, name, err }) => console.log(`  layer ${layer} ${name}: failed, left out (${(err as Error).message})`),
       onVariant: (v, done, total) => console.log(`  [${done}/${total}] layer ${v.layer} ${v.name}: hit rate ${v.hitRate.toFixed(3)}, precision ${v.accuracy.toFixed(3)} (threshold ${v.threshold}), lookup ${v.lookupMs.toFixed(2)} ms, ${(v.memoryBytes / 1e6).toFixed(1)} MB, trained in ${v.trainMs.toFixed(0)} ms`),
     });
     console.log(`segments: ${exploration.segmentMs.map((ms) => ms.toFixed(1)).join(' + ')} ms, a stop at a cached layer ${exploration.stopMs.toFixed(2)} ms; cache classes: ${exploration.baseClassOf.length - 1} and other`);

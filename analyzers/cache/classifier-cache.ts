@@ -164,6 +164,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       dir,
       accuracyTarget: config.accuracyTarget,
       seed: options.seed ?? 1,
+      onFailed: ({ layer, name, err }) => logger.warn({ err, layer: base.layers[layer], variant: name }, `learned cache variant ${name} of ${model.name} failed to train; exploring the others`),
       // No `whole`: a stop timed here, beside the app's batches on the model's thread, came out
       // anywhere from 0 to 4 ms a cut on one machine, enough to refuse every cache; the stops
       // are charged where they are measured apart (`npm run bench -- cache`).

@@ -44,6 +44,8 @@ export interface ExploreOptions {
   seed?: number;
   /** Progress, after each variant. */
   onVariant?(variant: ExploredVariant, done: number, total: number): void;
+  /** A variant that could not be trained or measured: exploration goes on without it (and fails where every one did). */
+  onFailed?(failed: { layer: number; name: string; err: unknown }): void;
 }
 
 export interface ExploredVariant extends CacheVariant {
@@ -140,49 +142,59 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
   const plan = base.layers.map((_, layer) => variantsOf(shapes[layer]!));
   const total = plan.flat().length;
   const variants: ExploredVariant[] = [];
+  const failures: unknown[] = [];
   for (const [layer, specs] of plan.entries()) {
     const shape = shapes[layer]!;
     const all = concat(hidden[layer]!);
     hidden[layer] = [];
     for (const spec of specs) {
-      const trained = await train({
-        variant: spec,
-        shape,
-        hidden: pick(all, trainRows, size(shape)),
-        targets: pick(targets, trainRows, classes),
-        classes,
-        otherClass: classes - 1,
-        seed,
-        evaluate: pick(all, testRows, size(shape)),
-      });
-      const { predicted, hit } = trained.evaluation!;
-      const answers = testRows.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: baseClassOf[predicted[i]!] === top[r] }));
-      const { threshold, hitRate, accuracy } = calibrate(answers, accuracyTarget);
-      const name = variantName(spec);
-      const file = join(dir, `${base.name}.${layer}.${name.replace(/[(),]/g, '_')}.onnx`);
-      await writeFile(file, encodeLookupModel(spec, shape, classes, trained.weights));
-      const model = await lookupRuntime.load({ name: `${base.name}@${layer}:${name}`, file });
-      const one: TensorData = { type: 'float32', data: all.slice(0, size(shape)), dims: [1, shape.channels, shape.height, shape.width] };
-      const lookupMs = await perCallMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) }));
-      await model.dispose();
-      const explored: ExploredVariant = {
-        layer,
-        name,
-        spec,
-        hitRate,
-        accuracy,
-        threshold,
-        lookupMs,
-        // Parameters and working memory: Table 4's memory is about twice the parameters' bytes.
-        memoryBytes: 2 * 4 * parameterCount(spec, shape, classes),
-        weights: trained.weights,
-        file,
-        trainMs: trained.trainMs,
+      const measure = async (): Promise<ExploredVariant> => {
+        const trained = await train({
+          variant: spec,
+          shape,
+          hidden: pick(all, trainRows, size(shape)),
+          targets: pick(targets, trainRows, classes),
+          classes,
+          otherClass: classes - 1,
+          seed,
+          evaluate: pick(all, testRows, size(shape)),
+        });
+        const { predicted, hit } = trained.evaluation!;
+        const answers = testRows.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: baseClassOf[predicted[i]!] === top[r] }));
+        const { threshold, hitRate, accuracy } = calibrate(answers, accuracyTarget);
+        const name = variantName(spec);
+        const file = join(dir, `${base.name}.${layer}.${name.replace(/[(),]/g, '_')}.onnx`);
+        await writeFile(file, encodeLookupModel(spec, shape, classes, trained.weights));
+        const model = await lookupRuntime.load({ name: `${base.name}@${layer}:${name}`, file });
+        const one: TensorData = { type: 'float32', data: all.slice(0, size(shape)), dims: [1, shape.channels, shape.height, shape.width] };
+        const lookupMs = await perCallMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) }));
+        await model.dispose();
+        return {
+          layer,
+          name,
+          spec,
+          hitRate,
+          accuracy,
+          threshold,
+          lookupMs,
+          // Parameters and working memory: Table 4's memory is about twice the parameters' bytes.
+          memoryBytes: 2 * 4 * parameterCount(spec, shape, classes),
+          weights: trained.weights,
+          file,
+          trainMs: trained.trainMs,
+        };
       };
+      const explored = await measure().catch((err: unknown) => {
+        failures.push(err);
+        options.onFailed?.({ layer, name: variantName(spec), err });
+        return undefined;
+      });
+      if (!explored) continue;
       variants.push(explored);
-      options.onVariant?.(explored, variants.length, total);
+      options.onVariant?.(explored, variants.length + failures.length, total);
     }
   }
+  if (variants.length === 0 && failures.length > 0) throw failures[0];
   return { baseClassOf, shapes, segmentMs, stopMs, variants, inputs: rows };
 }
 

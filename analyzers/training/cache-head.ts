@@ -68,8 +68,25 @@ export interface TrainedCache {
 
 type Tf = typeof TensorFlow;
 
+/**
+ * A conv variant's training step holds its patches (the k² slices, their concatenation and its
+ * gradient: about three copies) in the WebAssembly heap; its minibatch is kept within this. A
+ * 3×3 conv on FaceRes' 128×56×56 layer needs 43 MB a row: 32 rows ran out of memory.
+ */
+const CONV_STEP_BYTES = 512 * 2 ** 20;
+
+/** `asked` rows a step, fewer for a conv variant whose patches would outgrow CONV_STEP_BYTES. */
+export function minibatchOf(variant: VariantSpec, shape: HiddenShape, asked: number): number {
+  if (variant.family !== 'Conv') return asked;
+  const { kernel, stride } = variant;
+  const out = (side: number): number => Math.floor((side + 2 * Math.floor(kernel / 2) - kernel) / stride) + 1;
+  const rowBytes = 3 * 4 * out(shape.height) * out(shape.width) * kernel * kernel * shape.channels;
+  return Math.max(1, Math.min(asked, Math.floor(CONV_STEP_BYTES / rowBytes)));
+}
+
 export async function trainCacheHead(job: CacheHeadJob): Promise<TrainedCache> {
-  const { variant, shape, targets, classes, learningRate = 0.005, batchSize = 32, temperature = 2, hardWeight = 0.5 } = job;
+  const { variant, shape, targets, classes, learningRate = 0.005, temperature = 2, hardWeight = 0.5 } = job;
+  const batchSize = minibatchOf(variant, shape, job.batchSize ?? 32);
   const { falsePositiveWeight = 4, seed = 1, otherClass = -1, minSteps = 150 } = job;
   const hiddenDims = [shape.channels, shape.height, shape.width];
   const rowSize = shape.channels * shape.height * shape.width;

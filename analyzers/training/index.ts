@@ -1,3 +1,3 @@
 export { loadTensorFlow, trainHead, type HeadJob, type TrainedHead } from './head.js';
-export { trainCacheHead, type CacheHeadJob, type TrainedCache } from './cache-head.js';
+export { minibatchOf, trainCacheHead, type CacheHeadJob, type TrainedCache } from './cache-head.js';
 export { createHeadTrainer, type HeadTrainer } from './trainer.js';

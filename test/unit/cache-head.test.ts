@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cacheTargets, calibrate, defaultVariants, encodeFrozenModel, encodeLookupModel, LOOKUP_FEATURES, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, parseVariant, poolWindow, variantName, type HiddenShape, type VariantSpec } from '../../analyzers/cache/index.js';
 import { createOnnxRuntime } from '../../analyzers/index.js';
-import { trainCacheHead, type CacheHeadJob } from '../../analyzers/training/index.js';
+import { minibatchOf, trainCacheHead, type CacheHeadJob } from '../../analyzers/training/index.js';
 import { seededRandom, silentLogger } from '../../core/index.js';
 import { f32 } from '../helpers.js';
 
@@ -41,6 +41,16 @@ const scratch = mkdtempSync(join(tmpdir(), 'panoptes-cache-head-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('learned-cache variants', () => {
+  it('trains a conv variant in minibatches whose patches fit the WebAssembly heap', () => {
+    // FaceRes' 128×56×56 layer: a 3×3 conv's patches take 43 MB a row, 32 rows ran out of memory.
+    expect(minibatchOf({ family: 'Conv', kernel: 3, stride: 1 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(12);
+    expect(minibatchOf({ family: 'Conv', kernel: 5, stride: 2 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(17);
+    // EfficientNet-Lite2's first candidate layer keeps the asked 32; other families always do.
+    expect(minibatchOf({ family: 'Conv', kernel: 3, stride: 1 }, { channels: 32, height: 65, width: 65 }, 32)).toBe(32);
+    expect(minibatchOf({ family: 'Pool', features: 100_352 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(32);
+    expect(minibatchOf({ family: 'Conv', kernel: 7, stride: 1 }, { channels: 2048, height: 64, width: 64 }, 32)).toBe(1);
+  });
+
   it("name, parse and scale the paper's six to a layer", () => {
     for (const name of ['FC(1024)', 'Pool(8192)', 'Conv(3,1)', 'Conv(5,2)']) expect(variantName(parseVariant(name))).toBe(name);
     expect(() => parseVariant('FC(0)')).toThrow(/positive integers/);

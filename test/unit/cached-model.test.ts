@@ -14,7 +14,9 @@ import {
   type EnabledCache,
   type Exploration,
   type ExploredVariant,
+  type HiddenShape,
   type SegmentedModel,
+  type VariantSpec,
 } from '../../analyzers/cache/index.js';
 import { blockOutputs, createOnnxRuntime, readOnnxModel, type LoadedModel, type ModelRuntime, type NamedTensors, type TensorData } from '../../analyzers/index.js';
 import { createHeadTrainer } from '../../analyzers/training/index.js';
@@ -158,6 +160,36 @@ describe('learned caches on EfficientNet-Lite0', () => {
     expect(explored.baseClassOf).toHaveLength(9);
     expect(explored.baseClassOf.at(-1)).toBe(-1);
   });
+
+  it('explores without a variant that fails to train, says which, and fails only where every one did', async () => {
+    const failed: string[] = [];
+    const options = {
+      base,
+      probabilitiesOf: (outputs: NamedTensors) => f32(outputs.probabilities!),
+      maxClasses: 4,
+      variantsOf: (shape: HiddenShape): VariantSpec[] => [
+        { family: 'Pool', features: Math.floor((shape.channels * shape.height * shape.width) / 16) },
+        { family: 'Conv', kernel: 3, stride: 1 },
+      ],
+      lookupRuntime,
+      dir: join(dir, 'failing'),
+      timingFeeds: () => one(images(1, 9), 0),
+      onFailed: ({ layer, name, err }: { layer: number; name: string; err: unknown }) => failed.push(`${name}@${layer}: ${(err as Error).message}`),
+    };
+    // The runtime takes the inputs it is given: each exploration its own.
+    const partial = await exploreCaches({
+      ...options,
+      batches: [images(40, 5)],
+      train: async (job) => {
+        if (job.variant.family === 'Conv') throw new RangeError('memory access out of bounds');
+        return trainer.trainCache(job);
+      },
+    });
+    expect(partial.variants.map((v) => `${v.name}@${v.layer}`)).toEqual(partial.shapes.map((s, layer) => `Pool(${Math.floor((s.channels * s.height * s.width) / 16)})@${layer}`));
+    expect(failed).toEqual([0, 1, 2].map((layer) => `Conv(3,1)@${layer}: memory access out of bounds`));
+    const none = exploreCaches({ ...options, batches: [images(40, 5)], train: async () => Promise.reject(new Error('the cache is closing')) });
+    await expect(none).rejects.toThrow('the cache is closing');
+  }, 120_000);
 
   it.each(['async', 'sync'] as const)("%s: every answer is the base model's (a miss) or the answering cache's own (a hit)", async (mode) => {
     const caches = await enable('Pool', [0, 1, 2]);
