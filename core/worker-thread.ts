@@ -13,8 +13,8 @@ export function startModuleWorker(base: string, name: string): Worker {
   return new Worker(`import(${JSON.stringify(tsx)}).then((t) => { t.register(); return import(${JSON.stringify(worker)}); })`, { eval: true });
 }
 
-/** What a module worker served by `serveRequests` answers: one reply per request. */
-type Reply = { id: number; result?: unknown; error?: string };
+/** What a module worker served by `serveRequests` answers: one reply per request; `ending` where the thread ends after it. */
+type Reply = { id: number; result?: unknown; error?: string; ending?: true };
 
 /**
  * Requests to a module worker whose thread answers each with `serveRequests`. The thread starts at
@@ -55,6 +55,8 @@ export function createWorkerClient<Request extends object>(base: string, name: s
       const p = pending.get(message.id);
       if (!p) return;
       pending.delete(message.id);
+      // The next request goes to a new thread.
+      if (message.ending && worker === w) worker = undefined;
       if (message.error === undefined) p.resolve(message.result);
       else p.reject(failure(`${what} failed: ${message.error}`));
       unrefIfIdle(w);
@@ -91,9 +93,20 @@ export function createWorkerClient<Request extends object>(base: string, name: s
   };
 }
 
-/** The thread's side: answers each request `{ id, ...request }` with what `handle` gives, or its error; `transfer` moves the result's buffers back. */
-export function serveRequests<Request>(handle: (request: Request) => Promise<{ result: unknown; transfer?: ArrayBuffer[] }> | { result: unknown; transfer?: ArrayBuffer[] }): void {
-  const reply = (id: number, err: unknown) => parentPort?.postMessage({ id, error: describeError(err) } satisfies Reply);
+/**
+ * The thread's side: answers each request `{ id, ...request }` with what `handle` gives, or its
+ * error; `transfer` moves the result's buffers back. An error `fatal` says the thread cannot go on
+ * from ends it once answered (its client starts another for the next request).
+ */
+export function serveRequests<Request>(
+  handle: (request: Request) => Promise<{ result: unknown; transfer?: ArrayBuffer[] }> | { result: unknown; transfer?: ArrayBuffer[] },
+  fatal: (err: unknown) => boolean = () => false,
+): void {
+  const reply = (id: number, err: unknown) => {
+    if (!fatal(err)) return parentPort?.postMessage({ id, error: describeError(err) } satisfies Reply);
+    parentPort?.postMessage({ id, error: describeError(err), ending: true } satisfies Reply);
+    setImmediate(() => process.exit(1));
+  };
   parentPort?.on('message', (message: Request & { id: number }) => {
     Promise.resolve()
       .then(() => handle(message))

@@ -69,18 +69,26 @@ export interface TrainedCache {
 type Tf = typeof TensorFlow;
 
 /**
- * A conv variant's training step holds its patches (the k² slices, their concatenation and its
- * gradient: about three copies) in the WebAssembly heap; its minibatch is kept within this. A
- * 3×3 conv on FaceRes' 128×56×56 layer needs 43 MB a row: 32 rows ran out of memory.
+ * A conv variant's training step holds its patches in the WebAssembly heap (4 GB at most, and
+ * lost to the thread once exhausted); its minibatch is kept within this.
  */
-const CONV_STEP_BYTES = 512 * 2 ** 20;
+const CONV_STEP_BYTES = 2 ** 30;
 
-/** `asked` rows a step, fewer for a conv variant whose patches would outgrow CONV_STEP_BYTES. */
+/**
+ * `asked` rows a step, fewer for a conv variant whose step would outgrow CONV_STEP_BYTES: per row,
+ * the padded input, the k² blocks read for the taps (with their halves and quarters where the
+ * stride is 2 or more), the patches and their product's copy; the heap held about twice that
+ * (3 GB when 17 rows of a 5×5 conv of stride 2 on FaceRes' 128×56×56 layer ran out).
+ */
 export function minibatchOf(variant: VariantSpec, shape: HiddenShape, asked: number): number {
   if (variant.family !== 'Conv') return asked;
   const { kernel, stride } = variant;
-  const out = (side: number): number => Math.floor((side + 2 * Math.floor(kernel / 2) - kernel) / stride) + 1;
-  const rowBytes = 3 * 4 * out(shape.height) * out(shape.width) * kernel * kernel * shape.channels;
+  const pad = Math.floor(kernel / 2);
+  const [outH, outW] = [shape.height, shape.width].map((side) => Math.floor((side + 2 * pad - kernel) / stride) + 1) as [number, number];
+  const blocks = kernel * kernel * outH * stride * outW * stride * shape.channels * (stride > 1 ? 1.75 : 1);
+  const patches = outH * outW * kernel * kernel * shape.channels;
+  const padded = (shape.height + 2 * pad) * (shape.width + 2 * pad) * shape.channels;
+  const rowBytes = 2 * 4 * (blocks + 2 * patches + padded);
   return Math.max(1, Math.min(asked, Math.floor(CONV_STEP_BYTES / rowBytes)));
 }
 

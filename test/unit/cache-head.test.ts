@@ -41,11 +41,11 @@ const scratch = mkdtempSync(join(tmpdir(), 'panoptes-cache-head-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('learned-cache variants', () => {
-  it('trains a conv variant in minibatches whose patches fit the WebAssembly heap', () => {
-    // FaceRes' 128×56×56 layer: a 3×3 conv's patches take 43 MB a row, 32 rows ran out of memory.
-    expect(minibatchOf({ family: 'Conv', kernel: 3, stride: 1 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(12);
-    expect(minibatchOf({ family: 'Conv', kernel: 5, stride: 2 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(17);
-    // EfficientNet-Lite2's first candidate layer keeps the asked 32; other families always do.
+  it('trains a conv variant in minibatches whose step fits the WebAssembly heap', () => {
+    // FaceRes' 128×56×56 layer: 17 rows of a 5×5 conv of stride 2 ran its heap out (3 GB held).
+    expect(minibatchOf({ family: 'Conv', kernel: 5, stride: 2 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(5);
+    expect(minibatchOf({ family: 'Conv', kernel: 3, stride: 1 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(11);
+    // EfficientNet-Lite2's first candidate layer: a 3×3 conv keeps the asked 32; other families always do.
     expect(minibatchOf({ family: 'Conv', kernel: 3, stride: 1 }, { channels: 32, height: 65, width: 65 }, 32)).toBe(32);
     expect(minibatchOf({ family: 'Pool', features: 100_352 }, { channels: 128, height: 56, width: 56 }, 32)).toBe(32);
     expect(minibatchOf({ family: 'Conv', kernel: 7, stride: 1 }, { channels: 2048, height: 64, width: 64 }, 32)).toBe(1);

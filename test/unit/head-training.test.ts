@@ -78,4 +78,13 @@ describe('a classifier head trained on pre-forwarded features, on its own thread
     const again = clusters(60, 8, 3, 3);
     expect((await trainer.train({ ...again, featureCount: 8, classes: 3, epochs: 1 })).classes).toBe(3);
   }, 60_000);
+  it('BAD INPUT: a cache too large for the WebAssembly heap fails its job, and the next job trains on a fresh thread', async () => {
+    // One row of a 2048×64×64 layer: a 7×7 conv's patches alone take 1.6 GB, its step about 10.
+    const shape = { channels: 2048, height: 64, width: 64 };
+    const hidden = new Float32Array(shape.channels * shape.height * shape.width).fill(0.5);
+    const huge = trainer.trainCache({ variant: { family: 'Conv', kernel: 7, stride: 1 }, shape, hidden, targets: new Float32Array([1, 0]), classes: 2, epochs: 1, minSteps: 1 });
+    await expect(huge).rejects.toMatchObject({ code: 'PANOPTES_MODEL_RUN', message: expect.stringMatching(/^training failed: (memory access out of bounds|Aborted)/) });
+    const again = clusters(60, 8, 3, 3);
+    expect((await trainer.train({ ...again, featureCount: 8, classes: 3, epochs: 1 })).classes).toBe(3);
+  }, 120_000);
 });
