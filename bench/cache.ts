@@ -139,6 +139,8 @@ export async function cacheBench(args: readonly string[]): Promise<void> {
     console.log(`  latency-greedy: ${describe(greedyComposition(problem, 'latency'))}`);
     console.log(`  hit-rate-greedy: ${describe(greedyComposition(problem, 'hit-rate'))}`);
     const chosen = composition.variants as ExploredVariant[];
+    // Without caches the cached model is the base: in one run, not segment by segment.
+    if (chosen.length === 0) await base.prepareRange(0, base.segments - 1);
 
     // The held-out half, labelled by the base model.
     const testCrops = crops.filter((c) => c.test);
