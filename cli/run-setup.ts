@@ -23,9 +23,14 @@ export function ownBatches(config: CompiledConfig, logger: Logger): (model: stri
   };
 }
 
-/** The apps' models that share a prefix: each family a model the plan may host in its members' place. */
+/**
+ * The apps' models that share a prefix: each family a model the plan may host in its members'
+ * place. A model that any node runs with a learned cache stays out: its caches cut its own graph.
+ */
 export async function prefixFamilies(config: CompiledConfig, logger: Logger): Promise<ResolvedModel[]> {
-  const used = new Set(Object.values(config.apps).flatMap((app) => app.nodes.map((n) => n.model)));
+  const nodes = Object.values(config.apps).flatMap((app) => app.nodes);
+  const cached = new Set(nodes.filter((n) => n.cache).map((n) => n.model));
+  const used = new Set(nodes.map((n) => n.model).filter((model) => !cached.has(model)));
   const families = await findPrefixFamilies([...used].map((name) => config.models[name]!));
   if (families.length > 0) logger.info({ families: families.map((f) => f.name) }, 'models sharing a prefix: each family merges where the plan finds it pays');
   return families;

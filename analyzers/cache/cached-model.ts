@@ -23,11 +23,18 @@ export interface EnabledCache {
   readonly threshold?: number;
 }
 
+export interface ClassDistribution {
+  readonly classes: readonly number[];
+  readonly probabilities: Float32Array;
+}
+
 export interface CachedAnswer {
   /** The base model's class index of the answer. */
   readonly answer: number;
   /** A hit's probability of its answer, as the cache's predictor gives it. */
   readonly score?: number;
+  /** A hit's predicted distribution, as base classes and their probabilities ("other" left out). */
+  readonly predicted?: ClassDistribution;
   /** The layer whose cache answered, or `full` when the base ran to its end. */
   readonly exit: number | 'full';
   readonly variant?: string;
@@ -82,10 +89,14 @@ export function createCachedModel(options: CachedModelOptions): CachedModel {
     const probabilities = out[LOOKUP_PROBABILITIES]!.data as Float32Array;
     const hits = out[LOOKUP_HIT]!.data as Float32Array;
     const classes = cache.baseClassOf.length;
+    const known = cache.baseClassOf.flatMap((base, i) => (base >= 0 ? [i] : []));
+    const knownClasses = known.map((i) => cache.baseClassOf[i]!);
     return Array.from(hits, (hit, row) => {
-      const predicted = argMax(probabilities.subarray(row * classes, (row + 1) * classes));
-      const answer = cache.baseClassOf[predicted] ?? -1;
-      return hit >= (cache.threshold ?? 0.5) && answer >= 0 ? { answer, score: probabilities[row * classes + predicted]!, exit: cache.layer, variant: cache.variant } : undefined;
+      const p = probabilities.subarray(row * classes, (row + 1) * classes);
+      const top = argMax(p);
+      const answer = cache.baseClassOf[top] ?? -1;
+      if (!(hit >= (cache.threshold ?? 0.5) && answer >= 0)) return undefined;
+      return { answer, score: p[top]!, predicted: { classes: knownClasses, probabilities: Float32Array.from(known, (i) => p[i]!) }, exit: cache.layer, variant: cache.variant };
     });
   }
 

@@ -5,7 +5,7 @@ import { ErrorCode, PanoptesError, seededRandom, type CacheExit, type Classifier
 import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import { createCacheAdaptation, type CacheAdaptation } from './adaptation.js';
-import { createCachedModel, type CachedAnswer, type CachedModel, type EnabledCache } from './cached-model.js';
+import { createCachedModel, type CachedAnswer, type CachedModel, type ClassDistribution, type EnabledCache } from './cached-model.js';
 import { composeCaches, effectiveHitRates, violation } from './composition.js';
 import { emptyRecord, exploreCaches, record, type ExploredVariant, type Recorded } from './explore.js';
 import type { FrameCacheStats } from './frame-cache.js';
@@ -47,6 +47,8 @@ export interface ClassifiedRow {
   readonly exit: CacheExit;
   /** The model's own outputs for the request (a batch of one), where it ran to its end. */
   readonly outputs?: NamedTensors;
+  /** A hit's predicted distribution over the cache's classes. */
+  readonly predicted?: ClassDistribution | undefined;
 }
 
 export interface ClassifierCache {
@@ -97,6 +99,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   }
   const lookupRuntime: ModelRuntime = beside;
   let closed = false;
+  const closing = new AbortController();
   let lookupsClosed = false;
   const train = async (job: CacheHeadJob): Promise<TrainedCache> => {
     if (closed) throw new Error('the cache is closing');
@@ -164,7 +167,10 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       dir,
       accuracyTarget: config.accuracyTarget,
       seed: options.seed ?? 1,
-      onFailed: ({ layer, name, err }) => logger.warn({ err, layer: base.layers[layer], variant: name }, `learned cache variant ${name} of ${model.name} failed to train; exploring the others`),
+      signal: closing.signal,
+      onFailed: ({ layer, name, err }) => {
+        if (!closed) logger.warn({ err, layer: base.layers[layer], variant: name }, `learned cache variant ${name} of ${model.name} failed to train; exploring the others`);
+      },
       // No `whole`: a stop timed here, beside the app's batches on the model's thread, came out
       // anywhere from 0 to 4 ms a cut on one machine, enough to refuse every cache; the stops
       // are charged where they are measured apart (`npm run bench -- cache`).
@@ -347,7 +353,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
         if (answered.exit === 'full') return rowsOf(answered.outputs!, 1)[0]!;
         const at = base.layers[answered.exit]!;
         if (figures) layerFigures(figures, at).hits += 1;
-        return { answer: answered.answer, score: answered.score ?? 0, exit: { at, variant: answered.variant ?? '' } };
+        return { answer: answered.answer, score: answered.score ?? 0, exit: { at, variant: answered.variant ?? '' }, predicted: answered.predicted };
       });
     },
 
@@ -380,6 +386,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
 
     async close() {
       closed = true;
+      closing.abort();
       await exploring;
       await observing;
       // Each step whatever the one before did; the first failure is thrown at the end.

@@ -20,11 +20,27 @@ export interface CacheVariant {
   readonly hitRate: number;
   /** A: the share of hits whose answer is the base model's (precision against the base). */
   readonly accuracy: number;
+  /** The hits A was measured on, and the held-out requests they were among, where known (`vouches`). */
+  readonly hits?: number;
+  readonly heldOut?: number;
   /** T: predictor + selector, profiled on the machine that serves. */
   readonly lookupMs: number;
   /** M: parameters and working memory. */
   readonly memoryBytes: number;
 }
+
+/** Held-out hits from which a precision can be told from another (97% from 80%, say). */
+export const MIN_VOUCHED_HITS = 10;
+
+/**
+ * Whether a variant's hits are enough to vouch for its precision: MIN_VOUCHED_HITS, or half the
+ * held-out requests where those are fewer than twice that (a small exploration online). A
+ * precision on fewer (one right hit is 100%) is a guess, and never passes the filter.
+ */
+const vouches = ({ hits, heldOut }: CacheVariant): boolean => hits === undefined || hits >= Math.min(MIN_VOUCHED_HITS, Math.ceil((heldOut ?? Infinity) / 2));
+
+/** Eq. 11's filter: precise enough, on enough hits to say so. */
+const passesFilter = (v: CacheVariant, accuracyTarget: number): boolean => v.accuracy >= accuracyTarget && vouches(v);
 
 export interface CompositionProblem {
   /** L_i: the base model's time for each segment, in order. */
@@ -111,7 +127,9 @@ export function violation(problem: CompositionProblem, variants: readonly CacheV
   const ordered = byLayer(variants);
   for (const [i, v] of ordered.entries()) {
     if (v.layer < 0 || v.layer >= segmentMs.length - 1) return `${v.name} reads layer ${v.layer}: caches read the output of segments 0..${segmentMs.length - 2}`;
-    if (v.accuracy < accuracyTarget) return `${v.name} at layer ${v.layer} is ${v.accuracy} accurate, below ${accuracyTarget}`;
+    if (!passesFilter(v, accuracyTarget)) {
+      return v.accuracy < accuracyTarget ? `${v.name} at layer ${v.layer} is ${v.accuracy} accurate, below ${accuracyTarget}` : `${v.name} at layer ${v.layer} had ${v.hits} hits among ${v.heldOut ?? 'its'} held-out requests, too few to vouch for its precision`;
+    }
     const next = ordered[i + 1];
     if (next?.layer === v.layer) return `layer ${v.layer} has two variants (${v.name}, ${next.name})`;
     if (!lookupFits(segmentMs, v, next?.layer)) return `${v.name} at layer ${v.layer} takes ${v.lookupMs} ms, longer than the base model takes to the next cached layer`;
@@ -141,7 +159,7 @@ function paretoFront(partials: readonly Partial[]): Partial[] {
  */
 export function solveComposition(problem: CompositionProblem, alpha: number): Composition {
   const { segmentMs, memoryBudgetBytes, accuracyTarget = DEFAULT_ACCURACY_TARGET } = problem;
-  const candidates = byLayer(problem.variants.filter((v) => v.accuracy >= accuracyTarget && v.layer >= 0 && v.layer < segmentMs.length - 1 && v.memoryBytes <= memoryBudgetBytes));
+  const candidates = byLayer(problem.variants.filter((v) => passesFilter(v, accuracyTarget) && v.layer >= 0 && v.layer < segmentMs.length - 1 && v.memoryBytes <= memoryBudgetBytes));
   const score = (v: CacheVariant): number => alpha * v.hitRate + (1 - alpha) * latencyGain(segmentMs, v);
   /** Per candidate: the best choices that end with it. */
   const fronts: Partial[][] = [];

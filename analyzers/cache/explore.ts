@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { seededRandom } from '../../core/index.js';
 import type { LoadedModel, ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { CacheHeadJob, TrainedCache } from '../training/index.js';
-import { DEFAULT_ACCURACY_TARGET, type CacheVariant } from './composition.js';
+import { DEFAULT_ACCURACY_TARGET, MIN_VOUCHED_HITS, type CacheVariant } from './composition.js';
 import { argMax, concat, copyFeeds, copyTensor, pick } from './tensors.js';
 import { encodeLookupModel, LOOKUP_INPUT, type CacheWeights } from './lookup-model.js';
 import type { SegmentedModel } from './segmented-model.js';
@@ -46,6 +46,8 @@ export interface ExploreOptions {
   onVariant?(variant: ExploredVariant, done: number, total: number): void;
   /** A variant that could not be trained or measured: exploration goes on without it (and fails where every one did). */
   onFailed?(failed: { layer: number; name: string; err: unknown }): void;
+  /** Aborted, exploration fails before the next variant. */
+  signal?: AbortSignal;
 }
 
 export interface ExploredVariant extends CacheVariant {
@@ -148,6 +150,7 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
     const all = concat(hidden[layer]!);
     hidden[layer] = [];
     for (const spec of specs) {
+      options.signal?.throwIfAborted();
       const measure = async (): Promise<ExploredVariant> => {
         const trained = await train({
           variant: spec,
@@ -161,20 +164,21 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
         });
         const { predicted, hit } = trained.evaluation!;
         const answers = testRows.map((r, i) => ({ hit: predicted[i] === classes - 1 ? 0 : hit[i]!, right: baseClassOf[predicted[i]!] === top[r] }));
-        const { threshold, hitRate, accuracy } = calibrate(answers, accuracyTarget);
+        const { threshold, hitRate, accuracy, hits } = calibrate(answers, accuracyTarget);
         const name = variantName(spec);
         const file = join(dir, `${base.name}.${layer}.${name.replace(/[(),]/g, '_')}.onnx`);
         await writeFile(file, encodeLookupModel(spec, shape, classes, trained.weights));
         const model = await lookupRuntime.load({ name: `${base.name}@${layer}:${name}`, file });
         const one: TensorData = { type: 'float32', data: all.slice(0, size(shape)), dims: [1, shape.channels, shape.height, shape.width] };
-        const lookupMs = await perCallMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) }));
-        await model.dispose();
+        const lookupMs = await perCallMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) })).finally(async () => model.dispose());
         return {
           layer,
           name,
           spec,
           hitRate,
           accuracy,
+          hits,
+          heldOut: testRows.length,
           threshold,
           lookupMs,
           // Parameters and working memory: Table 4's memory is about twice the parameters' bytes.
@@ -204,27 +208,26 @@ const THRESHOLDS = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99];
 /**
  * The selector's threshold: the lowest of a grid at which at least `minHits` held-out hits are
  * at least `target` precise (`fallback` where none is: 0.5, the trained one, or the threshold a
- * retrained cache had), with the hit rate and precision there (fewer hits are too few to tell a
- * precision of 97% from one of 80%).
+ * retrained cache had), with the hit rate, precision and hits there (fewer hits are too few to
+ * tell a precision of 97% from one of 80%).
  * The paper has only the asymmetric loss; this sets the trade-off where the filter needs it, on
  * the split that measures it, so H and A are somewhat optimistic.
  */
 export function calibrate(
   answers: readonly { hit: number; right: boolean }[],
   target: number,
-  { minHits = 10, fallback = 0.5, thresholds = THRESHOLDS }: { minHits?: number; fallback?: number; thresholds?: readonly number[] } = {},
-): { threshold: number; hitRate: number; accuracy: number } {
+  { minHits = MIN_VOUCHED_HITS, fallback = 0.5, thresholds = THRESHOLDS }: { minHits?: number; fallback?: number; thresholds?: readonly number[] } = {},
+): { threshold: number; hitRate: number; accuracy: number; hits: number } {
   const at = (threshold: number) => {
     const hits = answers.filter((a) => a.hit >= threshold);
     // No hits: no precision to speak of; it never passes the filter.
     return { threshold, hits: hits.length, hitRate: hits.length / Math.max(1, answers.length), accuracy: hits.length > 0 ? hits.filter((a) => a.right).length / hits.length : 0 };
   };
   for (const threshold of thresholds) {
-    const { hits, ...measured } = at(threshold);
-    if (hits >= minHits && measured.accuracy >= target) return measured;
+    const measured = at(threshold);
+    if (measured.hits >= minHits && measured.accuracy >= target) return measured;
   }
-  const { hits: _, ...kept } = at(fallback);
-  return kept;
+  return at(fallback);
 }
 
 /**

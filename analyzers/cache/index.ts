@@ -29,7 +29,7 @@ export {
 } from './variant.js';
 export { encodeFrozenModel, encodeLookupModel, frozenModel, LOOKUP_FEATURES, LOOKUP_HIT, LOOKUP_INPUT, LOOKUP_PROBABILITIES, lookupModel, type CacheWeights } from './lookup-model.js';
 export { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
-export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type EnabledCache } from './cached-model.js';
+export { createCachedModel, type CachedAnswer, type CachedModel, type CachedModelOptions, type ClassDistribution, type EnabledCache } from './cached-model.js';
 export { cacheTargets, calibrate, exploreCaches, type Exploration, type ExploredVariant, type ExploreOptions } from './explore.js';
 export { argMax, concat, pick, rowOf } from './tensors.js';
 export { belowTarget, createCacheAdaptation, type CacheAdaptation, type CacheAdaptationOptions } from './adaptation.js';

@@ -25,7 +25,14 @@ export function transfers(of: HeadJob | CacheHeadJob | TrainedHead | TrainedCach
 
 export function createHeadTrainer(): HeadTrainer {
   const thread = createWorkerClient<TrainingRequest>(import.meta.url, 'worker', 'training');
-  const submit = <T>(request: TrainingRequest): Promise<T> => thread.request<T>(request, transfers(request.job));
+  // One job in the thread at a time: jobs would share its WebAssembly heap, and a job that
+  // exhausts it ends the thread under any other.
+  let queue: Promise<unknown> = Promise.resolve();
+  const submit = <T>(request: TrainingRequest): Promise<T> => {
+    const job = queue.then(async () => thread.request<T>(request, transfers(request.job)));
+    queue = job.catch(() => undefined);
+    return job;
+  };
   return {
     train: async (job) => submit<TrainedHead>({ kind: 'head', job }),
     trainCache: async (job) => submit<TrainedCache>({ kind: 'cache', job }),

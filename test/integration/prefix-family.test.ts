@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOnnxRuntime, decodeJpeg, findPrefixFamilies, loadModelRunner, readOnnxModel, type ModelRunner, type RgbImage } from '../../analyzers/index.js';
 import { runDeployment } from '../../cli/deployment.js';
-import { compileDeployment, deploymentSchema, loadModelZoo, projectRoot, silentLogger, type Detection, type NodeOutput, type ResolvedModel } from '../../core/index.js';
+import { prefixFamilies } from '../../cli/run-setup.js';
+import { compileDeployment, deploymentSchema, loadModelZoo, projectRoot, silentLogger, type CompiledConfig, type Detection, type NodeOutput, type ResolvedModel } from '../../core/index.js';
 import { writeHeads } from '../../tools/prefix-heads/index.js';
 
 const root = projectRoot();
@@ -47,6 +48,14 @@ describe('a prefix family of CenterNet heads', () => {
   it('finds no family among models of different architectures, nor in one network listed twice', async () => {
     expect(await findPrefixFamilies([zoo.centernet!, zoo.blazeface!, zoo.faceres!, zoo.facemesh!])).toEqual([]);
     expect(await findPrefixFamilies([zoo.centernet!, { ...zoo.centernet!, name: 'centernet-again' }])).toEqual([]);
+  });
+
+  it('leaves out of families a model that a node runs with a learned cache (its caches cut its own graph)', async () => {
+    const models = Object.fromEntries(members.map((m) => [m.name, m]));
+    const configWith = (cache?: object) =>
+      ({ apps: { road: { nodes: [{ id: 'a', model: 'centernet' }, { id: 'b', model: 'centernet-b', ...(cache ? { cache } : {}) }] } }, models }) as unknown as CompiledConfig;
+    expect((await prefixFamilies(configWith(), silentLogger())).map((f) => f.name)).toEqual(['centernet+centernet-b']);
+    expect(await prefixFamilies(configWith({}), silentLogger())).toEqual([]);
   });
 
   it("answers each request of a mixed batch as its member's own runner does", async () => {

@@ -62,6 +62,19 @@ describe('GATI composition', () => {
     expect(violation({ segmentMs: blocks, variants: table4, memoryBudgetBytes: 1000 * MB }, [table4[1]!])).toMatch(/Pool\(8192\) at layer 2 is 0.967 accurate, below 0.97/);
   });
 
+  it('never enables a variant whose precision rests on fewer than ten held-out hits, however high', () => {
+    // Layer 5's FC(1024), chosen on Table 4's figures, measured on only 3 hits.
+    const withHits = (few: number) => table4.map((v) => ({ ...v, hits: v.layer === 5 && v.name === 'FC(1024)' ? few : 40 }));
+    const problem = { segmentMs: blocks, variants: withHits(3), memoryBudgetBytes: 1000 * MB };
+    expect(named(composeCaches({ ...problem, variants: withHits(10) }))).toContain('FC(1024)@5');
+    expect(named(composeCaches(problem))).not.toContain('FC(1024)@5');
+    expect(violation(problem, [problem.variants[3]!])).toBe('FC(1024) at layer 5 had 3 hits among its held-out requests, too few to vouch for its precision');
+    // A small exploration (12 held out) vouches with half of them: 6 hits, not 5.
+    const small = (hits: number) => ({ ...problem, variants: table4.map((v) => ({ ...v, hits: v.layer === 5 && v.name === 'FC(1024)' ? hits : 12, heldOut: 12 })) });
+    expect(named(composeCaches(small(6)))).toContain('FC(1024)@5');
+    expect(violation(small(5), [small(5).variants[3]!])).toBe('FC(1024) at layer 5 had 5 hits among 12 held-out requests, too few to vouch for its precision');
+  });
+
   it('keeps to a tiny memory budget with small Pool and Conv variants only', () => {
     const chosen = composeCaches({ segmentMs: blocks, variants: table4, memoryBudgetBytes: 5 * MB, accuracyTarget: 0.96 });
     expect(named(chosen)).toEqual(['Conv(3,1)@2', 'Conv(3,1)@5']);

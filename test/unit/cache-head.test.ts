@@ -151,8 +151,8 @@ describe('learned-cache variants', () => {
       ...Array.from({ length: 10 }, (_, i) => ({ hit: 0.6, right: i < 5 })),
       ...Array.from({ length: 20 }, () => ({ hit: 0.1, right: false })),
     ];
-    expect(calibrate(answers, 0.97)).toEqual({ threshold: 0.7, hitRate: 0.25, accuracy: 1 });
+    expect(calibrate(answers, 0.97)).toEqual({ threshold: 0.7, hitRate: 0.25, accuracy: 1, hits: 10 });
     // Nine right hits are too few to vouch for 97%: the trained threshold stays, with its precision.
-    expect(calibrate(answers.slice(1), 0.97)).toEqual({ threshold: 0.5, hitRate: 19 / 39, accuracy: 14 / 19 });
+    expect(calibrate(answers.slice(1), 0.97)).toEqual({ threshold: 0.5, hitRate: 19 / 39, accuracy: 14 / 19, hits: 19 });
   });
 });

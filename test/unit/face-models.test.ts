@@ -473,5 +473,15 @@ describe('face decoders', () => {
       { name: 'gender', value: 'female', number: 0, score: 0.9 },
     ]);
     expect(faceresClassAttributes(19, 0.8)).toMatchObject([{ value: '95', number: 95 }, { value: 'male' }]);
+    // Scored from the cache's predicted distribution, as the model's readings are: P(female) 0.7 of
+    // the known classes is 0.4 from ½; P(30 to 39) is 0.9.
+    const [age30s, female] = faceresClassAttributes(3, 0.6, { classes: [3, 13, 4], probabilities: Float32Array.of(0.6, 0.3, 0.1) });
+    expect(age30s!.score).toBeCloseTo(0.9, 6);
+    expect(female!.score).toBeCloseTo(0.4, 6);
+    // A gender that is not a number is female, of no age group, as decodeFaceres reads it.
+    const nan = { gender: { data: Float32Array.of(Number.NaN), dims: [1, 1], type: 'float32' as const }, age: { data: age.slice(0, FACERES.ageBins), dims: [1, FACERES.ageBins], type: 'float32' as const } };
+    const nanRow = [...faceresClasses(nan, 1, 0.6)];
+    expect(nanRow.indexOf(Math.max(...nanRow))).toBe(3);
+    expect(decodeFaceres(nan, 1, [{ maleThreshold: 0.6 }])[0]![1]!.value).toBe('female');
   });
 });

@@ -55,6 +55,14 @@ describe('a learned cache on face attributes (faceres)', () => {
   };
   const read = (out: NodeOutput | undefined): Record<string, Attribute> => (out?.kind === 'attributes' ? Object.fromEntries(out.attributes.map((a) => [a.name, a])) : {});
   const decade = (age: number): number => Math.min(9, Math.floor(age / 10));
+  /** The model's own reading, to the float noise of running it in segments (1e-5). */
+  const expectReading = (out: NodeOutput | undefined, expected: NodeOutput | undefined): void => {
+    const [got, want] = [read(out), read(expected)];
+    expect(got.gender!.value).toBe(want.gender!.value);
+    expect(got.gender!.score).toBeCloseTo(want.gender!.score, 3);
+    expect(got.age!.number).toBeCloseTo(want.age!.number, 0);
+    expect(got.age!.score).toBeCloseTo(want.age!.score, 3);
+  };
 
   it('records, explores, then answers: a miss is the model\'s answer, a hit its gender and age to the decade, at the layer it read', async () => {
     expect(faces.length).toBeGreaterThanOrEqual(60);
@@ -64,7 +72,7 @@ describe('a learned cache on face attributes (faceres)', () => {
       const outputs = await run(runner, faces.slice(i, i + 4), { cache });
       outputs.forEach((o, j) => {
         expect(o).toMatchObject({ kind: 'attributes', exit: { at: 'full', variant: '' } });
-        expect(read(o)).toEqual(read(whole[i + j]));
+        expectReading(o, whole[i + j]);
       });
     }
     for (let waited = 0; (runner.cacheStats?.() ?? []).length === 0 && waited < 120; waited++) {
@@ -81,7 +89,7 @@ describe('a learned cache on face attributes (faceres)', () => {
           const exit = o.kind === 'attributes' ? o.exit : undefined;
           const { age, gender } = read(o);
           if (exit?.at === 'full') {
-            expect(read(o)).toEqual(expected);
+            expectReading(o, whole[i + j]);
             return;
           }
           expect(exit).toEqual({ at: 'conv_dw_12_bn/batchnorm_1/add_1:0', variant: expect.any(String) });

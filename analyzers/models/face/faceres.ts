@@ -110,13 +110,14 @@ export function faceresClasses(outputs: NamedTensors, n: number, maleThreshold: 
     const p = age.subarray(i * FACERES.ageBins, (i + 1) * FACERES.ageBins);
     const { expected, total } = ageOf(p);
     groups.fill(0);
-    for (let k = 0; k < p.length; k++) groups[ageGroup(k + 1)]! += p[k]! / (total > 0 ? total : 1);
-    const g = clamp01(gender[i]!);
+    // A reading that is not a number (NaN totals fail `> 0`) has no age group, and is female, as `decodeFaceres` reads it.
+    if (total > 0) for (let k = 0; k < p.length; k++) groups[ageGroup(k + 1)]! += p[k]! / total;
+    const g = Number.isFinite(gender[i]) ? clamp01(gender[i]!) : 0;
     const male = g >= maleThreshold ? 0.5 + (0.5 * (g - maleThreshold)) / (1 - maleThreshold) : (0.5 * g) / maleThreshold;
     const row = classes.subarray(i * FACERES_CLASSES, (i + 1) * FACERES_CLASSES);
     for (let a = 0; a < AGE_GROUPS; a++) [row[a], row[AGE_GROUPS + a]] = [(1 - male) * groups[a]!, male * groups[a]!];
     // The group of the age `decodeFaceres` gives, rounded as it rounds.
-    const answer = (gender[i]! >= maleThreshold ? AGE_GROUPS : 0) + ageGroup(Math.round(expected * 10) / 10);
+    const answer = (g >= maleThreshold ? AGE_GROUPS : 0) + ageGroup(Number.isFinite(expected) ? Math.round(expected * 10) / 10 : 0);
     let top = 0;
     for (let c = 1; c < FACERES_CLASSES; c++) if (row[c]! > row[top]!) top = c;
     [row[top], row[answer]] = [row[answer]!, row[top]!];
@@ -126,13 +127,30 @@ export function faceresClasses(outputs: NamedTensors, n: number, maleThreshold: 
   return classes;
 }
 
-/** What a cache hit of class `klass` answers: its gender, and its age group's middle (35 for 30 to 39), both scored `score`. */
-export function faceresClassAttributes(klass: number, score: number): Attribute[] {
+/**
+ * What a cache hit of class `klass` answers: its gender, and its age group's middle (35 for 30 to
+ * 39). Scored as `decodeFaceres` scores the model's own reading, from the distribution the cache
+ * predicted over its classes: the gender by how far P(male) is from ½ (where `faceresClasses` put
+ * the threshold), the age by P(its group); by `score` alone without one.
+ */
+export function faceresClassAttributes(klass: number, score: number, predicted?: { classes: readonly number[]; probabilities: ArrayLike<number> }): Attribute[] {
   const male = klass >= AGE_GROUPS;
   const years = (klass % AGE_GROUPS) * FACERES_AGE_GROUP_YEARS + FACERES_AGE_GROUP_YEARS / 2;
+  let [genderScore, ageScore] = [score, score];
+  if (predicted) {
+    let [total, males, group] = [0, 0, 0];
+    predicted.classes.forEach((c, i) => {
+      const p = predicted.probabilities[i]!;
+      total += p;
+      if (c >= AGE_GROUPS) males += p;
+      if (c % AGE_GROUPS === klass % AGE_GROUPS) group += p;
+    });
+    const pMale = total > 0 ? males / total : 0.5;
+    [genderScore, ageScore] = [male ? 2 * pMale - 1 : 1 - 2 * pMale, total > 0 ? group / total : 0];
+  }
   return [
-    { name: 'age', value: String(years), number: years, score: clamp01(score) },
-    { name: 'gender', value: male ? 'male' : 'female', number: 0, score: clamp01(score) },
+    { name: 'age', value: String(years), number: years, score: clamp01(ageScore) },
+    { name: 'gender', value: male ? 'male' : 'female', number: 0, score: clamp01(genderScore) },
   ];
 }
 
