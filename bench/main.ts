@@ -8,7 +8,7 @@
 //   npm run bench -- peer [--batch N] [--threads N]
 //   npm run bench -- soak [--minutes N] [--sources N] [--fps F]
 //   npm run bench -- weg [--minutes M] [--workload faces|objects]
-//   npm run bench -- cache [--explore N] [--inputs N] [--layers K] [--budget-mb M]
+//   npm run bench -- cache [--model efficientnet-lite2|faceres] [--explore N] [--inputs N] [--layers K] [--budget-mb M]
 //   npm run bench -- cache-misses [--requests N]
 //   npm run bench -- colocate [--live-share S]
 //   npm run bench -- variants
