@@ -68,7 +68,7 @@ describe.skipIf(!existsSync(clip))('a specialized node on car-detection.mp4 (nee
     // The oracle's cache scaled down as in cached-classifier.test.ts; WEG as above.
     const file = exampleApp(dir, 'vehicle-types', (node) => {
       node('kind').specialize = { templates: ['efficientnet-lite0'], minWindow: 10, poolRowsPerClass: 10, accuracyMargin: -1 };
-      node('kind').cache = { layers: [11], explore: 60, maxClasses: 4, maxParameters: 30_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 };
+      node('kind').cache = { layers: [11], explore: 150, maxClasses: 4, maxParameters: 30_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 };
     });
     const thrice = loopedClip(dir, clip, 3);
 
