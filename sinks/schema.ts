@@ -228,8 +228,23 @@ export function missingColumns(table: TableSpec, actual: readonly Record<string,
   return expected.filter((c) => !found.has(c.name));
 }
 
-/** Rows as JSONEachRow objects. Times are ms since epoch; a DateTime column takes seconds. */
-export function toInsertRows(table: TableSpec, rows: readonly ResultRow[], dialect: SqlDialect = CURRENT_DIALECT): Record<string, unknown>[] {
+/**
+ * The last version of each row in a batch. A row written again before its first write was sent
+ * (a visit's track event completed by an identity that came late) would otherwise be inserted
+ * twice at the same instant, and ClickHouse keeps either of two versions with one `inserted_at`.
+ */
+function latestVersions(rows: readonly ResultRow[]): ResultRow[] {
+  const byId = new Map<string, ResultRow>();
+  for (const row of rows) {
+    byId.delete(row.rowId);
+    byId.set(row.rowId, row);
+  }
+  return [...byId.values()];
+}
+
+/** Rows as JSONEachRow objects, the last version of each. Times are ms since epoch; a DateTime column takes seconds. */
+export function toInsertRows(table: TableSpec, batch: readonly ResultRow[], dialect: SqlDialect = CURRENT_DIALECT): Record<string, unknown>[] {
+  const rows = latestVersions(batch);
   if (dialect.dateTime64) return rows.map((row) => ({ row_id: row.rowId, app: row.app, source: row.source, ...row.fields }));
   const times = table.columns.filter((c) => c.type === 'DateTime64(3)').map((c) => c.name);
   const insertedAt = Math.floor(Date.now() / 1000);
