@@ -10,6 +10,7 @@ import { composeCaches, effectiveHitRates, violation } from './composition.js';
 import { emptyRecord, exploreCaches, record, type ExploredVariant, type Recorded } from './explore.js';
 import type { FrameCacheStats } from './frame-cache.js';
 import { loadSegmentedModel, type SegmentedModel } from './segmented-model.js';
+import { createStreamFigureBook, type StreamFigures } from './stream-figures.js';
 import { argMax, rowOf } from './tensors.js';
 import { defaultVariants, parameterCount } from './variant.js';
 
@@ -45,8 +46,8 @@ export interface ClassifiedRow {
   readonly answer: number;
   readonly score: number;
   readonly exit: CacheExit;
-  /** The model's own outputs for the request (a batch of one), where it ran to its end. */
-  readonly outputs?: NamedTensors;
+  /** The model's own outputs for the request (a batch of one, copied when asked for), where it ran to its end. */
+  readonly outputs?: () => NamedTensors;
   /** A hit's predicted distribution over the cache's classes. */
   readonly predicted?: ClassDistribution | undefined;
 }
@@ -68,15 +69,6 @@ const MAX_RECORDED_BYTES = 512 * 2 ** 20;
 const ORIGINAL_ROWS = 50;
 /** The wait before exploring again doubles while explorations enable none, up to this many times `reexplore`. */
 const MAX_REEXPLORE_FACTOR = 64;
-/** A stream that sent nothing for this long is forgotten (a source removed, a camera gone). */
-const IDLE_STREAM_MS = 10 * 60_000;
-
-interface StreamFigures {
-  frames: number;
-  lastSeenMs: number;
-  /** Per layer that answered: its hits, and of those the ones sampled and whether the model agreed. */
-  layers: Map<string, { hits: number; checked: number; checkedRight: number }>;
-}
 
 export async function createClassifierCache(options: ClassifierCacheOptions): Promise<ClassifierCache> {
   const { runtime, model, whole, config, probabilitiesOf, logger } = options;
@@ -113,7 +105,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
   /** Requests to run whole before exploring again (undefined: never again), and the wait after the next exploration that enables none. */
   let [wholeUntilExplore, nextWait] = [undefined as number | undefined, config.reexplore];
   let serving: { cached: CachedModel; adaptation: CacheAdaptation } | undefined;
-  const streams = new Map<string, StreamFigures>();
+  const streams = createStreamFigureBook();
   let [pending, unsampled, failures] = [0, 0, 0];
   let observing = Promise.resolve();
   let exploring: Promise<void> | undefined;
@@ -124,7 +116,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
     return Array.from({ length: size }, (_, i) => {
       const row = probabilities.subarray(i * classes, (i + 1) * classes);
       const answer = argMax(row);
-      return { answer, score: row[answer]!, exit: { at: 'full', variant: '' }, outputs: rowOf(outputs, i, size) };
+      return { answer, score: row[answer]!, exit: { at: 'full', variant: '' }, outputs: () => rowOf(outputs, i) };
     });
   };
 
@@ -294,7 +286,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
         const label = await adaptation.observe(feeds, answered);
         if (adaptation.status().variants.length === 0) await stopServing(current);
         if (label === undefined || answered.exit === 'full' || !figures) return;
-        const layer = layerFigures(figures, base.layers[answered.exit]!);
+        const layer = streams.layer(figures, base.layers[answered.exit]!);
         layer.checked += 1;
         if (label === answered.answer) layer.checkedRight += 1;
       })
@@ -305,19 +297,6 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       })
       .finally(() => (pending -= 1));
   }
-
-  const figuresOf = (key: string, now: number): StreamFigures | undefined => {
-    if (key === '') return undefined;
-    let figures = streams.get(key);
-    if (!figures) streams.set(key, (figures = { frames: 0, lastSeenMs: now, layers: new Map() }));
-    figures.lastSeenMs = now;
-    return figures;
-  };
-  const layerFigures = (figures: StreamFigures, at: string) => {
-    let layer = figures.layers.get(at);
-    if (!layer) figures.layers.set(at, (layer = { hits: 0, checked: 0, checkedRight: 0 }));
-    return layer;
-  };
 
   return {
     async run(input, keys) {
@@ -347,12 +326,11 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       const { answers } = await serving.cached.runBatch(feedsOf(input));
       const now = Date.now();
       return answers.map((answered, i) => {
-        const figures = figuresOf(keys[i] ?? '', now);
-        if (figures) figures.frames += 1;
+        const figures = streams.served(keys[i] ?? '', now);
         if (kept && i < room) observe(figures, () => feedsOf({ ...input, dims: [1, ...input.dims.slice(1)], data: kept.slice(i * width, (i + 1) * width) }), answered);
         if (answered.exit === 'full') return rowsOf(answered.outputs!, 1)[0]!;
         const at = base.layers[answered.exit]!;
-        if (figures) layerFigures(figures, at).hits += 1;
+        if (figures) streams.layer(figures, at).hits += 1;
         return { answer: answered.answer, score: answered.score ?? 0, exit: { at, variant: answered.variant ?? '' }, predicted: answered.predicted };
       });
     },
@@ -363,9 +341,7 @@ export async function createClassifierCache(options: ClassifierCacheOptions): Pr
       const variants = [...status.variants].sort((a, b) => a.layer - b.layer);
       // A layer's expected share of requests: what its hits add to those of the layers before it (GATI's effective hit rate).
       const effective = effectiveHitRates(variants);
-      const now = Date.now();
-      for (const [key, figures] of streams) if (now - figures.lastSeenMs >= IDLE_STREAM_MS) streams.delete(key);
-      return [...streams].flatMap(([key, figures]) =>
+      return streams.current(Date.now()).flatMap(([key, figures]) =>
         variants.map((v, i) => ({
           key,
           layer: base.layers[v.layer]!,

@@ -31,11 +31,11 @@ export const copyTensor = (t: TensorData): TensorData => ({ ...t, data: t.data i
 
 export const copyFeeds = (feeds: NamedTensors): NamedTensors => Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, copyTensor(t)]));
 
-/** Row `row` of each tensor of a batch of `size`, as a batch of one (copies). */
-export const rowOf = (tensors: NamedTensors, row: number, size: number): NamedTensors =>
+/** Row `row` of each tensor of a batch, as a batch of one, copied out of the batch's buffers. */
+export const rowOf = (tensors: NamedTensors, row: number): NamedTensors =>
   Object.fromEntries(
     Object.entries(tensors).map(([name, t]) => {
-      const width = t.data.length / size;
+      const width = t.data.length / t.dims[0]!;
       return [name, { ...t, dims: [1, ...t.dims.slice(1)], data: t.data.slice(row * width, (row + 1) * width) as TensorData['data'] }];
     }),
   );

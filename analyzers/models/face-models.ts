@@ -99,7 +99,7 @@ export async function loadFaceAttributes(spec: ResolvedModel, runtime: ModelRunt
       const rows = plain ?? Array.from({ length: size }, (_, i) => i);
       if (outputs) decodeFaceres(outputs, rows.length, rows.map((r) => params[r]!)).forEach((attributes, i) => (results[rows[i]!] = { kind: 'attributes', attributes }));
       for (const [row, { answer, score, exit, outputs: own, predicted }] of cached ?? []) {
-        const attributes = own ? decodeFaceres(own, 1, [params[row]!])[0]! : faceresClassAttributes(answer, score, predicted);
+        const attributes = own ? decodeFaceres(own(), 1, [params[row]!])[0]! : faceresClassAttributes(answer, score, predicted);
         results[row] = { kind: 'attributes', attributes, exit };
       }
       return results;

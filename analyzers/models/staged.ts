@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ErrorCode, PanoptesError, type NodeOutput } from '../../core/index.js';
-import { concat, loadSegmentedModel, pick, type SegmentedModel } from '../cache/index.js';
+import { concat, loadSegmentedModel, rowOf, type SegmentedModel } from '../cache/index.js';
 import { readOnnxModel, singleTensorCuts } from '../onnx/index.js';
 import type { ModelRuntime, NamedTensors, TensorData } from '../runtime/index.js';
 import type { Executed, Prepared } from './runner.js';
@@ -123,11 +123,4 @@ const concatFeeds = (feeds: readonly NamedTensors[]): NamedTensors =>
 function concatRows(parts: readonly TensorData[]): TensorData {
   const first = parts[0]!;
   return { type: first.type, dims: [parts.reduce((n, p) => n + p.dims[0]!, 0), ...first.dims.slice(1)], data: concat(parts.map((p) => p.data as Float32Array)) };
-}
-
-/** Row `row` of every tensor, copied out of the batch's buffers. */
-function rowOf(tensors: NamedTensors, row: number): NamedTensors {
-  return Object.fromEntries(
-    Object.entries(tensors).map(([name, t]) => [name, { type: t.type, dims: [1, ...t.dims.slice(1)], data: pick(t.data as Float32Array, [row], t.data.length / t.dims[0]!) }]),
-  );
 }

@@ -105,6 +105,10 @@ describe('learned caches on EfficientNet-Lite0', () => {
       lookupRuntime,
       dir,
       timingFeeds: () => one(images(1, 9), 0),
+      // Exploration leaves out a variant that fails to train: here, every one must train.
+      onFailed: ({ layer, name, err }) => {
+        throw new Error(`${name}@${layer} failed to train: ${(err as Error).message}`);
+      },
     });
   }, 120_000);
   afterAll(async () => {
