@@ -75,6 +75,10 @@ export function createAppLogic(spec: AppSpec): AppLogic {
     return undefined;
   };
 
+  /** Strictly increasing: a `track` event written again in the same millisecond is still the later version. */
+  let lastVersionMs = 0;
+  const nextVersionMs = (): number => (lastVersionMs = Math.max(Date.now(), lastVersionMs + 1));
+
   const eventRow = (source: string, node: string, e: TrackEvent): ResultRow => {
     const at = frameId(spec.name, source, e.seq);
     const common = { frame_seq: e.seq, frame_time: e.timeMs, node, track_id: e.trackId, class: e.className, previous: '', snapshot: '' };
@@ -84,7 +88,15 @@ export function createAppLogic(spec: AppSpec): AppLogic {
       case 'dwell':
         return { app: spec.name, table: EVENTS.name, rowId: `${at}/dwell/${node}/${e.name}/${e.trackId}`, source, fields: { ...common, event: e.event, name: e.name, direction: '', value: '', duration_ms: e.durationMs } };
       case 'track':
-        return { app: spec.name, table: EVENTS.name, rowId: `${at}/track/${node}/${e.trackId}`, source, fields: { ...common, event: e.event, name: node, direction: '', value: JSON.stringify(e.summary), duration_ms: e.durationMs } };
+        // Written again when a late result revises it, in a message that can arrive before this one.
+        return {
+          app: spec.name,
+          table: EVENTS.name,
+          rowId: `${at}/track/${node}/${e.trackId}`,
+          source,
+          fields: { ...common, event: e.event, name: node, direction: '', value: JSON.stringify(e.summary), duration_ms: e.durationMs },
+          versionMs: nextVersionMs(),
+        };
     }
   };
 

@@ -229,29 +229,37 @@ export function missingColumns(table: TableSpec, actual: readonly Record<string,
 }
 
 /**
- * The last version of each row in a batch. A row written again before its first write was sent
- * (a visit's track event completed by an identity that came late) would otherwise be inserted
- * twice at the same instant, and ClickHouse keeps either of two versions with one `inserted_at`.
+ * The latest version of each row in a batch: the one made last (`versionMs`), else the one that
+ * came last. ClickHouse keeps either of two versions inserted with one `inserted_at`.
  */
 function latestVersions(rows: readonly ResultRow[]): ResultRow[] {
   const byId = new Map<string, ResultRow>();
   for (const row of rows) {
+    const seen = byId.get(row.rowId);
+    if (seen && (seen.versionMs ?? 0) > (row.versionMs ?? 0)) continue;
     byId.delete(row.rowId);
     byId.set(row.rowId, row);
   }
   return [...byId.values()];
 }
 
-/** Rows as JSONEachRow objects, the last version of each. Times are ms since epoch; a DateTime column takes seconds. */
+/**
+ * Rows as JSONEachRow objects, the latest version of each. Times are ms since epoch; a DateTime
+ * column takes seconds. A row's `versionMs` is its `inserted_at`, the version ReplacingMergeTree
+ * keeps the greatest of, so a version made later wins however late the earlier one arrives (to
+ * the second on servers before 20, whose `inserted_at` is a DateTime).
+ */
 export function toInsertRows(table: TableSpec, batch: readonly ResultRow[], dialect: SqlDialect = CURRENT_DIALECT): Record<string, unknown>[] {
   const rows = latestVersions(batch);
-  if (dialect.dateTime64) return rows.map((row) => ({ row_id: row.rowId, app: row.app, source: row.source, ...row.fields }));
+  if (dialect.dateTime64) {
+    return rows.map((row) => ({ row_id: row.rowId, app: row.app, source: row.source, ...row.fields, ...(row.versionMs !== undefined ? { inserted_at: row.versionMs } : {}) }));
+  }
   const times = table.columns.filter((c) => c.type === 'DateTime64(3)').map((c) => c.name);
-  const insertedAt = Math.floor(Date.now() / 1000);
+  const now = Date.now();
   return rows.map((row) => {
     const fields: Record<string, unknown> = { ...row.fields };
     for (const name of times) if (typeof fields[name] === 'number') fields[name] = Math.floor(fields[name] / 1000);
-    return { row_id: row.rowId, app: row.app, source: row.source, ...fields, inserted_at: insertedAt };
+    return { row_id: row.rowId, app: row.app, source: row.source, ...fields, inserted_at: Math.floor((row.versionMs ?? now) / 1000) };
   });
 }
 

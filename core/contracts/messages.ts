@@ -128,6 +128,12 @@ const resultRow = z.object({
   rowId: z.string().min(1),
   source: z.string().min(1),
   fields: z.record(z.string(), fieldValue),
+  /**
+   * When this version of a row written more than once was made (ms since epoch; a visit's
+   * `track` event written again when a late identity comes): the store keeps the version made
+   * last, whichever arrives last (the two travel in different messages).
+   */
+  versionMs: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
 });
 export type ResultRow = z.infer<typeof resultRow>;
 export type FieldValue = z.infer<typeof fieldValue>;

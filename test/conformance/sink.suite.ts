@@ -122,6 +122,16 @@ export function describeSinkConformance(name: string, factory: SinkFactory): voi
       expect((await sink.query('SELECT class FROM detections WHERE frame_seq = 20')).rows).toEqual([{ class: 'version-39' }]);
     });
 
+    it('reads a row written twice as the version made last, whichever is inserted last', async () => {
+      const sink = await open();
+      // A late identity's revision of a track event can reach the store before the first version.
+      const version = (versionMs: number, klass: string): ResultRow => ({ ...detection(30, 0), fields: { ...detection(30, 0).fields, class: klass }, versionMs });
+      await sink.insert(DETECTIONS, [version(1_700_000_005_000, 'revised')]);
+      await sink.insert(DETECTIONS, [version(1_700_000_000_000, 'first')]);
+      await sink.insert(DETECTIONS, [version(1_700_000_000_000, 'first'), version(1_700_000_005_000, 'revised'), version(1_700_000_000_000, 'first')]);
+      expect((await sink.query('SELECT class FROM detections WHERE frame_seq = 30')).rows).toEqual([{ class: 'revised' }]);
+    });
+
     it('answers an empty-result query with no rows and a bad query with PANOPTES_QUERY_FAILED', async () => {
       const sink = await open();
       const empty = await sink.query("SELECT row_id FROM detections WHERE row_id = 'nothing'");

@@ -113,7 +113,8 @@ describe('app logic with track, lines and zones', () => {
     // The face on frame 1 is found in time; frame 0's attributes are still on their way when the person leaves.
     logic.rowsFor({ node: faces, frame: frameAt(1), output: detected(person(12, 12, 'face')), inputId: personId(1), root: false });
     rootRows(logic, 2, detected());
-    const first = events(rootRows(logic, 3, detected())).find((e) => e.event === 'track');
+    const finalRows = rootRows(logic, 3, detected());
+    const first = events(finalRows).find((e) => e.event === 'track');
     expect(first).toMatchObject({ event: 'track', track_id: '0-0', value: '{"frames":2,"seen":{"faces":1}}' });
     const late = logic.rowsFor({
       node: attributes,
@@ -124,6 +125,9 @@ describe('app logic with track, lines and zones', () => {
     });
     expect(late.filter((r) => r.table === 'recognitions')).toHaveLength(2);
     expect(events(late)).toEqual([{ ...first, value: '{"frames":2,"seen":{"faces":1,"attributes":1},"age":41,"identity":"person-3"}' }]);
+    // The second version is the later one by its version, whichever message reaches the store first.
+    const versionOf = (rows: ResultRow[]): number | undefined => rows.find((r) => r.fields.event === 'track')?.versionMs;
+    expect(versionOf(late)).toBeGreaterThan(versionOf(finalRows)!);
     // An empty result adds nothing and writes nothing again.
     expect(events(logic.rowsFor({ node: faces, frame: frameAt(0), output: detected(), inputId: personId(0), root: false }))).toEqual([]);
   });
