@@ -5,16 +5,14 @@ import {
   ErrorCode,
   PanoptesError,
   type Bus,
-  type Drop,
   type Frame,
   type Logger,
-  type Producer,
   type SourceConfig,
 } from '../core/index.js';
-import { describeShortfall, expectedFrames as framesIn, type Shortfall } from './accounting.js';
-import { MAX_OWED_SAMPLES, type DamagedSample } from './damage.js';
+import { describeShortfall, expectedFrames as framesIn } from './accounting.js';
 import type { FileSource } from './file-source.js';
 import type { LiveSource } from './live-source.js';
+import { publishDamaged, publishMissedSegments, publishShortfall } from './owed-drops.js';
 import { isDelayTolerant, isLive, openFrameSource } from './sources.js';
 
 export interface IngestOptions {
@@ -169,8 +167,17 @@ export function createIngest(options: IngestOptions): Ingest {
         damagedSaid += owed.length;
         if (owed.length > 0) await publishDamaged(producer, config.id, owed);
       };
+      /** Live segments lost before they were read (HLS, Twitch), as drops: the frames they held never came. */
+      let missedSaid = 0;
+      const sayMissed = async (beforeSeq?: number): Promise<void> => {
+        const missed = (source.status() as { segmentsMissed?: number }).segmentsMissed ?? 0;
+        if (missed <= missedSaid) return;
+        await publishMissedSegments(producer, config.id, missed - missedSaid, beforeSeq);
+        missedSaid = missed;
+      };
       for await (const read of source.frames()) {
         await sayDamaged();
+        await sayMissed(read.seq);
         // A replay faster than real time has no deadline to offload for.
         const frame = options.local && channel === Channels.frames ? await options.local.analyze(read, config) : read;
         // The apps travel with each frame, so a backend elsewhere knows a source added while running.
@@ -185,6 +192,7 @@ export function createIngest(options: IngestOptions): Ingest {
         report();
       }
       await sayDamaged();
+      await sayMissed();
       const ended = source.status();
       const shortfall = 'shortfall' in ended && !entry.stopped ? ended.shortfall : undefined;
       if (shortfall) await publishShortfall(producer, config.id, shortfall);
@@ -284,39 +292,6 @@ export function createIngest(options: IngestOptions): Ingest {
  */
 export const MAX_ENDED_SOURCES = 1024;
 
-/** Drop records per send: a long recording cut short owes thousands. */
-const DROPS_PER_SEND = 500;
-
-/**
- * One drop per frame a recording owed but never delivered, numbered on from the last frame
- * sent, so that for such a source `frames` rows and `drops` rows together hold every frame_seq
- * from 0 to the expected count (docs/ingest.md), up to MAX_OWED_SAMPLES drops. The detail names the file's shortfall only
- * (no clock): replayed, the same file gives the same drop rows, not new ones.
- */
-function publishShortfall(producer: Producer, source: string, shortfall: Shortfall): Promise<void> {
-  const detail = describeShortfall(shortfall);
-  // A container may claim any duration: past MAX_OWED_SAMPLES the detail, naming the whole range, stands for the rest.
-  const seqs = Array.from({ length: Math.min(shortfall.expected - shortfall.delivered, MAX_OWED_SAMPLES) }, (_, i) => shortfall.delivered + i);
-  return sendFrameDrops(producer, source, 'truncated', seqs.map((seq) => ({ seq, detail })));
-}
-
-/** One drop per sample of footage that cannot be analyzed, at the frame_seq it took; the detail depends on the file only, as a shortfall's does. */
-function publishDamaged(producer: Producer, source: string, owed: readonly DamagedSample[]): Promise<void> {
-  return sendFrameDrops(producer, source, 'damaged', owed.map(({ seq, ptsMs }) => ({ seq, detail: `ffmpeg could not decode the footage at ${(ptsMs / 1000).toFixed(1)} s` })));
-}
-
-async function sendFrameDrops(producer: Producer, source: string, why: string, drops: readonly { seq: number; detail: string }[]): Promise<void> {
-  const atMs = Date.now();
-  for (let from = 0; from < drops.length; from += DROPS_PER_SEND) {
-    const records = drops.slice(from, from + DROPS_PER_SEND).map(({ seq, detail }) => {
-      const drop: Drop = { what: 'frame', where: 'ingest', why, source, frameSeq: seq, atMs, detail };
-      return Channels.drops.record(drop);
-    });
-    await producer.send(Channels.drops.topic, records);
-  }
-}
-
-/** Runs every source until it ends (or `signal` stops them all) and returns their results. */
 export async function runIngest(options: IngestOptions & { sources: readonly SourceConfig[]; signal?: AbortSignal }): Promise<SourceResult[]> {
   const ingest = createIngest(options);
   const stop = (): void => void ingest.close();

@@ -13,7 +13,7 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJpeg } from '../../analyzers/index.js';
 import { encodeSegments } from './hls-segments.js';
-import { createLogger, createMemoryBus, ErrorCode, frameContract, sourceSchema, Topics, type Frame, type Logger, type PanoptesError } from '../../core/index.js';
+import { createLogger, createMemoryBus, dropContract, ErrorCode, frameContract, silentLogger, sourceSchema, Topics, type Drop, type Frame, type Logger, type PanoptesError } from '../../core/index.js';
 import { resolveTwitch, twitchConnect, type TwitchOptions } from '../../ingest/twitch.js';
 import { createIngest, createLiveSource, type LiveSource } from '../../ingest/index.js';
 
@@ -56,6 +56,8 @@ async function fakeTwitch(options: { live?: boolean; adBreaks?: [start: number, 
     playlists: [] as string[],
     expiredTokens: new Set<number>(),
     adBreaks: options.adBreaks ?? [],
+    /** Segments answered with 404. */
+    lost: new Set<number>(),
   };
   const initial = 3;
   let liveSince = state.live ? Date.now() : undefined;
@@ -129,6 +131,7 @@ async function fakeTwitch(options: { live?: boolean; adBreaks?: [start: number, 
     const segment = /^\/seg\/(\d+)\.ts$/.exec(url.pathname);
     if (segment) {
       const i = Number(segment[1]);
+      if (state.lost.has(i)) return void res.writeHead(404).end();
       const bytes = segments.get(adBreakOf(i) ? 'ad0' : `c${i % CONTENT_SEGMENTS}`);
       return void res.writeHead(200, { 'content-type': 'video/mp2t' }).end(bytes);
     }
@@ -385,5 +388,32 @@ describe('a Twitch channel as a live source', () => {
       await twitch.close();
     }
     for (const line of lines()) expect(line.text).not.toMatch(SECRET);
+  }, 30_000);
+
+  it('records a segment that failed to download as a drop at the frame after it', async () => {
+    const twitch = await fakeTwitch();
+    const bus = createMemoryBus();
+    const drops: Drop[] = [];
+    const ingest = createIngest({ bus, dataDir: dir, logger: silentLogger() });
+    try {
+      await bus.createTopics([{ name: Topics.frames, partitions: 1 }, { name: Topics.drops, partitions: 1 }]);
+      await bus.consumer({ groupId: 'reader', topics: [Topics.drops] }).run(async (batch) => {
+        drops.push(...batch.messages.map((m) => dropContract.decode(m.value)));
+      });
+      // The follower starts at segment 0, three behind the live edge; segment 6 answers 404.
+      twitch.state.lost.add(6);
+      ingest.add(sourceSchema.parse({ id: 'streamer', twitch: { channel: 'somechannel', quality: '160p', ...twitch.options }, apps: ['game'], fps: 2 }));
+      const startedAt = Date.now();
+      while (Date.now() - startedAt < 25_000 && drops.length === 0) await wait(200);
+      expect(ingest.metrics()[0]).toMatchObject({ segmentsMissed: 1 });
+      expect(drops).toEqual([
+        expect.objectContaining({ what: 'frame', where: 'ingest', why: 'segments-missed', source: 'streamer', frameSeq: expect.any(Number), detail: expect.stringMatching(/^1 segment of the live stream lost before frame \d+: /) }),
+      ]);
+      expect(drops[0]!.frameSeq).toBeGreaterThan(0);
+    } finally {
+      await ingest.close();
+      await bus.close();
+      await twitch.close();
+    }
   }, 30_000);
 });
