@@ -217,6 +217,7 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
     const missed = (fresh[0]?.sequence ?? next) - next;
     if (missed > 0) {
       stats.segmentsMissed += missed;
+      stats.lastSequence = next + missed - 1;
       logger.warn({ missed, from: next }, 'segments left the playlist before they were fetched');
     }
 
@@ -228,6 +229,7 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
       if (segment.prefetch && segment.ad) {
         if (!playlist.endList) break;
         next = segment.sequence + 1;
+        stats.lastSequence = segment.sequence;
         stats.segmentsMissed += 1;
         continue;
       }
@@ -251,7 +253,9 @@ async function follow(options: FollowHlsOptions, stream: HlsStream, signal: Abor
       if (!bytes) {
         // A prefetch segment not there yet is tried again when it is listed in full (unless the playlist ended).
         if (segment.prefetch && !playlist.endList) break;
+        // Given up, as fed: a new connection goes on after it rather than count it again.
         next = segment.sequence + 1;
+        stats.lastSequence = segment.sequence;
         stats.segmentsMissed += 1;
         continue;
       }

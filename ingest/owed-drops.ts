@@ -29,17 +29,17 @@ export function publishDamaged(producer: Producer, source: string, owed: readonl
 
 /**
  * One drop for segments of a live stream lost before they were read (gone from the playlist
- * before they were fetched, or failed to download), at the frame that comes after them: how many
- * frames they held is not known.
+ * before they were fetched, or failed to download). Without a frame_seq: how many frames they
+ * held is not known, and the frame read when the loss was seen (`nearSeq`) may come from before
+ * it (the follower reads ahead of ffmpeg), so it is named in the detail only.
  */
-export function publishMissedSegments(producer: Producer, source: string, segments: number, beforeSeq: number | undefined): Promise<void> {
-  const where = beforeSeq === undefined ? 'before the stream ended' : `before frame ${beforeSeq}`;
+export function publishMissedSegments(producer: Producer, source: string, segments: number, nearSeq: number | undefined): Promise<void> {
+  const where = nearSeq === undefined ? 'before the stream ended' : `around frame ${nearSeq}`;
   const drop: Drop = {
     what: 'frame',
     where: 'ingest',
     why: 'segments-missed',
     source,
-    ...(beforeSeq === undefined ? {} : { frameSeq: beforeSeq }),
     atMs: Date.now(),
     detail: `${segments} segment${segments === 1 ? '' : 's'} of the live stream lost ${where}: gone from the playlist before they were fetched, or failed to download; their frames were never read`,
   };

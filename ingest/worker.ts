@@ -169,10 +169,10 @@ export function createIngest(options: IngestOptions): Ingest {
       };
       /** Live segments lost before they were read (HLS, Twitch), as drops: the frames they held never came. */
       let missedSaid = 0;
-      const sayMissed = async (beforeSeq?: number): Promise<void> => {
+      const sayMissed = async (nearSeq?: number): Promise<void> => {
         const missed = (source.status() as { segmentsMissed?: number }).segmentsMissed ?? 0;
         if (missed <= missedSaid) return;
-        await publishMissedSegments(producer, config.id, missed - missedSaid, beforeSeq);
+        await publishMissedSegments(producer, config.id, missed - missedSaid, nearSeq);
         missedSaid = missed;
       };
       for await (const read of source.frames()) {

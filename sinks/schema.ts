@@ -279,6 +279,9 @@ const INTEGER_RANGES: Partial<Record<ColumnType, [number, number]>> = {
 };
 const FLOAT32_MAX = 3.4028234663852886e38;
 
+/** How far ahead of the sink's clock a row's `versionMs` may be (clocks of other machines drift). */
+const MAX_VERSION_AHEAD_MS = 3_600_000;
+
 /** Why a value can't go into a column of this type, or undefined when it can. */
 function valueProblem(type: ColumnType, value: FieldValue): string | undefined {
   if (value === null) return 'is null; columns are not nullable';
@@ -295,7 +298,9 @@ function valueProblem(type: ColumnType, value: FieldValue): string | undefined {
 }
 
 /** Why a row doesn't fit its table, or undefined when it does. Checked before insert: ClickHouse would refuse the whole batch, or wrap the value silently. */
-export function rowProblem(table: TableSpec, row: ResultRow): string | undefined {
+export function rowProblem(table: TableSpec, row: ResultRow, nowMs = Date.now()): string | undefined {
+  // A version from the future would stand for ever: no later write of the row could replace it.
+  if (row.versionMs !== undefined && row.versionMs > nowMs + MAX_VERSION_AHEAD_MS) return `versionMs ${row.versionMs} is more than an hour ahead of the sink's clock`;
   const types = new Map(table.columns.map((c) => [c.name, c.type]));
   for (const [name, value] of Object.entries(row.fields)) {
     const type = types.get(name);

@@ -107,6 +107,12 @@ describe('rowProblem', () => {
     expect(rowProblem(DETECTIONS, row({ score: Number.NaN }))).toContain('score');
     expect(rowProblem(DETECTIONS, row({ x1: Number.POSITIVE_INFINITY }))).toContain('x1');
   });
+
+  it('refuses a version more than an hour ahead of its clock, which no later write could replace', () => {
+    const now = 1_700_000_000_000;
+    expect(rowProblem(DETECTIONS, { ...detection(1, 0), versionMs: now + 60_000 }, now)).toBeUndefined();
+    expect(rowProblem(DETECTIONS, { ...detection(1, 0), versionMs: now + 2 * 3_600_000 }, now)).toMatch(/versionMs .* more than an hour ahead/);
+  });
 });
 
 describe('sink worker', () => {
