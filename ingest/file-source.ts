@@ -31,6 +31,7 @@ import { JpegSplitter, readJpegSize } from './jpeg-splitter.js';
 import type { FrameCounts, FrameSource } from './frame-source.js';
 import { DamageTracker, MAX_OWED_SAMPLES, type DamagedSample } from './damage.js';
 import { ShowinfoTimestamps } from './showinfo.js';
+import { eachWithin } from './stall.js';
 
 /** `1` = real time, `N` = N times faster, `'max'` = as fast as ffmpeg decodes. */
 export type ReplaySpeed = number | 'max';
@@ -60,6 +61,8 @@ export interface FileSourceOptions {
   sample?: SamplePolicy;
   /** More ffmpeg input options, before `-i` (a live source's low-latency flags). */
   inputOptions?: readonly string[];
+  /** No output from ffmpeg (or its probe) for this long fails the source: a server can send a byte at a time for ever. @defaultValue no limit */
+  stallMs?: number;
   /**
    * Scale to this width at decode, keeping the aspect ratio; rounded down to an even number,
    * and the height is made even too.
@@ -168,7 +171,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
 
     // A piped `input` cannot be read twice.
     if (fps !== undefined && !options.live && !options.input) {
-      const probed = await probeMedia({ ffmpegPath, input: path, inputOptions: options.inputOptions ?? [], logger });
+      const probed = await probeMedia({ ffmpegPath, input: path, inputOptions: options.inputOptions ?? [], logger, ...(options.stallMs !== undefined ? { timeoutMs: options.stallMs } : {}) });
       if (probed.fps !== undefined && fps > probed.fps) {
         logger.warn(
           { fps, nativeFps: probed.fps },
@@ -232,7 +235,9 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     let inDamage = false;
 
     try {
-      for await (const chunk of ffmpeg.stdout as AsyncIterable<Buffer>) {
+      const stalled = (): PanoptesError => sourceError(ErrorCode.SourceUnavailable, `no data for ${options.stallMs! / 1000} s: the server sends too little to decode`, { stderr: ffmpeg.stderrTail() });
+      const output = ffmpeg.stdout as AsyncIterable<Buffer>;
+      for await (const chunk of options.stallMs === undefined ? output : eachWithin(output, options.stallMs, stalled)) {
         for (const jpeg of splitter.push(chunk)) {
           const out = await timestamps.next();
           if (out === undefined) {

@@ -8,6 +8,8 @@ import { twitchConnect } from './twitch.js';
 
 /** How long ffmpeg waits on a recording's server (to connect, or for the next bytes) before it gives up. */
 const RECORDING_URL_TIMEOUT_S = 20;
+/** Longest a recording at a URL may go without a decoded frame. */
+const RECORDING_URL_STALL_S = 60;
 
 /** Streams that never end by themselves: `live` when set, else Twitch, listeners and the URL schemes of cameras and streams. */
 export function isLive(config: SourceConfig): boolean {
@@ -55,8 +57,10 @@ export async function openFrameSource(config: SourceConfig, dataDir: string, log
     return createLiveSource({ id: config.id, url: path, ...(config.listen ? { listen: true } : {}), ...(config.rtspTransport ? { rtspTransport: config.rtspTransport } : {}), ...sampling });
   }
   const mediaStartMs = recordedAt(config);
-  // A recording at a URL: a server that accepts the connection and never answers fails the source after the timeout, instead of holding it for ever.
-  const network = isUrl(path) ? { inputOptions: ['-rw_timeout', String(RECORDING_URL_TIMEOUT_S * 1_000_000)] } : {};
+  // A recording at a URL: a server that accepts the connection and never answers fails the
+  // source after the timeout, and one that sends too little to decode after the stall limit,
+  // instead of holding it for ever.
+  const network = isUrl(path) ? { inputOptions: ['-rw_timeout', String(RECORDING_URL_TIMEOUT_S * 1_000_000)], stallMs: RECORDING_URL_STALL_S * 1000 } : {};
   return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...network, ...sampling });
 }
 

@@ -5,14 +5,14 @@
  * guards the ffmpeg in use: its HLS demuxer refuses a segment of another protocol.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, silentLogger, type Frame } from '../../core/index.js';
 import { createHlsStats, followHls } from '../../ingest/hls.js';
-import { createFileSource, resolveFfmpegPath } from '../../ingest/index.js';
+import { createFileSource, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'panoptes-hostile-footage-'));
 const secret = join(dir, 'private.ts');
@@ -58,6 +58,14 @@ beforeAll(async () => {
     // A segment that says it is 100 MB, and never sends it.
     if (request.url === '/s0.ts') response.writeHead(200, { 'content-length': String(100 << 20) }).flushHeaders();
     else if (request.url === '/vast.m3u8') response.writeHead(200, { 'content-length': String(20 << 20) }).flushHeaders();
+    else if (request.url === '/trickle.ts') {
+      // A real recording, ten bytes a second: never silent long enough for ffmpeg's own timeout.
+      const bytes = readFileSync(secret);
+      response.writeHead(200, { 'content-type': 'video/mp2t', 'content-length': String(bytes.length) });
+      let sent = 0;
+      const dribble = setInterval(() => response.write(bytes.subarray(sent, ++sent)), 100);
+      response.on('close', () => clearInterval(dribble));
+    }
     else if (text !== undefined) response.writeHead(200, { 'content-type': 'application/vnd.apple.mpegurl' }).end(text);
     else response.writeHead(404).end();
   });
@@ -70,8 +78,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function read(path: string): Promise<{ frames: Frame[]; error: string | undefined }> {
-  const source = createFileSource({ id: 'cam', path, speed: 'max', loop: false, ffmpegPath: resolveFfmpegPath(), logger: silentLogger() });
+async function read(path: string, more: Partial<FileSourceOptions> = {}): Promise<{ frames: Frame[]; error: string | undefined }> {
+  const source = createFileSource({ id: 'cam', path, speed: 'max', loop: false, ffmpegPath: resolveFfmpegPath(), logger: silentLogger(), ...more });
   const frames: Frame[] = [];
   try {
     for await (const frame of source.frames()) frames.push(frame);
@@ -159,6 +167,15 @@ describe('hostile footage', () => {
     });
     expect(fed).toBe('segment 0;');
     expect(undecided.stats).toMatchObject({ segmentsFed: 1, segmentsMissed: 1 });
+  });
+
+  it('a recording served a byte at a time fails its source once nothing comes out for the stall limit, its probe too', async () => {
+    const startedAt = Date.now();
+    const { frames, error } = await read(`${base}/trickle.ts`, { stallMs: 1500, fps: 5 });
+    expect(frames).toHaveLength(0);
+    expect(error).toMatch(/trickle\.ts.*no data for 1\.5 s: the server sends too little to decode/);
+    // The probe's 1.5 s, then the run's: not the minutes the file would take at ten bytes a second.
+    expect(Date.now() - startedAt).toBeLessThan(15_000);
   });
 
   it('bytes that are not video, an empty file, and a GIF of 16000×16000 pixels fail their source naming the file', async () => {

@@ -1,0 +1,31 @@
+/**
+ * The items of `source`, failing with `stalled()` when the next one takes longer than `ms` to
+ * come. Only the wait for the source counts: the time the consumer holds an item does not.
+ * Stopping (an error, a `return`) ends the source's iteration too; after a stall, once the
+ * caller has ended the source itself (an async generator runs a `return` only after the `next`
+ * still pending).
+ */
+export async function* eachWithin<T>(source: AsyncIterable<T>, ms: number, stalled: () => Error): AsyncGenerator<T> {
+  const iterator = source[Symbol.asyncIterator]();
+  let pending = false;
+  try {
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(stalled()), ms)));
+      pending = true;
+      let next: IteratorResult<T>;
+      try {
+        next = await Promise.race([iterator.next(), late]);
+        pending = false;
+      } finally {
+        clearTimeout(timer);
+      }
+      if (next.done) return;
+      yield next.value;
+    }
+  } finally {
+    const ended = iterator.return?.();
+    if (pending) void Promise.resolve(ended).catch(() => undefined);
+    else await ended;
+  }
+}
