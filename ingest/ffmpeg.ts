@@ -110,7 +110,7 @@ export function parseCreationTimeMs(line: string): number | undefined {
  * output's, so the first matches are the input's. Never throws: a failed probe gives
  * undefined fields, and the run that follows reports why the input can't be read.
  */
-export async function probeMedia(options: { ffmpegPath: string; input: string; inputOptions?: readonly string[]; logger: Logger; timeoutMs?: number }): Promise<MediaInfo> {
+export async function probeMedia(options: { ffmpegPath: string; input: string; inputOptions?: readonly string[]; logger: Logger; timeoutMs?: number }): Promise<MediaInfo & { timedOut?: true }> {
   const reader = mediaInfoReader();
   const run = runFfmpeg({
     ffmpegPath: options.ffmpegPath,
@@ -125,11 +125,12 @@ export async function probeMedia(options: { ffmpegPath: string; input: string; i
     logger: options.logger,
   });
   run.stdout.resume();
-  // A server that sends a byte at a time would hold the probe for ever: past the limit it tells what it read so far.
-  const limit = options.timeoutMs === undefined ? undefined : setTimeout(() => run.kill('SIGKILL'), options.timeoutMs);
+  // A server that sends a byte at a time would hold the probe for ever.
+  let timedOut = false;
+  const limit = options.timeoutMs === undefined ? undefined : setTimeout(() => ((timedOut = true), run.kill('SIGKILL')), options.timeoutMs);
   await run.exited;
   clearTimeout(limit);
-  return reader.info;
+  return timedOut ? { ...reader.info, timedOut } : reader.info;
 }
 
 /** How an ffmpeg run ended. */

@@ -61,7 +61,7 @@ export interface FileSourceOptions {
   sample?: SamplePolicy;
   /** More ffmpeg input options, before `-i` (a live source's low-latency flags). */
   inputOptions?: readonly string[];
-  /** No output from ffmpeg (or its probe) for this long fails the source: a server can send a byte at a time for ever. @defaultValue no limit */
+  /** No frame decoded for this long (or a probe that long) fails the source: a server can send a byte at a time for ever. @defaultValue no limit */
   stallMs?: number;
   /**
    * Scale to this width at decode, keeping the aspect ratio; rounded down to an even number,
@@ -172,6 +172,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     // A piped `input` cannot be read twice.
     if (fps !== undefined && !options.live && !options.input) {
       const probed = await probeMedia({ ffmpegPath, input: path, inputOptions: options.inputOptions ?? [], logger, ...(options.stallMs !== undefined ? { timeoutMs: options.stallMs } : {}) });
+      if (probed.timedOut) throw sourceError(ErrorCode.SourceUnavailable, `reading the stream's parameters took over ${options.stallMs! / 1000} s: the server sends too little to decode`);
       if (probed.fps !== undefined && fps > probed.fps) {
         logger.warn(
           { fps, nativeFps: probed.fps },
@@ -237,7 +238,8 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     try {
       const stalled = (): PanoptesError => sourceError(ErrorCode.SourceUnavailable, `no data for ${options.stallMs! / 1000} s: the server sends too little to decode`, { stderr: ffmpeg.stderrTail() });
       const output = ffmpeg.stdout as AsyncIterable<Buffer>;
-      for await (const chunk of options.stallMs === undefined ? output : eachWithin(output, options.stallMs, stalled)) {
+      // Decoded frames are progress too: sampling by scene change can leave a healthy stream without output for minutes.
+      for await (const chunk of options.stallMs === undefined ? output : eachWithin(output, options.stallMs, stalled, () => framesDecoded)) {
         for (const jpeg of splitter.push(chunk)) {
           const out = await timestamps.next();
           if (out === undefined) {

@@ -8,7 +8,7 @@ import { twitchConnect } from './twitch.js';
 
 /** How long ffmpeg waits on a recording's server (to connect, or for the next bytes) before it gives up. */
 const RECORDING_URL_TIMEOUT_S = 20;
-/** Longest a recording at a URL may go without a decoded frame. */
+/** Longest a recording at a URL may go without a decoded frame (or its probe run). */
 const RECORDING_URL_STALL_S = 60;
 
 /** Streams that never end by themselves: `live` when set, else Twitch, listeners and the URL schemes of cameras and streams. */

@@ -169,13 +169,25 @@ describe('hostile footage', () => {
     expect(undecided.stats).toMatchObject({ segmentsFed: 1, segmentsMissed: 1 });
   });
 
-  it('a recording served a byte at a time fails its source once nothing comes out for the stall limit, its probe too', async () => {
+  it('a recording served a byte at a time fails its source once no frame is decoded for the stall limit, its rate probe too', async () => {
     const startedAt = Date.now();
-    const { frames, error } = await read(`${base}/trickle.ts`, { stallMs: 1500, fps: 5 });
-    expect(frames).toHaveLength(0);
-    expect(error).toMatch(/trickle\.ts.*no data for 1\.5 s: the server sends too little to decode/);
-    // The probe's 1.5 s, then the run's: not the minutes the file would take at ten bytes a second.
+    const probed = await read(`${base}/trickle.ts`, { stallMs: 1500, fps: 5 });
+    expect(probed.frames).toHaveLength(0);
+    expect(probed.error).toMatch(/trickle\.ts.*reading the stream's parameters took over 1\.5 s: the server sends too little to decode/);
+    const run = await read(`${base}/trickle.ts`, { stallMs: 1500 });
+    expect(run.frames).toHaveLength(0);
+    expect(run.error).toMatch(/trickle\.ts.*no data for 1\.5 s: the server sends too little to decode/);
+    // Not the minutes the file would take at ten bytes a second.
     expect(Date.now() - startedAt).toBeLessThan(15_000);
+  });
+
+  it('a healthy stream that gives no sample for longer than the stall limit (a still scene sampled by scene change) is not a stall', async () => {
+    const still = join(dir, 'still.ts');
+    execFileSync(resolveFfmpegPath(), ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'color=c=gray:size=64x48:rate=5', '-t', '4', '-pix_fmt', 'yuv420p', '-f', 'mpegts', still]);
+    // Decoded in real time (speed 1): 4 s with at most the first frame sampled.
+    const { frames, error } = await read(still, { stallMs: 1500, speed: 1, sample: { sceneChange: 0.3 } });
+    expect(error).toBeUndefined();
+    expect(frames.length).toBeLessThanOrEqual(1);
   });
 
   it('bytes that are not video, an empty file, and a GIF of 16000×16000 pixels fail their source naming the file', async () => {
