@@ -236,7 +236,7 @@ export function createFileSource(options: FileSourceOptions): FileSource {
     let inDamage = false;
 
     try {
-      const stalled = (): PanoptesError => sourceError(ErrorCode.SourceUnavailable, `no data for ${options.stallMs! / 1000} s: the server sends too little to decode`, { stderr: ffmpeg.stderrTail() });
+      const stalled = (): PanoptesError => sourceError(ErrorCode.SourceUnavailable, `no frame decoded for ${options.stallMs! / 1000} s: the server sends too little to decode`, { stderr: ffmpeg.stderrTail() });
       const output = ffmpeg.stdout as AsyncIterable<Buffer>;
       // Decoded frames are progress too: sampling by scene change can leave a healthy stream without output for minutes.
       for await (const chunk of options.stallMs === undefined ? output : eachWithin(output, options.stallMs, stalled, () => framesDecoded)) {

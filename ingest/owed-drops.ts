@@ -56,5 +56,3 @@ async function sendFrameDrops(producer: Producer, source: string, why: string, d
     await producer.send(Channels.drops.topic, records);
   }
 }
-
-/** Runs every source until it ends (or `signal` stops them all) and returns their results. */

@@ -14,8 +14,9 @@ export async function* eachWithin<T>(source: AsyncIterable<T>, ms: number, stall
       const late = new Promise<never>((_, reject) => {
         let seen = progress();
         const check = (): void => {
-          if (progress() === seen) return reject(stalled());
-          seen = progress();
+          const now = progress();
+          if (now === seen) return reject(stalled());
+          seen = now;
           timer = setTimeout(check, ms);
         };
         timer = setTimeout(check, ms);

@@ -170,7 +170,8 @@ export function createIngest(options: IngestOptions): Ingest {
       /** Live segments lost before they were read (HLS, Twitch), as drops: the frames they held never came. */
       let missedSaid = 0;
       const sayMissed = async (nearSeq?: number): Promise<void> => {
-        const missed = (source.status() as { segmentsMissed?: number }).segmentsMissed ?? 0;
+        const status = source.status();
+        const missed = 'segmentsMissed' in status ? (status.segmentsMissed ?? 0) : 0;
         if (missed <= missedSaid) return;
         await publishMissedSegments(producer, config.id, missed - missedSaid, nearSeq);
         missedSaid = missed;
@@ -292,6 +293,7 @@ export function createIngest(options: IngestOptions): Ingest {
  */
 export const MAX_ENDED_SOURCES = 1024;
 
+/** Runs every source until it ends (or `signal` stops them all) and returns their results. */
 export async function runIngest(options: IngestOptions & { sources: readonly SourceConfig[]; signal?: AbortSignal }): Promise<SourceResult[]> {
   const ingest = createIngest(options);
   const stop = (): void => void ingest.close();

@@ -116,7 +116,7 @@ export function describeSinkConformance(name: string, factory: SinkFactory): voi
 
     it('reads a row written again within one batch as its last version', async () => {
       const sink = await open();
-      // A track event rewritten when a late identity arrives can share a batch with its first write.
+      // Versions without `versionMs` (a message handled twice) sharing a batch: the last one stands.
       const versions = Array.from({ length: 40 }, (_, k) => ({ ...detection(20, 0), fields: { ...detection(20, 0).fields, class: `version-${k}` } }));
       await sink.insert(DETECTIONS, versions);
       expect((await sink.query('SELECT class FROM detections WHERE frame_seq = 20')).rows).toEqual([{ class: 'version-39' }]);
