@@ -196,9 +196,12 @@ describe('a long-lived worker that sees sources come and go', () => {
     const bus = createMemoryBus();
     const ingest = createIngest({ bus, dataDir: dir, logger: silentLogger() });
     const total = MAX_ENDED_SOURCES + 6;
-    // Sources whose file is missing end at once, each with its error.
-    for (let i = 0; i < total; i++) ingest.add(sourceSchema.parse({ id: `gone-${i}`, path: join(dir, `missing-${i}.mp4`), apps: ['traffic'] }));
-    await ingest.idle();
+    // Sources whose file is missing end at once, each with its error; one at a time, so that they
+    // end in the order they were added (the file checks of sources added together end in any order).
+    for (let i = 0; i < total; i++) {
+      ingest.add(sourceSchema.parse({ id: `gone-${i}`, path: join(dir, `missing-${i}.mp4`), apps: ['traffic'] }));
+      await ingest.idle();
+    }
     const kept = ingest.metrics().map((m) => m.id);
     expect(kept).toHaveLength(MAX_ENDED_SOURCES);
     // The oldest went first.

@@ -23,6 +23,7 @@ import {
   silentLogger,
   Topics,
   type Bus,
+  type TopicPartitionOffset,
   type Drop,
   type Plan,
   type ResultRow,
@@ -128,12 +129,14 @@ function describeMove(name: string, openBus: () => Promise<Bus>, timeoutMs: numb
  * otherwise analyze first (a new group reads from the earliest record).
  */
 async function skipBacklog(bus: Bus, groupId: string, topics: readonly string[], timeoutMs: number): Promise<void> {
-  const ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic)));
+  // A topic just created may not answer for its offsets yet ("not the leader"): asked again, as waitUntilConsumed does.
+  let ends: TopicPartitionOffset[][] | undefined;
+  await waitFor(async () => (ends = await Promise.all(topics.map((topic) => bus.endOffsets(topic))).catch(() => undefined)) !== undefined, "the topics' end offsets", { timeoutMs });
   const skipper = bus.consumer({ groupId, topics: [...topics] });
   await skipper.run(async () => {});
   const skipped = async (): Promise<boolean> => {
     const committed = await Promise.all(topics.map((topic) => bus.committed(groupId, topic)));
-    return ends.every((partitions, i) => partitions.every((end) => end.offset === 0 || (committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0) >= end.offset));
+    return ends!.every((partitions, i) => partitions.every((end) => end.offset === 0 || (committed[i]!.find((c) => c.partition === end.partition)?.offset ?? 0) >= end.offset));
   };
   await waitFor(skipped, 'the backlog skipped', { timeoutMs });
   await skipper.close();
