@@ -6,6 +6,12 @@
 /** Environment variables whose values are secrets wherever they turn up. */
 const SECRET_VARIABLES = ['PANOPTES_API_TOKEN', 'PANOPTES_TWITCH_OAUTH_TOKEN', 'PANOPTES_TWITCH_CLIENT_ID'];
 const REDACTED = '<redacted>';
+/**
+ * A query parameter whose name holds a secret word anywhere: `token`, `sig` as well as signed
+ * URLs' `X-Amz-Signature`, `X-Amz-Credential`, `X-Goog-Signature`, `X-Amz-Security-Token`.
+ * Redacting a harmless `keyframe=1` now and then is the cheaper mistake.
+ */
+const SECRET_PARAMETER = /([?&][\w.-]*(?:token|passw|pwd|sig|key|secret|auth|credential)[\w.-]*=)[^&\s"'#]+/gi;
 
 /** A URL fit for logs and errors: no credentials, and no query string (signatures, tokens). */
 export function redactUrl(url: string): string {
@@ -24,7 +30,7 @@ export function redactUrl(url: string): string {
 export function redact(text: string): string {
   let out = text
     .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi, `$1${REDACTED}@`)
-    .replace(/([?&](?:token|access_token|password|passwd|pwd|sig|signature|key|api_key|apikey|secret|auth)=)[^&\s"']+/gi, `$1${REDACTED}`)
+    .replace(SECRET_PARAMETER, `$1${REDACTED}`)
     .replace(/\b(Bearer|OAuth|Basic) [A-Za-z0-9._~+/=-]{4,}/g, `$1 ${REDACTED}`);
   for (const name of SECRET_VARIABLES) {
     const secret = process.env[name];

@@ -70,6 +70,15 @@ describe('secrets', () => {
     expect(redactUrl('https://u:p@usher.example/x.m3u8?sig=1')).toBe('https://usher.example/x.m3u8?<redacted>');
   });
 
+  it("redact() removes signed URLs' signatures and credentials, whatever prefix their names carry", () => {
+    const signed =
+      'https://bucket.s3.example/clip.mp4?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE%2F20261129&X-Amz-Security-Token=tok3n&X-Amz-Signature=5ca1ab1e&X-Amz-Expires=600';
+    const text = redact(`cannot open ${signed}: 403 Forbidden; also https://storage.example/o?X-Goog-Signature=g00gsig&GoogleAccessId=svc#frag`);
+    for (const secret of ['AKIAEXAMPLE', 'tok3n', '5ca1ab1e', 'g00gsig']) expect(text).not.toContain(secret);
+    expect(text).toContain('X-Amz-Expires=600');
+    expect(text).toContain('403 Forbidden');
+  });
+
   it('every log line passes through it, whatever a module logs', () => {
     let out = '';
     const logger = createLogger({ level: 'info', destination: new Writable({ write: (chunk: Buffer, _e, done) => void ((out += chunk.toString()), done()) }) });
