@@ -8,10 +8,11 @@ const SECRET_VARIABLES = ['PANOPTES_API_TOKEN', 'PANOPTES_TWITCH_OAUTH_TOKEN', '
 const REDACTED = '<redacted>';
 /**
  * A query parameter whose name holds a secret word anywhere: `token`, `sig` as well as signed
- * URLs' `X-Amz-Signature`, `X-Amz-Credential`, `X-Goog-Signature`, `X-Amz-Security-Token`.
+ * URLs' `X-Amz-Signature`, `X-Amz-Credential`, `X-Goog-Signature`, `X-Amz-Security-Token`, and
+ * `jwt`, `session`, OAuth's `code`.
  * Redacting a harmless `keyframe=1` now and then is the cheaper mistake.
  */
-const SECRET_PARAMETER = /([?&][\w.-]*(?:token|passw|pwd|sig|key|secret|auth|credential)[\w.-]*=)[^&\s"'#]+/gi;
+const SECRET_PARAMETER = /([?&][\w.-]*(?:token|passw|pwd|sig|key|secret|auth|credential|jwt|session|code)[\w.-]*=)[^&\s"'#]+/gi;
 
 /** A URL fit for logs and errors: no credentials, and no query string (signatures, tokens). */
 export function redactUrl(url: string): string {
@@ -29,7 +30,8 @@ export function redactUrl(url: string): string {
  */
 export function redact(text: string): string {
   let out = text
-    .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@]+@/gi, `$1${REDACTED}@`)
+    // To the authority's last @: ffmpeg takes a password with a raw @ in it (`cam:p@ss@host`).
+    .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#]*@/gi, `$1${REDACTED}@`)
     .replace(SECRET_PARAMETER, `$1${REDACTED}`)
     .replace(/\b(Bearer|OAuth|Basic) [A-Za-z0-9._~+/=-]{4,}/g, `$1 ${REDACTED}`);
   for (const name of SECRET_VARIABLES) {

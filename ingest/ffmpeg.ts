@@ -52,6 +52,17 @@ function installerPath(): string {
 /** The most pixels a picture ffmpeg decodes may have (`-max_pixels`), as the backend's bound on a frame: an 8K camera fits. */
 export const MAX_PIXELS = 8192 * 8192;
 
+/**
+ * ffmpeg input options that keep a stream at an http(s) URL on the web's protocols. Without them
+ * whatever the server sends picks what ffmpeg opens next: an SDP description served over HTTP
+ * makes it listen for RTP on a UDP port of every interface, where anyone on the network can
+ * send it pictures. A recording, or a stream, over HTTP needs nothing more (`crypto` decrypts
+ * an HLS stream's AES-128 segments).
+ */
+export function webInputOptions(url: string | undefined): string[] {
+  return /^https?:\/\//i.test(url ?? '') ? ['-protocol_whitelist', 'http,https,tcp,tls,crypto'] : [];
+}
+
 /** What ffmpeg prints about an input before it decodes anything. */
 export interface MediaInfo {
   /** The container's duration; undefined for live streams and formats without one (GIF). */

@@ -95,7 +95,18 @@ export function badPlaylist(what: string): PanoptesError {
 
 function checkHeader(text: string): void {
   const first = text.replace(/^\uFEFF/, '').trimStart().split(/\r?\n/, 1)[0]?.trim() ?? '';
-  if (first !== '#EXTM3U') throw badPlaylist(`not an HLS playlist (it starts ${JSON.stringify(first.slice(0, 40))})`);
+  if (first !== '#EXTM3U') throw badPlaylist(`not an HLS playlist (its first line is not #EXTM3U; it reads as ${kindOf(first)})`);
+}
+
+/**
+ * What a body looks like, without its words: the error is served to anyone who may list the
+ * sources, and an address given to a source may be some internal service's.
+ */
+function kindOf(line: string): string {
+  if (line === '') return 'empty';
+  if (/^</.test(line)) return 'HTML or XML';
+  if (/^[{[]/.test(line)) return 'JSON';
+  return /[\u0000-\u0008\u000e-\u001f\ufffd]/.test(line) ? 'binary' : 'text';
 }
 
 /** A master (multivariant) playlist lists variants rather than segments. */

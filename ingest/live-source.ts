@@ -22,6 +22,7 @@ import {
   type Logger,
   type SamplePolicy,
 } from '../core/index.js';
+import { webInputOptions } from './ffmpeg.js';
 import { createFileSource, type FileSource } from './file-source.js';
 import type { FrameCounts, FrameSource } from './frame-source.js';
 import type { HlsStats } from './hls.js';
@@ -114,6 +115,7 @@ function lowLatencyInput(url: string | undefined, listen: boolean, rtspTransport
     // over; otherwise the fps filter would fill the gap with copies of the last frame.
     '-dts_delta_threshold', '1',
     ...(rtsp ? ['-rtsp_transport', rtspTransport] : []),
+    ...webInputOptions(url),
     ...(/^\/dev\/video/.test(url ?? '') ? ['-f', 'v4l2'] : []),
     ...(listen ? (rtsp ? ['-rtsp_flags', 'listen'] : ['-listen', '1']) : []),
   ];

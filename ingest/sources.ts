@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { isUrl, type Logger, type SourceConfig } from '../core/index.js';
+import { webInputOptions } from './ffmpeg.js';
 import { createFileSource, type FileSource } from './file-source.js';
 import { createHlsStats, followHls } from './hls.js';
 import { createLiveSource, type LiveSource } from './live-source.js';
@@ -60,7 +61,7 @@ export async function openFrameSource(config: SourceConfig, dataDir: string, log
   // A recording at a URL: a server that accepts the connection and never answers fails the
   // source after the timeout, and one that sends too little to decode after the stall limit,
   // instead of holding it for ever.
-  const network = isUrl(path) ? { inputOptions: ['-rw_timeout', String(RECORDING_URL_TIMEOUT_S * 1_000_000)], stallMs: RECORDING_URL_STALL_S * 1000 } : {};
+  const network = isUrl(path) ? { inputOptions: ['-rw_timeout', String(RECORDING_URL_TIMEOUT_S * 1_000_000), ...webInputOptions(path)], stallMs: RECORDING_URL_STALL_S * 1000 } : {};
   return createFileSource({ id: config.id, path, ...(mediaStartMs !== undefined ? { mediaStartMs } : {}), speed: config.speed, loop: config.loop, ...network, ...sampling });
 }
 

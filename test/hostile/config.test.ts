@@ -76,6 +76,11 @@ describe('secrets', () => {
     const text = redact(`cannot open ${signed}: 403 Forbidden; also https://storage.example/o?X-Goog-Signature=g00gsig&GoogleAccessId=svc#frag`);
     for (const secret of ['AKIAEXAMPLE', 'tok3n', '5ca1ab1e', 'g00gsig']) expect(text).not.toContain(secret);
     expect(text).toContain('X-Amz-Expires=600');
+    // A password with a raw @ (ffmpeg splits at the last one), and tokens by other names.
+    const camera = redact('reconnecting to rtsp://admin:P@ssw0rd-Secret@10.0.0.5:554/live and http://u:a@b@h/x?jwt=eyJhbGciOi&session=s3ss&code=0auth');
+    for (const secret of ['ssw0rd-Secret', 'admin', 'a@b', 'eyJhbGciOi', 's3ss', '0auth']) expect(camera).not.toContain(secret);
+    expect(camera).toContain('@10.0.0.5:554/live');
+    expect(redact('mail a@b.example about http://host/p?who=a@b.example')).toBe('mail a@b.example about http://host/p?who=a@b.example');
     expect(text).toContain('403 Forbidden');
   });
 

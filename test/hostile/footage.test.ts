@@ -10,9 +10,9 @@ import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, silentLogger, type Frame } from '../../core/index.js';
+import { ErrorCode, silentLogger, sourceSchema, type Frame } from '../../core/index.js';
 import { createHlsStats, followHls } from '../../ingest/hls.js';
-import { createFileSource, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
+import { createFileSource, openFrameSource, resolveFfmpegPath, type FileSourceOptions } from '../../ingest/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'panoptes-hostile-footage-'));
 const secret = join(dir, 'private.ts');
@@ -49,6 +49,8 @@ beforeAll(async () => {
     '/ended.m3u8': ['#EXTM3U', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,', 'v0.ts', '#EXTINF:2.0,', 'v1.ts', '#EXT-X-ENDLIST', ''].join('\n'),
     // Ended after a prefetch segment that follows a discontinuity (undecided: maybe an ad's first).
     '/undecided.m3u8': ['#EXTM3U', '#EXT-X-TARGETDURATION:2', '#EXTINF:2.0,live', 'v0.ts', '#EXT-X-DISCONTINUITY', '#EXT-X-TWITCH-PREFETCH:v1.ts', '#EXT-X-ENDLIST', ''].join('\n'),
+    // A session description: ffmpeg would listen on that UDP port, on every interface, for RTP anyone may send.
+    '/cam.sdp': ['v=0', 'o=- 0 0 IN IP4 127.0.0.1', 's=cam', 'c=IN IP4 0.0.0.0', 't=0 0', 'm=video 45004 RTP/AVP 26', ''].join('\n'),
     '/v0.ts': 'segment 0;',
     '/v1.ts': 'segment 1;',
   };
@@ -188,6 +190,24 @@ describe('hostile footage', () => {
     const { frames, error } = await read(still, { stallMs: 1500, speed: 1, sample: { sceneChange: 0.3 } });
     expect(error).toBeUndefined();
     expect(frames.length).toBeLessThanOrEqual(1);
+  });
+
+  it('a URL served as a session description fails its source instead of opening a UDP port for RTP, recorded or live', async () => {
+    const recorded = await openFrameSource(sourceSchema.parse({ id: 'sdp', path: `${base}/cam.sdp`, apps: ['app'] }), dir, silentLogger());
+    const frames: Frame[] = [];
+    await expect((async () => {
+      for await (const frame of recorded.frames()) frames.push(frame);
+    })()).rejects.toThrow(/Protocol 'rtp' not on whitelist/);
+    expect(frames).toHaveLength(0);
+    // A live source tries again after a failure: its last error says why.
+    const live = await openFrameSource(sourceSchema.parse({ id: 'sdp-live', path: `${base}/cam.sdp`, apps: ['app'], live: true }), dir, silentLogger());
+    const reading = (async () => {
+      for await (const frame of live.frames()) frames.push(frame);
+    })();
+    await expect.poll(() => (live.status() as { lastError?: string }).lastError, { timeout: 15_000 }).toMatch(/Protocol 'rtp' not on whitelist/);
+    await live.stop();
+    await reading;
+    expect(frames).toHaveLength(0);
   });
 
   it('bytes that are not video, an empty file, and a GIF of 16000×16000 pixels fail their source naming the file', async () => {

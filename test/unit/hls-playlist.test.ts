@@ -35,6 +35,11 @@ describe('parseMediaPlaylist', () => {
 
   it('refuses text that is not a playlist, a master playlist, and encrypted segments', () => {
     expect(thrown(() => parseMediaPlaylist('<html>404</html>', BASE)).code).toBe(ErrorCode.SourceDecode);
+    // What the body looks like, never its words: the address may be an internal service's.
+    expect(thrown(() => parseMediaPlaylist('<html>404</html>', BASE)).message).toBe('not an HLS playlist (its first line is not #EXTM3U; it reads as HTML or XML)');
+    expect(thrown(() => parseMediaPlaylist('internal-admin-secret\n', BASE)).message).not.toContain('secret');
+    expect(thrown(() => parseMediaPlaylist('{"key": 1}', BASE)).message).toMatch(/reads as JSON/);
+    expect(thrown(() => parseMediaPlaylist('\u0000\u0001GIF', BASE)).message).toMatch(/reads as binary/);
     expect(thrown(() => parseMediaPlaylist(m3u8('#EXT-X-STREAM-INF:BANDWIDTH=1', 'v.m3u8'), BASE)).message).toMatch(/master playlist/);
     expect(thrown(() => parseMediaPlaylist(m3u8('#EXT-X-KEY:METHOD=AES-128,URI="k"', '#EXTINF:2,', 'a.ts'), BASE)).message).toMatch(/AES-128/);
     expect(parseMediaPlaylist(m3u8('#EXT-X-KEY:METHOD=NONE', '#EXTINF:2,', 'a.ts'), BASE).segments).toHaveLength(1);
