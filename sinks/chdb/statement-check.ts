@@ -16,7 +16,7 @@ export interface AstNode {
   name: string;
 }
 
-/** Statement kinds that only read: SELECT (with UNION, INTERSECT, EXCEPT), EXPLAIN, DESCRIBE, SHOW TABLES/DATABASES, SHOW CREATE, EXISTS. */
+/** Statement kinds that only read: SELECT (with UNION, INTERSECT, EXCEPT), EXPLAIN, DESCRIBE, SHOW (TABLES and DATABASES only: below), SHOW CREATE, EXISTS. */
 const READING_STATEMENTS = new Set(['SelectWithUnionQuery', 'Explain', 'DescribeQuery', 'ShowTables', 'ShowCreateTableQuery', 'ExistsTableQuery']);
 
 /**
@@ -57,7 +57,12 @@ export function refusal(nodes: readonly AstNode[], resultsDatabase: string, text
   const [statement] = nodes;
   if (!statement) return 'the statement is empty';
   if (!READING_STATEMENTS.has(statement.kind)) {
-    return `only SELECT, EXPLAIN, DESCRIBE, SHOW TABLES, SHOW CREATE TABLE and EXISTS read the results; this statement is a ${statement.kind}`;
+    return `only SELECT, EXPLAIN, DESCRIBE, SHOW TABLES, SHOW DATABASES, SHOW CREATE TABLE and EXISTS read the results; this statement is a ${statement.kind}`;
+  }
+  // ClickHouse parses every SHOW over a system table as one kind (SETTINGS, CLUSTERS, MERGES,
+  // DICTIONARIES, FILESYSTEM CACHES ...): only the tables and databases are the results' own.
+  if (statement.kind === 'ShowTables' && !/^SHOW (TABLES|DATABASES)\b/.test(text)) {
+    return `${/^SHOW [A-Z]+(?: (?:CACHES|TABLES))?/.exec(text)?.[0] ?? 'this SHOW'} reads the server's own tables; SHOW TABLES and SHOW DATABASES are answered`;
   }
   // Its only child a table function's definition, not a statement that reads.
   if (statement.kind === 'Explain' && /TABLE OVERRIDE/i.test(statement.name)) return 'EXPLAIN TABLE OVERRIDE names a table elsewhere; explain a statement that reads the results';

@@ -83,6 +83,12 @@ const ESCAPES = [
   'SELECT * FROM information_schema.tables',
   'SHOW PROCESSLIST',
   'SHOW USERS',
+  "SHOW SETTINGS LIKE 'max%'",
+  'SHOW CLUSTERS',
+  'SHOW MERGES',
+  'SHOW DICTIONARIES',
+  'SHOW FILESYSTEM CACHES',
+  'SHOW TEMPORARY TABLES',
   'SYSTEM SHUTDOWN',
   'KILL QUERY WHERE 1',
   'SET readonly = 0',
@@ -114,6 +120,7 @@ describe('hostile SQL on the embedded results', () => {
     expect((await refusal(`SELECT 1 INTO OUTFILE '${written}'`)).message).toContain('INTO OUTFILE writes a file');
     expect((await refusal("SELECT file('/etc/passwd')")).message).toContain('file() reads files');
     expect((await refusal('SELECT * FROM system.users')).message).toContain('system.users is outside the results database');
+    expect((await refusal("show settings like 'max%'")).message).toContain("SHOW SETTINGS reads the server's own tables");
     expect((await refusal('SELECT 1; SELECT 2')).message).toMatch(/Multi-statements are not allowed/);
     // The answer's format is the request's: a FORMAT in the statement would not parse as JSON.
     expect((await refusal('SELECT 1 FORMAT CSV')).message).toContain("FORMAT CSV in the statement: the answer's format is the request's");
@@ -134,6 +141,8 @@ describe('hostile SQL on the embedded results', () => {
       'WITH (SELECT max(score) FROM detections) AS best SELECT best',
       "SELECT 'it''s a \\\\ backslash' AS s",
       'SHOW TABLES',
+      "show full tables like 'det%'",
+      'SHOW DATABASES',
       'DESCRIBE TABLE detections',
       'SHOW CREATE TABLE detections',
       'EXISTS TABLE detections',
