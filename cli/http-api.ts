@@ -29,7 +29,7 @@ import { answersWith, registerLiveRoutes } from './http-live.js';
 import type { LiveView } from './live-view.js';
 import type { Metrics } from './metrics.js';
 import { formatTable, type OutputFormat } from './output.js';
-import { checkCompiledSource, checkRequestedSource, type SourcePolicy } from './source-policy.js';
+import { checkCompiledSource, checkRequestedSource, checkSourceHost, type SourcePolicy } from './source-policy.js';
 
 export interface HttpApiOptions {
   /** A TCP port on `host`, or `path`: a Unix socket for this machine's other processes (local-endpoint.ts). */
@@ -115,8 +115,8 @@ type QueryRequest = { sql?: string; saved?: string; format: OutputFormat | 'colu
 
 /** The policy a deployment sets for sources added over HTTP, its directories made absolute (links resolved). */
 export function sourcePolicy(config: CompiledConfig): SourcePolicy {
-  const { schemes, directories } = config.deployment.http.sources;
-  return { schemes, directories: directories.map((dir) => (existsSync(dir) ? realpathSync(dir) : resolve(dir))) };
+  const { schemes, directories, hosts } = config.deployment.http.sources;
+  return { schemes, hosts: hosts.map((h) => h.toLowerCase().replace(/^\[(.*)\]$/, '$1')), directories: directories.map((dir) => (existsSync(dir) ? realpathSync(dir) : resolve(dir))) };
 }
 
 export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
@@ -227,10 +227,14 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
       checkRequestedSource(request.body, dirname(sources.config.file), sources.policy);
       const source = compileSource(JSON.stringify(request.body), sources.config, 'POST /sources');
       checkCompiledSource(source, sources.policy);
+      if (source.path) await checkSourceHost(source.path, sources.policy);
       const worker = running();
-      if (worker.metrics().some((s) => s.id === source.id && !['ended', 'failed', 'removed'].includes(s.state))) {
+      const active = worker.metrics().filter((s) => !['ended', 'failed', 'removed'].includes(s.state));
+      if (active.some((s) => s.id === source.id)) {
         return reply.code(409).send({ error: { code: ErrorCode.ConfigInvalid, message: `source ${source.id} is already running; DELETE /sources/${source.id} first` } });
       }
+      const { maxRunning } = sources.config.deployment.http.sources;
+      if (active.length >= maxRunning) throw new PanoptesError(ErrorCode.HttpTooMany, `${active.length} sources are running, the most this deployment takes (http.sources.maxRunning); remove one first`);
       worker.add(source);
       return reply.code(201).send({ source: worker.metrics().find((s) => s.id === source.id) });
     });

@@ -5,8 +5,13 @@
  * Twitch endpoints, which would receive the OAuth token; a port opened for cameras to push to).
  * A path is a URL exactly when the config's compiler takes it for one (`scheme://`); one with a
  * scheme and no `//` (`concat:a|b`, `http:../x`) is refused before anything looks at the filesystem.
+ * A URL's host must not be this machine (its own services listen there: the results' server,
+ * Kafka, this API) or link-local (a cloud's metadata service), unless the deployment lists it.
  */
+import { lookup } from 'node:dns/promises';
 import { realpathSync } from 'node:fs';
+import { BlockList, isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { isAbsolute, relative, resolve } from 'node:path';
 import { ErrorCode, isUrl, PanoptesError, type SourceConfig } from '../core/index.js';
 
@@ -15,6 +20,45 @@ export interface SourcePolicy {
   schemes: readonly string[];
   /** Absolute directories files may come from. */
   directories: readonly string[];
+  /** Hosts URLs may name, lower case, IPv6 without brackets; empty: any but this machine's and link-local ones. */
+  hosts: readonly string[];
+}
+
+/** Addresses that are this machine, or no one's in particular, whatever the interfaces say. */
+const NOT_REMOTE = new BlockList();
+for (const [net, prefix] of [['0.0.0.0', 8], ['127.0.0.0', 8], ['169.254.0.0', 16], ['224.0.0.0', 4]] as const) NOT_REMOTE.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [['::', 128], ['::1', 128], ['fe80::', 10], ['ff00::', 8]] as const) NOT_REMOTE.addSubnet(net, prefix, 'ipv6');
+
+/** Whether `address` is this machine's, link-local or multicast: not a camera's or a stream server's. */
+function isLocal(address: string): boolean {
+  // An IPv4 address mapped into IPv6 (::ffff:127.0.0.1) is checked against the IPv4 subnets too.
+  if (NOT_REMOTE.check(address, isIP(address) === 6 ? 'ipv6' : 'ipv4')) return true;
+  return Object.values(networkInterfaces()).some((list) => list?.some((i) => i.address.toLowerCase() === address.toLowerCase()));
+}
+
+/**
+ * Refuses a URL whose host is not in `policy.hosts` (when it lists any), or (when it lists none)
+ * resolves to this machine or a link-local address. Judged on the addresses the name has now: a
+ * name that changes its answer later (DNS rebinding), a redirect, or a playlist's segment on
+ * another host are not re-checked.
+ */
+export async function checkSourceHost(path: string, policy: SourcePolicy, resolveName = lookupAll): Promise<void> {
+  if (!isUrl(path)) return;
+  const host = new URL(path).hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (host === '') refuse('path', 'the URL names no host');
+  if (policy.hosts.length > 0) {
+    if (!policy.hosts.includes(host)) refuse('path', `${host} is not among the hosts sources may name (http.sources.hosts)`);
+    return;
+  }
+  const addresses = isIP(host) ? [host] : await resolveName(host).catch(() => refuse('path', `${host} does not resolve to an address`));
+  const local = addresses.find(isLocal);
+  if (local !== undefined) {
+    refuse('path', `${host}${local === host ? '' : ` (${local})`} is this machine or a link-local address; list it in http.sources.hosts to allow it`);
+  }
+}
+
+async function lookupAll(host: string): Promise<string[]> {
+  return (await lookup(host, { all: true, verbatim: true })).map((a) => a.address);
 }
 
 /** A source's config is a few levels deep; a body much deeper is junk that would only cost stack. */

@@ -199,10 +199,14 @@ export const deploymentSchema = z.strictObject({
           schemes: z.array(z.string().regex(/^[a-z][a-z0-9+.-]*$/, 'a URL scheme in lower case, e.g. rtsp')).default(['rtsp', 'rtmp', 'http', 'https']),
           /** Directories files may come from, relative to the working directory. */
           directories: z.array(z.string().min(1)).default(['.']),
+          /** Hosts URLs may name, and only those; empty: any host but this machine itself and link-local addresses (cloud metadata). */
+          hosts: z.array(z.string().min(1)).default([]),
+          /** Most sources running at once (the file's included) for a POST to start one more. */
+          maxRunning: z.number().int().positive().max(10_000).default(64),
         })
-        .default({ schemes: ['rtsp', 'rtmp', 'http', 'https'], directories: ['.'] }),
+        .default({ schemes: ['rtsp', 'rtmp', 'http', 'https'], directories: ['.'], hosts: [], maxRunning: 64 }),
     })
-    .default({ allowedHosts: [], sources: { schemes: ['rtsp', 'rtmp', 'http', 'https'], directories: ['.'] } }),
+    .default({ allowedHosts: [], sources: { schemes: ['rtsp', 'rtmp', 'http', 'https'], directories: ['.'], hosts: [], maxRunning: 64 } }),
   backend: z
     .strictObject({
       /** Frames per model run, for every model. Unset: per model, the fastest batch in this machine's profile (cli/batch-sizes.ts), else 4. */

@@ -46,7 +46,7 @@ beforeAll(async () => {
     logger: createLogger({ level: 'debug', destination: logs }),
     metrics: createMetrics(),
     queries: { sink, savedQuery: () => 'SELECT count() AS n FROM detections' },
-    sources: { config, policy: { schemes: ['rtsp', 'http'], directories: [dir] }, token: { token: TOKEN, where: 'the test' } },
+    sources: { config, policy: { schemes: ['rtsp', 'http'], directories: [dir], hosts: [] }, token: { token: TOKEN, where: 'the test' } },
     dashboard: true,
     snapshots: join(dir, 'snapshots'),
     requestTimeoutMs: 1_000,
@@ -190,6 +190,15 @@ describe('hostile HTTP', () => {
       { id: 'm', path: 'http:../../../../../../../etc/passwd', apps: ['traffic'] },
       { id: 'n', path: 'http:../../../../../../../etc/missing', apps: ['traffic'] },
       { id: 'o', path: 'rtsp://0.0.0.0:8554/cam', listen: true, apps: ['traffic'] },
+      // This machine's own services, and a cloud's metadata service, by address or by name.
+      { id: 'p', path: 'http://127.0.0.1:8123/?query=SELECT%201', apps: ['traffic'] },
+      { id: 'q', path: 'http://169.254.169.254/latest/meta-data/', apps: ['traffic'] },
+      { id: 'r', path: 'http://[::1]:8123/x.mp4', apps: ['traffic'] },
+      { id: 's', path: 'http://localhost:9092/x.mp4', apps: ['traffic'] },
+      { id: 't', path: 'http://[::ffff:127.0.0.1]/x.mp4', apps: ['traffic'] },
+      { id: 'u', path: 'http://0x7f000001/x.mp4', apps: ['traffic'] },
+      { id: 'v', path: 'rtsp://0.0.0.0:8554/cam', apps: ['traffic'] },
+      { id: 'w', path: 'http://does-not-resolve.invalid/x.mp4', apps: ['traffic'] },
     ];
     for (const source of refused) {
       const answer = await postSource(source);
@@ -200,7 +209,10 @@ describe('hostile HTTP', () => {
     const existing = errorOf(await postSource({ id: 'k', path: join(outside, 'secret.mp4'), apps: ['traffic'] })).message;
     const missing = errorOf(await postSource({ id: 'k', path: join(outside, 'missing.mp4'), apps: ['traffic'] })).message;
     expect(existing).toBe(missing);
-    expect((await postSource({ id: 'l', path: 'rtsp://127.0.0.1:8554/cam', apps: ['traffic'] })).status).toBe(503);
+    expect(errorOf(await postSource({ id: 'p', path: 'http://127.0.0.1:8123/', apps: ['traffic'] })).message).toContain('127.0.0.1 is this machine or a link-local address; list it in http.sources.hosts');
+    expect(errorOf(await postSource({ id: 's', path: 'http://localhost:9092/x.mp4', apps: ['traffic'] })).message).toMatch(/localhost \((127\.0\.0\.1|::1)\) is this machine/);
+    // A camera elsewhere passes the policy (this server runs no ingest worker to start it).
+    expect((await postSource({ id: 'l', path: 'rtsp://192.0.2.10:8554/cam', apps: ['traffic'] })).status).toBe(503);
   });
 
   it('closes a request whose body never finishes with a 408, instead of holding its socket', async () => {

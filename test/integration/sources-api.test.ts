@@ -25,10 +25,10 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A deployment file whose sources are looped replays of the clip at real time, 5 fps. */
-function writeDeployment(ids: string[], fps = 5): string {
+function writeDeployment(ids: string[], fps = 5, more = ''): string {
   const file = join(dir, 'deployment.yaml');
   const sources = ids.map((id) => `  - { id: ${id}, path: ${clip}, apps: [traffic], fps: ${fps}, loop: true, speed: 1 }`).join('\n');
-  writeFileSync(file, `models: ${join(projectRoot(), 'configs/models.yaml')}\napps: [${join(projectRoot(), 'configs/apps/traffic.yaml')}]\nsources:\n${sources}\n`);
+  writeFileSync(file, `models: ${join(projectRoot(), 'configs/models.yaml')}\napps: [${join(projectRoot(), 'configs/apps/traffic.yaml')}]\nsources:\n${sources}\n${more}`);
   return file;
 }
 
@@ -59,11 +59,12 @@ const numberedFromZero = (frames: Frame[] | undefined): boolean => seqs(frames).
 
 describe('sources added and removed while running', () => {
   it('through the HTTP API: POST starts one, DELETE stops it, bad input is refused naming the key; the other source runs on', async () => {
-    const config: CompiledConfig = loadDeployment(writeDeployment(['cam-a']));
+    const config: CompiledConfig = loadDeployment(writeDeployment(['cam-a'], 5, 'http: { sources: { maxRunning: 2 } }\n'));
     const { bus, ingest, frames } = await startIngest();
     const metrics = createMetrics();
     const token = 'a-token-for-this-test-only';
-    const server = await startHttpApi({ metrics, port: 0, logger: silentLogger(), sources: { config, policy: { schemes: ['http'], directories: [dir] }, token: { token, where: 'the test' } } });
+    const policy = { schemes: ['http'], directories: [dir], hosts: ['127.0.0.1'] };
+    const server = await startHttpApi({ metrics, port: 0, logger: silentLogger(), sources: { config, policy, token: { token, where: 'the test' } } });
     server.attach(ingest);
     const headers = { authorization: `Bearer ${token}` };
     const post = (body: string): Promise<Response> => fetch(`${server.url}/sources`, { method: 'POST', body, headers: { ...headers, 'content-type': 'application/json' } });
@@ -112,6 +113,13 @@ describe('sources added and removed while running', () => {
       const served = await (await fetch(`${server.url}/sources`)).text();
       expect(served).toContain('cam-d');
       expect(served).not.toMatch(/s3cretpw|abcdef123/);
+
+      // cam-a runs (cam-b was removed, cam-d failed): one more makes the most this deployment takes.
+      expect((await post(JSON.stringify({ id: 'cam-e', path: clip, apps: ['traffic'], loop: true, speed: 1 }))).status).toBe(201);
+      const over = await post(JSON.stringify({ id: 'cam-f', path: clip, apps: ['traffic'], loop: true, speed: 1 }));
+      expect(over.status).toBe(429);
+      expect(((await over.json()) as { error: { message: string } }).error.message).toContain('2 sources are running, the most this deployment takes (http.sources.maxRunning)');
+      expect(ingest.metrics().some((s) => s.id === 'cam-f')).toBe(false);
     } finally {
       await server.close();
       await ingest.close();
