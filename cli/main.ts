@@ -54,6 +54,12 @@ function parsePositive(value: string): number {
   return n;
 }
 
+function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError('expected a TCP port, 1 to 65535');
+  return n;
+}
+
 /** A query's limits, the same for `query` and `serve`. */
 const limitOptions = {
   maxRows: () => new Option('--max-rows <n>', 'refuse an answer longer than this').argParser(parsePositive).default(100_000),
@@ -234,7 +240,7 @@ export function buildProgram(): Command {
     .argument('<deployment.yaml>', 'deployment file, e.g. configs/demo.yaml')
     .addOption(new Option('--data-dir <dir>', "where results and generated footage are kept (default: the deployment's dataDir, ./data)"))
     .option('--roles <roles>', 'roles to run in this process: "all" or a comma-separated subset of ingest,backend,sink,scheduler (split roles need bus.kind: kafka)', 'all')
-    .option('--http-port <port>', 'serve the HTTP API on 127.0.0.1 at this port (/health, /metrics, /sources, /query; adding or removing sources needs the API token) and keep running until stopped', parsePositive)
+    .option('--http-port <port>', 'serve the HTTP API on 127.0.0.1 at this port (/health, /metrics, /sources, /query; adding or removing sources needs the API token) and keep running until stopped', parsePort)
     .action(async (file: string, opts: { dataDir?: string; roles: string; httpPort?: number }) => {
       const config = loadDeployment(file, { params: MODEL_PARAMS, ...(opts.dataDir ? { dataDir: opts.dataDir } : {}) });
       await runPipeline(config, parseRoles(opts.roles, config), logger(), opts.httpPort);
@@ -269,7 +275,8 @@ export function buildProgram(): Command {
       }, { reportInput: true });
       if (!parsed.success) {
         // Only the options can be wrong here: name them as the user typed them.
-        const problems = parsed.error.issues.map((i) => `--${String(i.path.at(-1))}: ${'input' in i ? `got ${JSON.stringify(i.input)}; ` : ''}${i.message}`);
+        const flag = (key: string): string => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+        const problems = parsed.error.issues.map((i) => `${flag(String(i.path.at(-1)))}: ${'input' in i ? `got ${JSON.stringify(i.input)}; ` : ''}${i.message}`);
         throw new PanoptesError(ErrorCode.ConfigInvalid, problems.join('; '));
       }
       const deployment = parsed.data;
@@ -311,7 +318,7 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .option('--url <url>', 'serve a ClickHouse server\'s results instead of the embedded ones')
     .option('--database <name>', 'the database on the server', 'default')
-    .option('--port <port>', 'HTTP port on 127.0.0.1', parsePositive, 8080)
+    .option('--port <port>', 'HTTP port on 127.0.0.1', parsePort, 8080)
     .option('--host <address>', 'address to listen on', '127.0.0.1')
     .option('--allowed-host <name...>', 'Host header values to accept besides this host\'s addresses and localhost (a name behind a proxy)', [])
     .addOption(limitOptions.maxRows())
@@ -324,7 +331,12 @@ export function buildProgram(): Command {
       // Holding the embedded results, it answers the other processes' queries too.
       const slots = createQuerySlots();
       const local = held ? await serveLocalQueries({ dataDir: opts.dataDir, reader: sink, savedQuery, slots, logger: log }) : undefined;
-      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery, slots }, apps: shippedApps, dashboard: true, snapshots: snapshotsDir(opts.dataDir) });
+      const server = await startHttpApi({ port: opts.port, host: opts.host, allowedHosts: opts.allowedHost, logger: log, queries: { sink, savedQuery, slots }, apps: shippedApps, dashboard: true, snapshots: snapshotsDir(opts.dataDir) }).catch(async (err: unknown) => {
+        // The port is taken, or the address not this machine's: let go of the results and exit.
+        await local?.close();
+        await sink.close();
+        throw err;
+      });
       process.stderr.write(`dashboard at ${server.url}/, queries at ${server.url}/query?sql=... (Ctrl-C to stop)\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);

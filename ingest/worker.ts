@@ -220,11 +220,14 @@ export function createIngest(options: IngestOptions): Ingest {
   const add = (config: SourceConfig, origin: SourceOrigin = 'api'): void => {
     if (closed) throw new PanoptesError(ErrorCode.Closed, `source ${config.id}: the ingest worker is closed`);
     if (running.has(config.id)) throw new PanoptesError(ErrorCode.ConfigInvalid, `source ${config.id} is already running; remove it first or give another id`);
+    // An id that ran before in this process: the summary counts both runs' frames under it.
+    const before = ended.get(config.id)?.outcome ?? letGo.get(config.id);
     ended.delete(config.id);
     letGo.delete(config.id);
     const entry: Running = { config, origin, source: undefined, published: 0, analyzedHere: 0, latencies: [], stopped: false, result: Promise.resolve({ id: config.id, frames: 0 }) };
     running.set(config.id, entry);
-    entry.result = run(entry).then((result) => {
+    entry.result = run(entry).then((latest) => {
+      const result = before ? followOn(before, latest) : latest;
       entry.outcome = result;
       if (running.get(config.id) === entry) {
         running.delete(config.id);
@@ -266,7 +269,12 @@ export function createIngest(options: IngestOptions): Ingest {
       const wanted = new Map(configs.map((c) => [c.id, c]));
       const removed = [...running.values()].filter((e) => e.origin === 'file' && !wanted.has(e.config.id)).map((e) => e.config.id);
       const restarted = [...running.values()].filter((e) => wanted.has(e.config.id) && !sameConfig(e.config, wanted.get(e.config.id)!)).map((e) => e.config.id);
-      const added = configs.filter((c) => !running.has(c.id)).map((c) => c.id);
+      // A replay that played through stays ended unless the file changed it; a failed or removed source starts again.
+      const playedThrough = (c: SourceConfig): boolean => {
+        const entry = ended.get(c.id);
+        return entry !== undefined && !entry.stopped && entry.outcome?.error === undefined && sameConfig(entry.config, c);
+      };
+      const added = configs.filter((c) => !running.has(c.id) && !playedThrough(c)).map((c) => c.id);
       // The file now names a source the API added, unchanged: the file manages it from now on.
       for (const entry of running.values()) if (wanted.has(entry.config.id)) entry.origin = 'file';
       await Promise.all([...removed, ...restarted].map(remove));
@@ -284,6 +292,17 @@ export function createIngest(options: IngestOptions): Ingest {
       }
       return [...letGo.values(), ...[...ended.values()].map((e) => e.outcome!)];
     },
+  };
+}
+
+/** One id's outcome over two runs: the frames of both, what either owed, the latest run's error. */
+function followOn(before: SourceResult, latest: SourceResult): SourceResult {
+  const owed = [before.missing, latest.missing].filter((m) => m !== undefined);
+  return {
+    id: latest.id,
+    frames: before.frames + latest.frames,
+    ...(owed.length > 0 ? { missing: { frames: owed.reduce((n, m) => n + m.frames, 0), detail: owed.map((m) => m.detail).join('; ') } } : {}),
+    ...(latest.error !== undefined ? { error: latest.error } : {}),
   };
 }
 

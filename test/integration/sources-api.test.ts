@@ -4,7 +4,7 @@
  * running: its frames stay numbered 0, 1, 2, ... with no restart.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -160,6 +160,39 @@ describe('sources added and removed while running', () => {
       writeFileSync(config.file, 'sources: [ {id: broken\n');
       await reloadSources(config, ingest, silentLogger());
       expect(ingest.metrics().filter((s) => s.state === 'running').map((s) => s.id)).toEqual(['cam-a', 'cam-api', 'cam-b', 'cam-d']);
+    } finally {
+      await ingest.close();
+      await bus.close();
+    }
+  }, 60_000);
+
+  it('a replay that played through is not played again by a reload unless the file changed it; the summary counts both runs', async () => {
+    const deployment = (fps: number): string => {
+      const file = writeDeployment([], fps);
+      writeFileSync(file, readFileSync(file, 'utf8').replace('sources:\n', `sources:\n  - { id: once, path: ${clip}, apps: [traffic], fps: ${fps}, speed: max }\n`));
+      return file;
+    };
+    const config = loadDeployment(deployment(5));
+    const { bus, ingest } = await startIngest();
+    await bus.createTopics([{ name: Topics.backfillFrames, partitions: 1 }]);
+    // Replays at full speed go to the backfill topic: counted as published.
+    const published = (): number => ingest.metrics().find((s) => s.id === 'once')!.published;
+    try {
+      ingest.add(config.sources[0]!, 'file');
+      await ingest.idle();
+      const played = published();
+      expect(played).toBeGreaterThan(5);
+      expect(await ingest.reconcile(loadDeployment(config.file).sources)).toEqual({ added: [], removed: [], restarted: [] });
+      expect(ingest.metrics().find((s) => s.id === 'once')).toMatchObject({ state: 'ended', published: played });
+
+      deployment(2);
+      expect(await ingest.reconcile(loadDeployment(config.file).sources)).toEqual({ added: ['once'], removed: [], restarted: [] });
+      await ingest.idle();
+      const second = published();
+      expect(second).toBeGreaterThan(1);
+      expect(second).toBeLessThan(played);
+      const outcome = (await ingest.close()).find((r) => r.id === 'once');
+      expect(outcome?.frames).toBe(played + second);
     } finally {
       await ingest.close();
       await bus.close();
