@@ -123,7 +123,8 @@ const EXIT_GRACE_MS = 2000;
 async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger, http: { metrics: Metrics; server: HttpApi } | undefined): Promise<void> {
   const abort = new AbortController();
   const stop = (): void => {
-    process.stderr.write('stopping: the sources stop; the frames already read from them are analyzed and stored (press Ctrl-C again to quit at once)\n');
+    const what = roles.has('ingest') ? 'the sources stop; the frames already read from them are analyzed and stored' : 'what this process has taken in is finished and committed';
+    process.stderr.write(`stopping: ${what} (press Ctrl-C again to quit at once)\n`);
     process.once('SIGINT', () => process.exit(130));
     process.once('SIGTERM', () => process.exit(143));
     abort.abort();
@@ -159,7 +160,8 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
     },
     beforeClose: async (sink, done) => {
       printSummary(done, config);
-      if (done.rows === 0) return;
+      // Nothing analyzed (every source failed): no example to show, and the error line follows.
+      if (done.frames === 0) return;
       const result = await sink.query(EXAMPLE_QUERY);
       process.stdout.write(`\nexample query: ${EXAMPLE_QUERY}\n${formatTable(result, 'table')}\n`);
       // Each app's first saved query, as `panoptes query --saved` runs it.
@@ -170,8 +172,8 @@ async function runRoles(config: CompiledConfig, roles: Set<Role>, logger: Logger
       }
       const where = config.deployment.sink.kind === 'chdb' ? `--data-dir ${config.dataDir}` : `--url ${redactUrl(config.deployment.sink.url)} --database ${config.deployment.sink.database}`;
       process.stdout.write(`\nquery the results yourself:\n  npx panoptes query "SELECT class, count() AS n FROM detections GROUP BY class" ${where}\n`);
-      // A deployment file, not a replay's: the same run again serves the dashboard.
-      if (!http && existsSync(config.file)) process.stdout.write(`watch it in the dashboard, with the results so far:\n  npx panoptes run ${relative(process.cwd(), config.file) || config.file} --http-port 8081\n`);
+      // A deployment file, not a replay's, run whole (every role): the same run again serves the dashboard.
+      if (!http && roles.has('ingest') && roles.has('backend') && existsSync(config.file)) process.stdout.write(`watch it in the dashboard, with the results so far:\n  npx panoptes run ${relative(process.cwd(), config.file) || config.file} --http-port 8081\n`);
     },
   }).catch((err: unknown) => {
     // Recorded before the exit timer is armed: the error line comes after the cleanup, which may outlast it.
