@@ -25,7 +25,9 @@ const UNAVAILABLE = [
   /Connection timed out|Operation timed out/i,
   /No route to host|Network is unreachable/i,
   /Failed to resolve hostname|Name or service not known|Temporary failure in name resolution/i,
-  /Server returned 5\d\d/i,
+  /Server returned 5(\d\d|XX)/i,
+  // Credentials the camera refuses are the user's to fix, but a camera is retried like any other.
+  /Server returned 40[13][^\n]*/i,
   /Connection reset by peer/i,
 ];
 
