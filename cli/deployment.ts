@@ -279,6 +279,9 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
       await backend?.drain().catch(unlessForced);
       flushing = true;
       if (roles.has('ingest') && sinkWorker) {
+        // Every frame published here is analyzed (its rows sent): the last rows go in as they
+        // come, not a flush interval later.
+        sinkWorker.finish();
         await waitUntilConsumed(bus, Groups.sink, [Topics.results, Topics.drops], stopNow).catch(unlessForced);
         // The backends' last stats, sent once their last outcomes were in.
         await waitUntilConsumed(bus, Groups.sink, [Topics.stats], stopNow, { upToNow: true }).catch(unlessForced);

@@ -152,10 +152,10 @@ describe('sink worker', () => {
     fields: { n, label: `event, "${n}"\n` },
   });
 
-  async function startWorker(t: TableSpec, resultSink: ResultSink = sink): Promise<MemoryBus> {
+  async function startWorker(t: TableSpec, resultSink: ResultSink = sink, flushMs = 10): Promise<MemoryBus> {
     bus = createMemoryBus({ retryInitialMs: 5, retryMaxMs: 20 });
     await bus.createTopics([Topics.results, Topics.drops, Topics.stats, Topics.plan, Topics.dead].map((name) => ({ name, partitions: 3 })));
-    worker = createSinkWorker({ bus, sink: resultSink, tables: [t], batchRows: 40, flushMs: 10, logger: silentLogger() });
+    worker = createSinkWorker({ bus, sink: resultSink, tables: [t], batchRows: 40, flushMs, logger: silentLogger() });
     await worker.start();
     return bus;
   }
@@ -188,6 +188,21 @@ describe('sink worker', () => {
     expect(stored.rows[7]).toEqual({ row_id: rows[7]?.rowId, source: 'cam-3', n: 7, label: 'event, "7"\n' });
     expect(worker?.status()).toMatchObject({ state: 'running', rowsDropped: 0 });
     expect(worker?.status().rowsInserted).toBe(100);
+  });
+
+  it('finishing, stores what it holds at once, and what comes after as it comes, instead of a flush interval later', async () => {
+    const t = table();
+    const b = await startWorker(t, sink, 60_000);
+    const rows = Array.from({ length: 10 }, (_, n) => row(t, n));
+    await send(b, Topics.results, rows.slice(0, 5).map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
+    await new Promise((r) => setTimeout(r, 200));
+    // Held for the flush interval (a minute here).
+    expect(await caughtUp(b, Topics.results)).toBe(false);
+    worker!.finish();
+    await waitFor(() => caughtUp(b, Topics.results), 'the held rows stored', { timeoutMs: 5_000 });
+    await send(b, Topics.results, rows.slice(5).map((r) => ({ key: r.source, value: resultRowContract.encode(r) })));
+    await waitFor(() => caughtUp(b, Topics.results), 'the later rows stored', { timeoutMs: 5_000 });
+    expect((await sink.query(`SELECT count() AS n FROM ${t.name}`)).rows).toEqual([{ n: 10 }]);
   });
 
   it('turns an invalid row and an undecodable message into drops and stores the rest', async () => {
