@@ -83,7 +83,7 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
           maxBatch: opts.maxBatch ?? spec.maxBatch,
           runs: opts.runs,
           warmup: opts.warmup,
-          onBatch: (t) => process.stderr.write(`  batch ${t.batch}: ${t.latencyMs} ± ${t.stdMs} ms, ${t.memoryMB} MB\n`),
+          onBatch: (t) => process.stderr.write(`  batch ${t.batch}: ${t.latencyMs} ± ${t.stdMs} ms, ${t.cpuMs} ms of CPU, ${t.memoryMB} MB\n`),
         });
         const profile: BatchProfile = batchProfileSchema.parse({ version: 1, device, ...timings });
         for (const warning of profileWarnings(profile)) process.stderr.write(`warning: ${warning}\n`);

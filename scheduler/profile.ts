@@ -17,6 +17,8 @@ const batchMeasurementSchema = z.strictObject({
   stdMs: z.number().nonnegative(),
   /** Device memory the model uses at this batch (weights and activations), MB. */
   memoryMB: z.number().nonnegative(),
+  /** On a CPU device, the CPU time of one batch's run over all the runtime's threads, ms: what the other stages sharing the cores lose. */
+  cpuMs: z.number().nonnegative().optional(),
 });
 
 export const batchProfileSchema = z.strictObject({
@@ -54,6 +56,8 @@ export interface ModelProfile {
   latency(batch: number): number;
   /** Device memory at batch b, MB, interpolated. Infinity above maxBatch. */
   memoryMB(batch: number): number;
+  /** CPU time of a run at batch b, ms, interpolated; undefined where the profile has none (a GPU's, an older file). */
+  cpuMs(batch: number): number | undefined;
 }
 
 export type ProfileLookup = (model: string) => ModelProfile;
@@ -71,6 +75,7 @@ export function compileProfile(profile: BatchProfile): ModelProfile {
   };
   const latencies = table(worstCase);
   const memories = table((m) => m.memoryMB);
+  const cpu = measured.every((m) => m.cpuMs !== undefined) ? table((m) => m.cpuMs!) : undefined;
   const at = (values: Float64Array, batch: number): number => (batch > maxBatch ? Infinity : (values[Math.max(1, batch)] ?? Infinity));
   return {
     model: profile.model,
@@ -79,6 +84,7 @@ export function compileProfile(profile: BatchProfile): ModelProfile {
     overheadMs: (profile.preprocessMs ?? 0) + (profile.postprocessMs ?? 0),
     latency: (batch) => at(latencies, batch),
     memoryMB: (batch) => at(memories, batch),
+    cpuMs: (batch) => (cpu ? at(cpu, batch) : undefined),
   };
 }
 

@@ -13,6 +13,8 @@ export interface BatchTiming {
   stdMs: number;
   /** Memory the process grew by since before the model loaded, at its peak during this batch size's runs, MB. */
   memoryMB: number;
+  /** Mean CPU time of the run over every thread of the process, ms (the runtime's threads; nothing else runs meanwhile). */
+  cpuMs: number;
 }
 
 export interface ModelTimings {
@@ -31,7 +33,7 @@ export interface ProfileOptions {
   warmup: number;
   /** Process memory now, bytes; `process.memoryUsage().rss` by default. */
   memoryBytes?: () => number;
-  /** Called after each batch size, for progress. */
+  /** Called with each batch size's timing once all are measured. */
   onBatch?: (timing: BatchTiming) => void;
 }
 
@@ -58,6 +60,10 @@ const round = (n: number): number => Math.round(n * 1000) / 1000;
  * `finish`) are per request, taken at batch 1, since the backend overlaps them with other
  * batches' runs (Nexus §6.3). Memory is the process's growth since before the model loaded:
  * on a CPU device, the weights and the runtime's arena, which grows with the batch.
+ *
+ * The timed runs go round the batch sizes (1, 2, ..., max, 1, 2, ...), so a change in the
+ * machine's load falls on every size alike; measured one size after another, a busy minute made
+ * batch 3 look 10% cheaper per image than batch 1 on a CPU where it is not.
  */
 export async function profileModel(spec: ResolvedModel, runtime: ModelRuntime, images: readonly RgbImage[], options: ProfileOptions): Promise<ModelTimings> {
   if (images.length === 0) throw new RangeError('profileModel: at least one image is needed');
@@ -66,33 +72,49 @@ export async function profileModel(spec: ResolvedModel, runtime: ModelRuntime, i
   const runner = await loadModelRunner(spec, runtime);
   try {
     const params = runner.parseParams({});
-    const batches: BatchTiming[] = [];
+    const sizes = Array.from({ length: options.maxBatch }, (_, i) => i + 1);
+    const timed = (batch: number) => async (): Promise<{ pre: number; run: number; cpu: number; post: number }> => {
+      const inputs = Array.from({ length: batch }, (_, i) => images[i % images.length]!);
+      const t0 = performance.now();
+      const prepared = await runner.prepare(inputs, inputs.map(() => params));
+      const t1 = performance.now();
+      const cpu = process.cpuUsage();
+      const executed = await runner.execute(prepared);
+      const t2 = performance.now();
+      const { user, system } = process.cpuUsage(cpu);
+      await runner.finish(executed);
+      return { pre: t1 - t0, run: t2 - t1, cpu: (user + system) / 1000, post: performance.now() - t2 };
+    };
+    // Warm-up, sizes in increasing order: the runtime's arena grows to each one's need, its memory.
+    const memoryMB = new Map<number, number>();
+    for (const batch of sizes) {
+      let peak = memoryBytes();
+      for (let run = 0; run < Math.max(1, options.warmup); run++) {
+        await timed(batch)();
+        peak = Math.max(peak, memoryBytes());
+      }
+      memoryMB.set(batch, round(Math.max(0, peak - baseline) / 2 ** 20));
+    }
+    const latencies = new Map<number, number[]>(sizes.map((b) => [b, []]));
+    const cpuTimes = new Map<number, number[]>(sizes.map((b) => [b, []]));
     const pre: number[] = [];
     const post: number[] = [];
-    for (let batch = 1; batch <= options.maxBatch; batch++) {
-      const inputs = Array.from({ length: batch }, (_, i) => images[i % images.length]!);
-      const latencies: number[] = [];
-      let peak = memoryBytes();
-      for (let run = 0; run < options.warmup + options.runs; run++) {
-        const t0 = performance.now();
-        const prepared = await runner.prepare(inputs, inputs.map(() => params));
-        const t1 = performance.now();
-        const executed = await runner.execute(prepared);
-        const t2 = performance.now();
-        await runner.finish(executed);
-        const t3 = performance.now();
-        peak = Math.max(peak, memoryBytes());
-        if (run < options.warmup) continue;
-        latencies.push(t2 - t1);
+    for (let run = 0; run < options.runs; run++) {
+      for (const batch of sizes) {
+        const t = await timed(batch)();
+        latencies.get(batch)!.push(t.run);
+        cpuTimes.get(batch)!.push(t.cpu);
         if (batch === 1) {
-          pre.push(t1 - t0);
-          post.push(t3 - t2);
+          pre.push(t.pre);
+          post.push(t.post);
         }
       }
-      const timing = { batch, latencyMs: round(mean(latencies)), stdMs: round(std(latencies)), memoryMB: round(Math.max(0, peak - baseline) / 2 ** 20) };
-      batches.push(timing);
-      options.onBatch?.(timing);
     }
+    const batches = sizes.map((batch): BatchTiming => {
+      const runs = latencies.get(batch)!;
+      return { batch, latencyMs: round(mean(runs)), stdMs: round(std(runs)), memoryMB: memoryMB.get(batch)!, cpuMs: round(mean(cpuTimes.get(batch)!)) };
+    });
+    for (const timing of batches) options.onBatch?.(timing);
     return { model: spec.name, batches, preprocessMs: round(mean(pre)), postprocessMs: round(mean(post)) };
   } finally {
     await runner.dispose();

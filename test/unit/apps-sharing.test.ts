@@ -1,7 +1,8 @@
 /**
  * Apps in one deployment share model sessions: the scheduler's query analysis splits each app's
  * SLO over its nodes, and the same model under the same SLO, from any app, is one session. With
- * the committed CPU profiles, the reference apps' person and vehicle detectors get the same
+ * CPU profiles of this project's 2-core machine (a copy in test/fixtures/profiles, so that
+ * measuring the committed ones again does not move the plans tested here), the reference apps' person and vehicle detectors get the same
  * split and run as one CenterNet session; an app whose split differs gets its own, unless the
  * joint split (scheduler/joint-split.ts) saves a device by aligning another app with it.
  */
@@ -12,7 +13,7 @@ import { loadProfiles, planEpoch, profileLookup, type AppDemand } from '../../sc
 
 const root = projectRoot();
 const zoo = loadModelZoo();
-const profileOf = profileLookup(loadProfiles(join(root, 'profiles')), 'cpu-amd-epyc-2c');
+const profileOf = profileLookup(loadProfiles(join(root, 'test/fixtures/profiles')), 'cpu-amd-epyc-2c');
 
 const demand = (app: AppSpec, framesRate: number, gammas: Record<string, number> = {}): AppDemand => ({
   app: app.name,

@@ -26,6 +26,23 @@ describe('the batch a model runs at before a plan', () => {
     expect(fastestBatch(profile, 100)).toBeUndefined();
   });
 
+  it("with each run's CPU time in the profile, the batch that costs the least CPU per image, though another runs faster alone", () => {
+    // CenterNet's shape on 2 cores: batch 3 a little faster alone, batch 1 the least CPU per image.
+    const measured = [
+      { batch: 1, latencyMs: 36, stdMs: 0, memoryMB: 200, cpuMs: 57 },
+      { batch: 2, latencyMs: 70, stdMs: 0, memoryMB: 300, cpuMs: 125 },
+      { batch: 3, latencyMs: 100, stdMs: 0, memoryMB: 400, cpuMs: 190 },
+    ];
+    const profile = compileProfile({ version: 1, model: 'm', device: 'cpu-x-2c', batches: measured });
+    expect(fastestBatch(profile, 2000)).toBe(1);
+    // A larger batch a little cheaper (3%, within what two profiles differ by) is not taken; 20% cheaper is.
+    const cheaper = (cpuMs: number) => compileProfile({ version: 1, model: 'm', device: 'cpu-x-2c', batches: [measured[0]!, measured[1]!, { ...measured[2]!, cpuMs }] });
+    expect(fastestBatch(cheaper(0.97 * 3 * 57), 2000)).toBe(1);
+    expect(fastestBatch(cheaper(0.8 * 3 * 57), 2000)).toBe(3);
+    // Without the CPU times, the fastest alone.
+    expect(fastestBatch(compileProfile({ version: 1, model: 'm', device: 'cpu-x-2c', batches: measured.map(({ cpuMs: _, ...m }) => m) }), 2000)).toBe(3);
+  });
+
   describe('for a deployment', () => {
     const dir = mkdtempSync(join(tmpdir(), 'panoptes-batches-'));
     afterAll(() => rmSync(dir, { recursive: true, force: true }));
