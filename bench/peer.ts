@@ -5,7 +5,7 @@
 // batch size (batch 1 or 4) on letterboxed frames, with the pipeline's model threads: the
 // ceiling of both. `--batch N` sets the pipeline's batch (default: per model from this
 // machine's profile, cli/batch-sizes.ts); `--threads N` its model threads (`backend.threads`,
-// batches run at once, each on the cores divided among them; default 1). Besides frames per
+// batches run at once, each on the cores divided among them; default 2 on 2 cores or more). Besides frames per
 // second, each side's frames per CPU-second (all its threads, and for the pipeline ingest's
 // ffmpeg too): analysis per core, the product's promise, and less moved by other work on a
 // shared machine than the wall clock.
@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, sameObjects, type RgbImage } from '../analyzers/index.js';
-import { runDeployment } from '../cli/index.js';
+import { modelThreads, runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot, type CompiledConfig, type Detection } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 
@@ -65,7 +65,7 @@ function cpuSeconds(): number {
  * with the deployment's model threads each running batches one after another.
  */
 async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batch: number }> {
-  const threads = config.deployment.backend.threads;
+  const threads = modelThreads(config);
   const images: RgbImage[] = [];
   for await (const frame of createFileSource({ id: 'road', path: clip, speed: 'max', loop: false, logger }).frames()) {
     images.push(await decodeJpeg(frame.jpeg));
@@ -177,7 +177,7 @@ export async function peerBench(args: readonly string[]): Promise<void> {
     const peerCpu = (peerBefore.cpuFps + peerAfter.cpuFps) / 2;
     const perCpu = (run: { cpuFps: number }): string => `${run.cpuFps.toFixed(1)} frames per CPU-second`;
     console.log(`peer script (OpenCV + onnxruntime, one frame at a time): ${peerBefore.fps.toFixed(1)} / ${peerAfter.fps.toFixed(1)} frames/s before / after (${perCpu(peerBefore)} / ${perCpu(peerAfter)}), ${peerBefore.frames} frames, ${peerBefore.detections} detections`);
-    console.log(`embedded pipeline: ${pipeline.fps.toFixed(1)} frames/s (${perCpu(pipeline)}), ${pipeline.frames} frames, ${pipeline.detections} detections, ${config.deployment.backend.threads} model thread(s)`);
+    console.log(`embedded pipeline: ${pipeline.fps.toFixed(1)} frames/s (${perCpu(pipeline)}), ${pipeline.frames} frames, ${pipeline.detections} detections, ${modelThreads(config)} model thread(s)`);
     console.log(`with a learned cache on the detector (learned from the clip as it plays): ${cached.fps.toFixed(1)} frames/s (${perCpu(cached)}), ${cached.detections} detections, ${(100 * hitRate).toFixed(1)}% of frames answered by the cache, ${(100 * cachedAgreement).toFixed(1)}% of frames with the uncached run's objects`);
     console.log(
       JSON.stringify({
@@ -186,7 +186,7 @@ export async function peerBench(args: readonly string[]): Promise<void> {
         ratio: round(pipeline.fps / peer, 3),
         modelOnlyFps: round(model.fps),
         modelOnlyBatch: model.batch,
-        threads: config.deployment.backend.threads,
+        threads: modelThreads(config),
         cachedPipelineFps: round(cached.fps),
         cachedRatio: round(cached.fps / peer, 3),
         cachedAgreement: round(cachedAgreement, 3),

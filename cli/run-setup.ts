@@ -2,11 +2,27 @@
  * A deployment's model batches, prefix families and scheduler settings, worked out once at start
  * (a missing profile fails here, not at the first epoch).
  */
+import { availableParallelism } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { findPrefixFamilies } from '../analyzers/index.js';
 import { scheduledGraph, type CompiledConfig, type Logger, type ResolvedModel } from '../core/index.js';
 import { loadProfiles, profileLookup, warningsFor, zooVariants, type EpochServiceOptions } from '../scheduler/index.js';
 import { modelBatches } from './batch-sizes.js';
+
+/**
+ * Model-runtime worker threads where `backend.threads` is unset: two where there are two cores
+ * or more. On this project's 2-core CPU two runs of one core each ran CenterNet alone 15-40%
+ * faster than one run on both, and the whole pipeline 10-40% faster (docs/performance.md):
+ * onnxruntime's threads inside one run wait on each other at every operator, and more so on
+ * cores shared with other work.
+ */
+export function defaultModelThreads(cores = availableParallelism()): number {
+  return Math.min(2, cores);
+}
+
+export function modelThreads(config: CompiledConfig): number {
+  return config.deployment.backend.threads ?? defaultModelThreads();
+}
 
 /** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
 export function ownBatches(config: CompiledConfig, logger: Logger): (model: string) => number {

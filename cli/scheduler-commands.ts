@@ -1,4 +1,5 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
@@ -6,6 +7,7 @@ import { createOnnxRuntime, cpuDeviceName, decodeJpeg, findPrefixFamilies, profi
 import { ErrorCode, loadConfigFile, loadModelZoo, PanoptesError, projectRoot, type Logger, type ResolvedModel } from '../core/index.js';
 import { batchProfileSchema, downgradeToFit, EXPERIMENT_NAMES, loadProfiles, profileLookup, profileWarnings, warningsFor, runExperiments, squishyBinPacking, zooVariants, type BatchProfile, type Packing } from '../scheduler/index.js';
 import { formatTable } from './output.js';
+import { defaultModelThreads } from './run-setup.js';
 
 /** `panoptes plan --sessions`: what the scheduler is asked to place. */
 const sessionsFileSchema = z
@@ -75,10 +77,12 @@ export function addSchedulerCommands(program: Command, logger: () => Logger): vo
     .option('--image <file...>', 'JPEG images to run on (default: the stills in test/fixtures/images)')
     .action(async (name: string, opts: { profiles: string; models?: string; maxBatch?: number; runs: number; warmup: number; image?: string[] }) => {
       const spec = await zooModel(name, loadModelZoo(opts.models === undefined ? undefined : resolve(opts.models)));
-      const runtime = createOnnxRuntime({ logger: logger() });
+      // One of a backend's model threads, as a deployment runs them by default: a share of the cores.
+      const intraOpThreads = Math.max(1, Math.floor(availableParallelism() / defaultModelThreads()));
+      const runtime = createOnnxRuntime({ logger: logger(), intraOpThreads });
       try {
         const device = cpuDeviceName();
-        process.stderr.write(`profiling ${name} on ${device}, batch 1..${opts.maxBatch ?? spec.maxBatch}, ${opts.runs} runs each\n`);
+        process.stderr.write(`profiling ${name} on ${device} (one model thread of ${intraOpThreads} core(s)), batch 1..${opts.maxBatch ?? spec.maxBatch}, ${opts.runs} runs each\n`);
         const timings = await profileModel(spec, runtime, await profileImages(opts.image), {
           maxBatch: opts.maxBatch ?? spec.maxBatch,
           runs: opts.runs,

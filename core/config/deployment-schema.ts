@@ -211,8 +211,13 @@ export const deploymentSchema = z.strictObject({
     .strictObject({
       /** Frames per model run, for every model. Unset: per model, the fastest batch in this machine's profile (cli/batch-sizes.ts), else 4. */
       batch: z.number().int().positive().max(64).optional(),
-      /** Model-runtime worker threads: batches that run at once, each on the cores divided among them. The profiles, and so the plan, assume 1. */
-      threads: z.number().int().positive().max(64).default(1),
+      /**
+       * Model-runtime worker threads: batches that run at once, each on the cores divided among
+       * them. Unset: 2 where the machine has 2 cores or more (on a CPU two runs of a core each
+       * do more than one run on both: docs/performance.md), else 1. `panoptes profile` measures
+       * one of them, so the profiles' ℓ(b) is a thread's; a plan counts one per backend.
+       */
+      threads: z.number().int().positive().max(64).optional(),
       /** Threads onnxruntime uses inside one run. Unset: the cores divided among `threads`. */
       intraOpThreads: z.number().int().positive().max(256).optional(),
       /** onnxruntime's threads spin between runs instead of sleeping (steadier latency on cores of their own). */
@@ -238,7 +243,7 @@ export const deploymentSchema = z.strictObject({
        */
       planAhead: z.boolean().default(true),
     })
-    .default({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', stages: 1, planAhead: true }),
+    .default({ spinning: false, snapshots: true, batching: 'sliding-window', stages: 1, planAhead: true }),
   ingest: z
     .strictObject({
       /**

@@ -39,9 +39,10 @@ describe('panoptes plan', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('with --devices, steps a session down to a cheaper variant from the zoo when the plan needs more devices', async () => {
-    // EfficientNet-Lite2 at 100 crops/s needs two of this machine's cores' worth (the committed profiles); Lite0 stands in on one.
+    // EfficientNet-Lite2 at 100 crops/s needs two devices by this machine's profiles (a copy, so that
+    // measuring the committed ones again does not move the plan); Lite0 stands in on one.
     const sessions = sessionsFile([{ id: 'kinds', model: 'efficientnet-lite2', sloMs: 500, rate: 100 }]);
-    const committed = join(root, 'profiles');
+    const committed = join(root, 'test/fixtures/profiles');
     expect(JSON.parse((await panoptes('plan', '--sessions', sessions, '--profiles', committed, '--json')).stdout).nodes).toHaveLength(2);
     const { code, stdout } = await panoptes('plan', '--sessions', sessions, '--profiles', committed, '--devices', '1', '--json');
     expect(code).toBe(0);

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULT_BATCH, fastestBatch, modelBatches } from '../../cli/index.js';
+import { DEFAULT_BATCH, defaultModelThreads, fastestBatch, modelBatches, modelThreads } from '../../cli/index.js';
 import type { CompiledConfig } from '../../core/index.js';
 import { compileProfile, linearProfile, peakThroughput } from '../../scheduler/index.js';
 
@@ -53,9 +53,15 @@ describe('the batch a model runs at before a plan', () => {
     const config = (backend: { batch?: number }): CompiledConfig =>
       ({
         file: join(dir, 'deployment.yaml'),
-        deployment: { backend: { threads: 1, ...backend }, scheduler: { profiles: '.' } },
+        deployment: { backend: { ...backend }, scheduler: { profiles: '.' } },
         apps: { a: { sloMs: 1000, nodes: [{ id: 'n', model: 'm' }] } },
       }) as unknown as CompiledConfig;
+
+    it('runs two model threads on two cores or more, one on one core, or what backend.threads says', () => {
+      expect([1, 2, 16].map((cores) => defaultModelThreads(cores))).toEqual([1, 2, 2]);
+      expect(modelThreads(config({}))).toBe(defaultModelThreads());
+      expect(modelThreads({ ...config({}), deployment: { backend: { threads: 3 } } } as unknown as CompiledConfig)).toBe(3);
+    });
 
     it('takes backend.batch when the deployment sets it', () => {
       expect(modelBatches(config({ batch: 8 }), 'test-device')('m')).toEqual({ batch: 8, from: 'backend.batch' });

@@ -90,8 +90,8 @@ describe('parseConfig', () => {
     expect(config.sources[0]).toMatchObject({ id: 'cam-1', path: 'clip.mp4', apps: ['traffic'], fps: 2, speed: 'max', loop: false, optional: false });
     expect(config.bus).toEqual({ kind: 'memory', partitions: 4, maxBytes: 256 * 1024 * 1024 });
     expect(config.dataDir).toBe('./data');
-    // No batch: each model's comes from this machine's profile (cli/batch-sizes.ts).
-    expect(config.backend).toEqual({ threads: 1, spinning: false, snapshots: true, batching: 'sliding-window', stages: 1, planAhead: true });
+    // No batch: each model's comes from this machine's profile (cli/batch-sizes.ts); no threads: from its cores (cli/run-setup.ts).
+    expect(config.backend).toEqual({ spinning: false, snapshots: true, batching: 'sliding-window', stages: 1, planAhead: true });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.sources)).toBe(true);
     expect(Object.isFrozen(config.sources[0])).toBe(true);
