@@ -1,6 +1,6 @@
 /**
  * A learned cache on an image classifier node in the pipeline (docs/examples/vehicle-kinds-cached.yaml):
- * CenterNet's vehicles in car-detection.mp4 (played twice), cropped and classified by EfficientNet-Lite2, its
+ * CenterNet's vehicles in car-detection.mp4 (played three times), cropped and classified by EfficientNet-Lite2, its
  * caches explored on the first crops and serving the rest. What it checks is the plumbing with
  * the real models: every crop answered once, where it exited recorded on its row, the caches'
  * figures in session_stats agreeing with the rows. The accuracy filter is lowered so that some
@@ -27,9 +27,9 @@ describe.skipIf(!existsSync(clip))('a cached classifier on car-detection.mp4 (ne
     const file = exampleApp(dir, 'vehicle-kinds-cached', (node) => (node('kind').cache = { layers: [11], explore: 150, maxClasses: 4, maxParameters: 30_000, accuracyTarget: 0.5, group: 10, sampled: 4, window: 20, period: 20 }));
     // The clip played three times over: exploration takes seconds of training (a minute on a machine
     // busy with other tests), and the caches serve after it.
-    const twice = loopedClip(dir, clip, 3);
+    const looped = loopedClip(dir, clip, 3);
 
-    const { summary, rows } = await runApps([file], { id: 'road', path: twice, apps: ['vehicle-kinds'], fps: 12 }, {
+    const { summary, rows } = await runApps([file], { id: 'road', path: looped, apps: ['vehicle-kinds'], fps: 12 }, {
       crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-kinds' AND node = 'vehicles'",
       exits: "SELECT exit, cache_variant, count() AS n, uniqExact(object_id) AS objects FROM recognitions WHERE app = 'vehicle-kinds' AND node = 'kind' GROUP BY exit, cache_variant ORDER BY exit",
       stats: "SELECT stream, cache_layer, argMax(hit_rate, at) AS hit_rate, argMax(expected_hit_rate, at) AS expected FROM session_stats WHERE session = 'vehicle-kinds/kind' GROUP BY stream, cache_layer",
