@@ -21,13 +21,15 @@ export function defaultModelThreads(cores = availableParallelism()): number {
 }
 
 /**
- * `backend.threads`, else the default; one where an app has a learned cache on a recognition
- * node: with two threads such caches were not enabled on car-detection.mp4 (no variant passed
- * the composition, in two runs of three), which one thread enables. Not understood yet.
+ * `backend.threads`, else the default; one where an app has a learned cache, as the caches were
+ * built and measured. With two, a classifier's caches were not enabled on car-detection.mp4 (no
+ * variant passed the composition, in two runs of three), and a detector's cache failed a
+ * stream's first frame once ("Cannot read properties of undefined (reading 'run')"). Not
+ * understood yet.
  */
 export function modelThreads(config: CompiledConfig): number {
-  const recognitionCache = Object.values(config.apps).some((app) => app.nodes.some((n) => n.cache && config.models[n.model]?.task !== 'detect-objects'));
-  return config.deployment.backend.threads ?? (recognitionCache ? 1 : defaultModelThreads());
+  const cached = Object.values(config.apps).some((app) => app.nodes.some((n) => n.cache));
+  return config.deployment.backend.threads ?? (cached ? 1 : defaultModelThreads());
 }
 
 /** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
