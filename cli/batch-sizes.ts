@@ -31,7 +31,7 @@ export interface BatchChoice {
 /**
  * By CPU time, a larger batch is taken only when it costs less per image by more than this
  * share: two profiles of one model on a shared machine differ by that much (CenterNet at batch
- * 2: 34.7 and 30.7 ms an image, an hour apart), and a larger batch holds more memory and waits
+ * 2: 34.7 and 30.7 ms an image, minutes apart), and a larger batch holds more memory and waits
  * longer.
  */
 export const CPU_GAIN_NEEDED = 0.1;

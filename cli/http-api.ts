@@ -29,7 +29,7 @@ import { answersWith, registerLiveRoutes } from './http-live.js';
 import type { LiveView } from './live-view.js';
 import type { Metrics } from './metrics.js';
 import { formatTable, type OutputFormat } from './output.js';
-import { checkCompiledSource, checkRequestedSource, checkSourceHost, type SourcePolicy } from './source-policy.js';
+import { checkCompiledSource, checkRequestedSource, checkSourceHost, normalHost, type SourcePolicy } from './source-policy.js';
 
 export interface HttpApiOptions {
   /** A TCP port on `host`, or `path`: a Unix socket for this machine's other processes (local-endpoint.ts). */
@@ -116,7 +116,7 @@ type QueryRequest = { sql?: string; saved?: string; format: OutputFormat | 'colu
 /** The policy a deployment sets for sources added over HTTP, its directories made absolute (links resolved). */
 export function sourcePolicy(config: CompiledConfig): SourcePolicy {
   const { schemes, directories, hosts } = config.deployment.http.sources;
-  return { schemes, hosts: hosts.map((h) => h.toLowerCase().replace(/^\[(.*)\]$/, '$1')), directories: directories.map((dir) => (existsSync(dir) ? realpathSync(dir) : resolve(dir))) };
+  return { schemes, hosts: hosts.map(normalHost), directories: directories.map((dir) => (existsSync(dir) ? realpathSync(dir) : resolve(dir))) };
 }
 
 export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {

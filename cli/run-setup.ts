@@ -11,8 +11,8 @@ import { modelBatches } from './batch-sizes.js';
 
 /**
  * Model-runtime worker threads where `backend.threads` is unset: two where there are two cores
- * or more. On this project's 2-core CPU two runs of one core each ran CenterNet alone 15-40%
- * faster than one run on both, and the whole pipeline 10-40% faster (docs/performance.md):
+ * or more. On this project's 2-core CPU two runs of one core each ran CenterNet alone 20-60%
+ * faster than one run on both, and the whole pipeline 15-50% faster, in alternating runs (docs/performance.md):
  * onnxruntime's threads inside one run wait on each other at every operator, and more so on
  * cores shared with other work.
  */

@@ -44,7 +44,7 @@ function isLocal(address: string): boolean {
  */
 export async function checkSourceHost(path: string, policy: SourcePolicy, resolveName = lookupAll): Promise<void> {
   if (!isUrl(path)) return;
-  const host = new URL(path).hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  const host = normalHost(new URL(path).hostname);
   if (host === '') refuse('path', 'the URL names no host');
   if (policy.hosts.length > 0) {
     if (!policy.hosts.includes(host)) refuse('path', `${host} is not among the hosts sources may name (http.sources.hosts)`);
@@ -55,6 +55,11 @@ export async function checkSourceHost(path: string, policy: SourcePolicy, resolv
   if (local !== undefined) {
     refuse('path', `${host}${local === host ? '' : ` (${local})`} is this machine or a link-local address; list it in http.sources.hosts to allow it`);
   }
+}
+
+/** A host as the policy compares it: lower case, an IPv6 address without its brackets. */
+export function normalHost(host: string): string {
+  return host.toLowerCase().replace(/^\[(.*)\]$/, '$1');
 }
 
 async function lookupAll(host: string): Promise<string[]> {

@@ -209,7 +209,7 @@ export function createSinkWorker(options: SinkWorkerOptions): SinkWorker {
     const done = new Promise<void>((resolve, reject) => waiters.push({ resolve, reject }));
     if (pendingCount >= options.batchRows) void flush();
     // Finishing, rows handed over in one turn of the event loop still share an insert.
-    else timer ??= finishing ? setTimeout(() => void flush(), 0) : setTimeout(() => void flush(), options.flushMs);
+    else timer ??= setTimeout(() => void flush(), finishing ? 0 : options.flushMs);
     return done;
   };
 
