@@ -21,15 +21,12 @@ export function defaultModelThreads(cores = availableParallelism()): number {
 }
 
 /**
- * `backend.threads`, else the default; one where an app has a learned cache, as the caches were
- * built and measured. With two, a classifier's caches were not enabled on car-detection.mp4 (no
- * variant passed the composition, in two runs of three), and a detector's cache failed a
- * stream's first frame once ("Cannot read properties of undefined (reading 'run')"). Not
- * understood yet.
+ * `backend.threads`, else the default; one where a node's learned cache looks up asynchronously:
+ * its lookups run on a thread of their own, and pay only on a core the model leaves them.
  */
 export function modelThreads(config: CompiledConfig): number {
-  const cached = Object.values(config.apps).some((app) => app.nodes.some((n) => n.cache));
-  return config.deployment.backend.threads ?? (cached ? 1 : defaultModelThreads());
+  const asyncLookups = Object.values(config.apps).some((app) => app.nodes.some((n) => n.cache?.lookups === 'async'));
+  return config.deployment.backend.threads ?? (asyncLookups ? 1 : defaultModelThreads());
 }
 
 /** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */

@@ -6,7 +6,7 @@ import type { CacheHeadJob, TrainedCache } from '../training/index.js';
 import { DEFAULT_ACCURACY_TARGET, MIN_VOUCHED_HITS, type CacheVariant } from './composition.js';
 import { argMax, concat, copyFeeds, copyTensor, pick } from './tensors.js';
 import { encodeLookupModel, LOOKUP_INPUT, type CacheWeights } from './lookup-model.js';
-import type { SegmentedModel } from './segmented-model.js';
+import { meanRunMs, type SegmentedModel } from './segmented-model.js';
 import { defaultVariants, parameterCount, variantName, type HiddenShape, type VariantSpec } from './variant.js';
 
 /**
@@ -73,20 +73,6 @@ export interface Exploration {
   readonly inputs: number;
 }
 
-/**
- * The time of one call, from `runs` calls made at once (after one alone, untimed). Exploring
- * online, the model's thread also runs the app's batches, and a call timed alone waits behind
- * them (a 0.5 ms lookup was timed at 38–219 ms that way, and failed Eq. 9). Made at once, the
- * calls queue together, so the time from the first's end to the last's is `runs − 1` calls,
- * whatever they waited for before.
- */
-async function perCallMs(runs: number, call: () => Promise<unknown>): Promise<number> {
-  await call();
-  const ends: number[] = [];
-  await Promise.all(Array.from({ length: runs }, async () => call().then(() => ends.push(performance.now()))));
-  return (Math.max(...ends) - Math.min(...ends)) / (runs - 1);
-}
-
 const shapeOf = (t: TensorData): HiddenShape => ({ channels: t.dims[1]!, height: t.dims[2]!, width: t.dims[3]! });
 
 /** What one pass of the base over the validation inputs leaves: each layer's hidden outputs, and the base's distributions. */
@@ -129,13 +115,13 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
   for (let k = 0; k < base.segments; k++) {
     const feeds = input;
     const copy = (): NamedTensors | TensorData => ('dims' in feeds ? copyTensor(feeds as TensorData) : copyFeeds(feeds as NamedTensors));
-    measuredMs.push(await perCallMs(10, async () => base.runSegment(k, copy())));
+    measuredMs.push(await base.timeSegment(k, copy, 10));
     const out = await base.runSegment(k, copy());
     input = out[base.layers[k] ?? ''] ?? input;
   }
   // Each segment's time holds one run's setup and hand-offs, the whole model's one too.
   const { whole } = options;
-  const wholeMs = whole && base.segments > 1 ? await perCallMs(10, async () => whole.run(options.timingFeeds())) : undefined;
+  const wholeMs = whole && base.segments > 1 ? await meanRunMs(whole, options.timingFeeds, 10) : undefined;
   const stopMs = wholeMs === undefined ? 0 : Math.max(0, (measuredMs.reduce((a, b) => a + b, 0) - wholeMs) / (base.segments - 1));
   const segmentMs = measuredMs.map((ms) => Math.max(0, ms - stopMs));
 
@@ -170,7 +156,7 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
         await writeFile(file, encodeLookupModel(spec, shape, classes, trained.weights));
         const model = await lookupRuntime.load({ name: `${base.name}@${layer}:${name}`, file });
         const one: TensorData = { type: 'float32', data: all.slice(0, size(shape)), dims: [1, shape.channels, shape.height, shape.width] };
-        const lookupMs = await perCallMs(10, async () => model.run({ [LOOKUP_INPUT]: copyTensor(one) })).finally(async () => model.dispose());
+        const lookupMs = await meanRunMs(model, () => ({ [LOOKUP_INPUT]: copyTensor(one) }), 10).finally(async () => model.dispose());
         return {
           layer,
           name,

@@ -230,10 +230,22 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       .finally(() => (l.training = undefined));
   };
 
-  /** The prior's selector serves until the node's own pairs vouch for one. */
-  const startFrom = async (prior: FittedSelector): Promise<void> => {
-    learning.selector = { model: await loadSelector(prior.weights, prior.bias), threshold: prior.threshold, expectedHitRate: prior.expectedHitRate, expectedAccuracy: prior.expectedAccuracy, prior: true };
+  /** The layer's shape, from its first output, and the selectors it decides: the untrained one, and the prior's, which serves until the node's own pairs vouch for one. */
+  const setUp = async (dims: readonly number[]): Promise<void> => {
+    const [, channels = 0, height = 0, width = 0] = dims;
+    const { prior } = options;
+    if (prior && prior.weights.length !== 4 * channels) {
+      throw new PanoptesError(ErrorCode.ModelLoad, `${options.model.name}: the frame cache's prior reads ${prior.weights.length / 2} features, ${layer} gives ${2 * channels}`);
+    }
+    shape = { channels, height, width };
+    window = frameGridWindow(shape, config.grid);
+    const grid = frameGrid(shape, window);
+    pooledSize = grid.channels * grid.height * grid.width;
+    featureCount = 2 * channels;
+    untrained = await loadSelector(new Float32Array(featureCount * 2), new Float32Array(2));
+    if (prior) learning.selector = { model: await loadSelector(prior.weights, prior.bias), threshold: prior.threshold, expectedHitRate: prior.expectedHitRate, expectedAccuracy: prior.expectedAccuracy, prior: true };
   };
+  let setup: Promise<void> | undefined;
 
   return {
     layer,
@@ -242,19 +254,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     async run(feeds, keys, tags) {
       const prefix = await base.runSegment(0, feeds);
       const hidden = prefix[layer]!;
-      if (!shape) {
-        const [, channels = 0, height = 0, width = 0] = hidden.dims;
-        if (options.prior && options.prior.weights.length !== 4 * channels) {
-          throw new PanoptesError(ErrorCode.ModelLoad, `${options.model.name}: the frame cache's prior reads ${options.prior.weights.length / 2} features, ${layer} gives ${2 * channels}`);
-        }
-        shape = { channels, height, width };
-        window = frameGridWindow(shape, config.grid);
-        const grid = frameGrid(shape, window);
-        pooledSize = grid.channels * grid.height * grid.width;
-        featureCount = 2 * channels;
-        untrained = await loadSelector(new Float32Array(featureCount * 2), new Float32Array(2));
-        if (options.prior) await startFrom(options.prior);
-      }
+      // Once, by the first batch; a batch beside it (the model on two threads) waits for it.
+      await (setup ??= setUp(hidden.dims));
       const size = rowSize();
       const all = hidden.data as Float32Array;
       const now = Date.now();
@@ -267,11 +268,13 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       const hit = new Array<boolean>(rows).fill(false);
       const pooled = new Array<Float32Array | undefined>(rows);
       const byModel = new Map<LoadedModel, { selector?: Selector; members: number[] }>();
+      // Each row's reference as it is looked up against: a batch beside this one may add a newer one meanwhile.
+      const references = new Array<Remembered<Answer> | undefined>(rows);
       keys.forEach((key, i) => {
         if (key === undefined) return;
         const s = streams.get(key);
         const { selector } = learning;
-        const latest = s?.recent.at(-1);
+        const latest = (references[i] = s?.recent.at(-1));
         const serving = selector && selector.threshold !== Infinity && latest?.stable && latest.tag === tags?.[i] && s!.age < config.maxAge ? selector : undefined;
         const model = serving?.model ?? untrained!;
         const group = byModel.get(model) ?? { ...(serving ? { selector: serving } : {}), members: [] };
@@ -282,8 +285,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       const releases = [...byModel.keys()].map((model) => leases.acquire(model));
       try {
         for (const [model, { selector, members }] of byModel) {
-          const references = concat(members.map((i) => streams.get(keys[i]!)?.recent.at(-1)?.pooled ?? new Float32Array(pooledSize)));
-          const looked = await lookup(model, pick(all, members, size), references);
+          const looked = await lookup(model, pick(all, members, size), concat(members.map((i) => references[i]?.pooled ?? new Float32Array(pooledSize))));
           members.forEach((i, m) => {
             pooled[i] = looked.pooled.slice(m * pooledSize, (m + 1) * pooledSize);
             // Not a hit unless the selector says so: a NaN from a broken selector is a miss.
@@ -300,7 +302,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
       const misses = keys.map((_, i) => i).filter((i) => !hit[i]);
       const rest = misses.length > 0 ? await base.runSegment(1, hiddenTensor(pick(all, misses, size))) : {};
       const missAt = new Map(misses.map((row, m) => [row, m]));
-      const reference = (i: number) => streams.get(keys[i]!)!.recent.at(-1)!;
+      const reference = (i: number) => references[i]!;
       // One row of each output, as a miss's rest or a hit's reference kept it.
       const rowOf = (i: number, name: string): TensorData => {
         const m = missAt.get(i);

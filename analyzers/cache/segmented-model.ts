@@ -15,6 +15,8 @@ export interface SegmentedModel {
   readonly segments: number;
   /** Runs segment k; for k > 0 `input` is the hidden output of segment k − 1. Takes ownership of the buffers. */
   runSegment(k: number, input: NamedTensors | TensorData): Promise<NamedTensors>;
+  /** The mean time of one run of segment k on `input` (`meanRunMs`). */
+  timeSegment(k: number, input: () => NamedTensors | TensorData, runs: number): Promise<number>;
   /**
    * Runs segments `from`..`to` as one, where no cache reads the layers between: one run of a model
    * cut only at their ends, where `prepareRange` has loaded it; segment by segment otherwise. Each
@@ -30,6 +32,22 @@ export interface SegmentedModel {
   /** The whole model segment by segment, with the hidden output of every layer (copies). */
   runAll(feeds: NamedTensors): Promise<{ outputs: NamedTensors; hidden: TensorData[] }>;
   dispose(): Promise<void>;
+}
+
+/**
+ * The mean time of one run of `model` on `feeds`: timed on its thread where the runtime can
+ * (apart from other work there), else from `runs` calls made at once (after one alone, untimed):
+ * they queue together, so the time from the first's end to the last's is `runs − 1` calls,
+ * whatever they waited for before. Timed alone, a call online waits behind the app's batches (a
+ * 0.5 ms lookup was timed at 38–219 ms that way); with two model threads even calls made at once
+ * do, on the thread that runs a batch meanwhile (an 8 ms lookup of a 1 ms model).
+ */
+export async function meanRunMs(model: LoadedModel, feeds: () => NamedTensors, runs: number): Promise<number> {
+  if (model.time) return model.time(feeds(), runs);
+  await model.run(feeds());
+  const ends: number[] = [];
+  await Promise.all(Array.from({ length: runs }, async () => model.run(feeds()).then(() => ends.push(performance.now()))));
+  return (Math.max(...ends) - Math.min(...ends)) / (runs - 1);
 }
 
 /** Cuts `file` (its graph, where the caller has read it already) at `layers`, writes the segments to `dir` and loads them in `runtime`. */
@@ -54,11 +72,12 @@ export async function loadSegmentedModel(
     throw err;
   }
   const feedsOf = (from: number, input: NamedTensors | TensorData): NamedTensors => (from === 0 ? (input as NamedTensors) : { [layers[from - 1]!]: input as TensorData });
-  const runSegment = async (k: number, input: NamedTensors | TensorData): Promise<NamedTensors> => {
+  const segmentAt = (k: number): LoadedModel => {
     const segment = loaded[k];
     if (!segment) throw new RangeError(`${model.name} has segments 0..${loaded.length - 1}, not ${k}`);
-    return segment.run(feedsOf(k, input));
+    return segment;
   };
+  const runSegment = async (k: number, input: NamedTensors | TensorData): Promise<NamedTensors> => segmentAt(k).run(feedsOf(k, input));
   /** Segments merged, by `from-to`, once loaded; and the loads begun. */
   const merged = new Map<string, LoadedModel>();
   const loading = new Map<string, Promise<void>>();
@@ -94,6 +113,7 @@ export async function loadSegmentedModel(
     layers,
     segments: loaded.length,
     runSegment,
+    timeSegment: async (k, input, runs) => meanRunMs(segmentAt(k), () => feedsOf(k, input()), runs),
     runRange,
     prepareRange,
     async runAll(feeds) {

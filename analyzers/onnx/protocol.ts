@@ -5,11 +5,13 @@ import type { NamedTensors } from '../runtime/index.js';
 export type WorkerRequest =
   | { type: 'load'; id: number; modelId: string; file: string; intraOpThreads: number; spinning: boolean }
   | { type: 'run'; id: number; modelId: string; feeds: NamedTensors }
+  | { type: 'time'; id: number; modelId: string; feeds: NamedTensors; runs: number }
   | { type: 'unload'; id: number; modelId: string };
 
 export type WorkerResponse =
   | { type: 'loaded'; id: number; inputNames: string[]; outputNames: string[] }
   | { type: 'ran'; id: number; outputs: NamedTensors }
+  | { type: 'timed'; id: number; ms: number }
   | { type: 'unloaded'; id: number }
   | { type: 'failed'; id: number; error: SerializedError };
 

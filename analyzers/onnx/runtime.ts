@@ -93,6 +93,12 @@ export function createOnnxRuntime(options: OnnxRuntimeOptions): ModelRuntime {
           if (response.type !== 'ran') throw new PanoptesError(ErrorCode.ModelRun, `unexpected reply running ${name}`);
           return response.outputs;
         },
+        async time(feeds: NamedTensors, runs: number): Promise<number> {
+          checkFeeds(name, feeds);
+          const response = await leastBusy().request({ type: 'time', modelId, feeds, runs }, transferList(feeds));
+          if (response.type !== 'timed') throw new PanoptesError(ErrorCode.ModelRun, `unexpected reply timing ${name}`);
+          return response.ms;
+        },
         async dispose(): Promise<void> {
           await Promise.all(handles.map((h) => h.request({ type: 'unload', modelId })));
         },

@@ -41,21 +41,19 @@ async function serve(request: WorkerRequest): Promise<WorkerResponse> {
       return { type: 'loaded', id: request.id, inputNames: [...session.inputNames], outputNames: [...session.outputNames] };
     }
     case 'run': {
-      const session = sessions.get(request.modelId);
-      if (!session) throw new PanoptesError(ErrorCode.ModelRun, `model ${request.modelId} is not loaded`);
-      const feeds: Record<string, ort.Tensor> = {};
-      for (const [name, t] of Object.entries(request.feeds)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
-      const results = await session.run(feeds).catch((err: unknown) => {
-        throw new PanoptesError(ErrorCode.ModelRun, `model ${request.modelId} failed: ${String(err)}`, {
-          cause: err,
-          details: { model: request.modelId },
-        });
-      });
+      const results = await run(request.modelId, request.feeds);
       const outputs: NamedTensors = {};
       for (const [name, tensor] of Object.entries(results)) {
         outputs[name] = { type: tensor.type as never, data: tensor.data as never, dims: [...tensor.dims] };
       }
       return { type: 'ran', id: request.id, outputs };
+    }
+    case 'time': {
+      // One run untimed (the first of a session allocates), then the runs timed back to back.
+      await run(request.modelId, request.feeds);
+      const started = performance.now();
+      for (let i = 0; i < request.runs; i++) await run(request.modelId, request.feeds);
+      return { type: 'timed', id: request.id, ms: (performance.now() - started) / request.runs };
     }
     case 'unload': {
       await sessions.get(request.modelId)?.release();
@@ -63,4 +61,14 @@ async function serve(request: WorkerRequest): Promise<WorkerResponse> {
       return { type: 'unloaded', id: request.id };
     }
   }
+}
+
+async function run(modelId: string, tensors: NamedTensors): Promise<ort.InferenceSession.ReturnType> {
+  const session = sessions.get(modelId);
+  if (!session) throw new PanoptesError(ErrorCode.ModelRun, `model ${modelId} is not loaded`);
+  const feeds: Record<string, ort.Tensor> = {};
+  for (const [name, t] of Object.entries(tensors)) feeds[name] = new ort.Tensor(t.type, t.data, t.dims);
+  return session.run(feeds).catch((err: unknown) => {
+    throw new PanoptesError(ErrorCode.ModelRun, `model ${modelId} failed: ${String(err)}`, { cause: err, details: { model: modelId } });
+  });
 }

@@ -32,5 +32,11 @@ export interface LoadedModel {
   readonly outputNames: readonly string[];
   /** Runs one batch. Takes ownership of the feeds' buffers (they are moved to the worker). */
   run(feeds: NamedTensors): Promise<NamedTensors>;
+  /**
+   * The mean time of one run on the feeds, of `runs` back to back on the model's thread (after
+   * one untimed): what a run costs, apart from the other batches its thread serves and the
+   * hand-offs. Absent where the runtime cannot tell. Takes ownership of the feeds' buffers.
+   */
+  time?(feeds: NamedTensors, runs: number): Promise<number>;
   dispose(): Promise<void>;
 }

@@ -214,8 +214,8 @@ export const deploymentSchema = z.strictObject({
       /**
        * Model-runtime worker threads: batches that run at once, each on the cores divided among
        * them. Unset: 2 where the machine has 2 cores or more (on a CPU two runs of a core each
-       * do more than one run on both: docs/performance.md), else 1, and 1 where an app has a
-       * learned cache on a node (cli/run-setup.ts). `panoptes profile` measures
+       * do more than one run on both: docs/performance.md), else 1, and 1 where a node's learned
+       * cache looks up asynchronously (its lookups need a core of their own; cli/run-setup.ts). `panoptes profile` measures
        * one of them, so the profiles' ℓ(b) is a thread's; a plan counts one per backend.
        */
       threads: z.number().int().positive().max(64).optional(),

@@ -17,6 +17,7 @@ export async function runApps(
   apps: string[],
   source: DeploymentInput['sources'][number],
   queries: Record<string, string>,
+  backend: DeploymentInput['backend'] = {},
 ): Promise<{ summary: RunSummary; rows: Record<string, Record<string, unknown>[]> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'panoptes-app-'));
   try {
@@ -24,6 +25,7 @@ export async function runApps(
       models: join(root, 'configs/models.yaml'),
       apps: apps.map((app) => (app.endsWith('.yaml') ? app : join(root, `configs/apps/${app}.yaml`))),
       sources: [source],
+      backend,
     });
     const config = compileDeployment(deployment, join(root, 'configs/test.yaml'), { dataDir });
     const rows: Record<string, Record<string, unknown>[]> = {};

@@ -61,9 +61,10 @@ describe('the batch a model runs at before a plan', () => {
       expect([1, 2, 16].map((cores) => defaultModelThreads(cores))).toEqual([1, 2, 2]);
       expect(modelThreads(config({}))).toBe(defaultModelThreads());
       expect(modelThreads({ ...config({}), deployment: { backend: { threads: 3 } } } as unknown as CompiledConfig)).toBe(3);
-      // A learned cache on a node: one (see modelThreads).
-      const cached = { ...config({}), apps: { a: { sloMs: 1000, nodes: [{ id: 'n', model: 'm', cache: {} }] } } } as unknown as CompiledConfig;
-      expect(modelThreads(cached)).toBe(1);
+      // A learned cache: the default, unless its lookups run asynchronously, on a core of their own.
+      const cached = (cache: object) => ({ ...config({}), apps: { a: { sloMs: 1000, nodes: [{ id: 'n', model: 'm', cache }] } } }) as unknown as CompiledConfig;
+      expect(modelThreads(cached({}))).toBe(defaultModelThreads());
+      expect(modelThreads(cached({ lookups: 'async' }))).toBe(1);
     });
 
     it('takes backend.batch when the deployment sets it', () => {

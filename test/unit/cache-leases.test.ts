@@ -35,6 +35,7 @@ const base: SegmentedModel = {
   layers: ['hidden'],
   segments: 2,
   runSegment: async (k): Promise<NamedTensors> => (k === 0 ? { hidden: tensor() } : { logits: tensor() }),
+  timeSegment: async () => 1,
   runRange: async (from): Promise<NamedTensors> => (from === 0 ? { hidden: tensor() } : { logits: tensor() }),
   prepareRange: async () => undefined,
   runAll: async () => ({ outputs: { logits: tensor() }, hidden: [tensor()] }),

@@ -30,6 +30,7 @@ function setUp(mode: 'sync' | 'async') {
       events.push(`segment ${k} done`);
       return k < 2 ? { [`h${k}`]: t } : { probabilities: { type: 'float32', data: new Float32Array(t.dims[0]!), dims: [t.dims[0]!, 1] } };
     },
+    timeSegment: async () => 1,
     async runRange(from, to, input) {
       if (from < to) events.push(`range ${from}-${to}`);
       let outputs = await this.runSegment(from, input);

@@ -167,6 +167,14 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     expect(await exitOf(smaller)).toBe('full');
   }, 60_000);
 
+  it('serves two batches that start at once as a new cache’s first (the model on two threads)', async () => {
+    // Another config: a cache of its own, never run before.
+    const params = runner.parseParams({ ...node.params, cache: { ...cache, period: 21 } });
+    const run = async (image: RgbImage, stream: string) => runner.finish(await runner.execute(await runner.prepare([image], [params], [stream])));
+    const outputs = await Promise.all([run(frames[0]!, 'detect/detect/first-a'), run(frames[1]!, 'detect/detect/first-b')]);
+    expect(outputs.map(([o]) => (o as Extract<NodeOutput, { kind: 'detections' }>).exit?.at)).toEqual(['full', 'full']);
+  }, 60_000);
+
   it('refuses a cache on a layer the model does not have, when the node is checked', () => {
     expect(() => runner.parseParams({ ...node.params, cache: { ...cache, layer: 99 } })).toThrow('cache.layer 99: centernet has candidate layers 0..7');
   });
