@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
-import { modelBatches, runDeployment } from '../cli/index.js';
+import { modelBatches, modelThreads, runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot, type CompiledConfig } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 import { CACHED_DETECT_APP, DETECT_APP } from './peer.js';
@@ -69,22 +69,33 @@ async function clipFrames(): Promise<RgbImage[]> {
   return images;
 }
 
-/** The detector alone on those frames at the backend's batch: pre-processing, the run, decoding, back to back. */
+/**
+ * The detector alone on those frames at the backend's batch: pre-processing, the run, decoding,
+ * back to back on each of the backend's model threads.
+ */
 export async function rawFps(images: readonly RgbImage[], probe: CompiledConfig): Promise<number> {
   const { batch } = modelBatches(probe)('centernet');
-  const runtime = createOnnxRuntime({ logger });
+  const threads = modelThreads(probe);
+  const runtime = createOnnxRuntime({ logger, workers: threads });
   const runner = await loadModelRunner(probe.models.centernet!, runtime);
   try {
     // The params of the probe's first CenterNet node, whichever app it is in.
     const node = Object.values(probe.apps).flatMap((app) => app.nodes).find((n) => n.model === 'centernet');
     if (!node) throw new Error('rawFps: the probe deployment has no CenterNet node');
     const params = runner.parseParams(node.params);
-    await runner.run(images.slice(0, batch), images.slice(0, batch).map(() => params));
+    const first = images.slice(0, batch);
+    await Promise.all(Array.from({ length: threads }, async () => runner.run(first, first.map(() => params)))); // warm-up
+    let next = 0;
     const started = performance.now();
-    for (let i = 0; i < images.length; i += batch) {
-      const slice = images.slice(i, i + batch);
-      await runner.run(slice, slice.map(() => params));
-    }
+    await Promise.all(
+      Array.from({ length: threads }, async () => {
+        for (let i = next; i < images.length; i = next) {
+          next += batch;
+          const slice = images.slice(i, i + batch);
+          await runner.run(slice, slice.map(() => params));
+        }
+      }),
+    );
     return images.length / ((performance.now() - started) / 1000);
   } finally {
     await runner.dispose();
@@ -119,7 +130,7 @@ export async function backendBench(): Promise<void> {
     const cached = await search(CACHED_DETECT_APP, CACHED_SHARES, 'with a learned cache: ');
     const rawAfter = await rawFps(images, probe);
     const raw = (rawBefore + rawAfter) / 2;
-    console.log(`detector alone, batch ${modelBatches(probe)('centernet').batch}: ${rawBefore.toFixed(2)} frames/s before, ${rawAfter.toFixed(2)} after`);
+    console.log(`detector alone, batch ${modelBatches(probe)('centernet').batch}, ${modelThreads(probe)} model thread(s): ${rawBefore.toFixed(2)} frames/s before, ${rawAfter.toFixed(2)} after`);
 
     const prefix = await benchPrefixBatching();
     for (const p of prefix) {

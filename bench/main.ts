@@ -16,11 +16,11 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
-import { modelBatches, runDeployment } from '../cli/index.js';
+import { decodeJpeg, type RgbImage } from '../analyzers/index.js';
+import { modelBatches, modelThreads, runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
-import { backendBench } from './backend.js';
+import { backendBench, rawFps } from './backend.js';
 import { busBench } from './bus.js';
 import { cacheBench } from './cache.js';
 import { cacheMissesBench } from './cache-misses.js';
@@ -53,31 +53,15 @@ async function pipeline(): Promise<void> {
       images.push(await decodeJpeg(frame.jpeg));
     }
 
-    const runtime = createOnnxRuntime({ logger });
-    const runner = await loadModelRunner(config.models.centernet!, runtime);
-    const params = runner.parseParams(config.apps.detect!.nodes[0]!.params);
-    const detectorAlone = async (): Promise<number> => {
-      const started = process.hrtime.bigint();
-      for (let i = 0; i < images.length; i += batch) {
-        const slice = images.slice(i, i + batch);
-        await runner.run(slice, slice.map(() => params));
-      }
-      return Number(process.hrtime.bigint() - started) / 1e9;
-    };
-    await runner.run(images.slice(0, batch), images.slice(0, batch).map(() => params)); // warm-up
-
     // Detector alone before and after the pipeline, so a change in machine load shows in both.
-    const before = await detectorAlone();
+    const before = await rawFps(images, config);
     const summary = await runDeployment(config, { logger });
-    const after = await detectorAlone();
-    await runner.dispose();
-    await runtime.close();
+    const after = await rawFps(images, config);
 
-    const modelSeconds = (before + after) / 2;
     const pipelineFps = summary.frames / (summary.processingMs / 1000);
-    const modelOnlyFps = images.length / modelSeconds;
-    console.log(`frames: ${images.length} (${clip}, every frame), batch ${batch}`);
-    console.log(`detector alone (pre-processing, model, decoding): ${before.toFixed(2)} s before, ${after.toFixed(2)} s after the pipeline, ${modelOnlyFps.toFixed(1)} frames/s`);
+    const modelOnlyFps = (before + after) / 2;
+    console.log(`frames: ${images.length} (${clip}, every frame), batch ${batch}, ${modelThreads(config)} model thread(s)`);
+    console.log(`detector alone (pre-processing, model, decoding): ${before.toFixed(1)} frames/s before, ${after.toFixed(1)} after the pipeline`);
     console.log(`embedded pipeline (decode video, bus, JPEG decode, detector, rows, chDB): ${(summary.processingMs / 1000).toFixed(2)} s, ${pipelineFps.toFixed(1)} frames/s, ${summary.detections} detections`);
     console.log(JSON.stringify({ pipelineFps: round(pipelineFps), modelOnlyFps: round(modelOnlyFps), ratio: round(pipelineFps / modelOnlyFps, 3), frames: images.length }));
   } finally {

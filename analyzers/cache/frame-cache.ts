@@ -324,7 +324,9 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         const s = streamOf(key);
         const own = pooled[i]!;
         for (const r of s.recent.slice(-config.pairsPerFrame)) s.pending.push({ frame: frames[i]!, earlier: r.frame, features: frameChange(own, r.pooled, shape!.channels) });
-        s.recent.push({ frame: frames[i]!, tag: tags?.[i], pooled: own, outputs: Object.fromEntries(Object.keys(outputs).map((name) => [name, rowOf(i, name)])) });
+        // In frame order: on two model threads a batch can end before the one started before it.
+        const later = s.recent.findIndex((r) => r.frame > frames[i]!);
+        s.recent.splice(later < 0 ? s.recent.length : later, 0, { frame: frames[i]!, tag: tags?.[i], pooled: own, outputs: Object.fromEntries(Object.keys(outputs).map((name) => [name, rowOf(i, name)])) });
         if (s.recent.length > config.pairsPerFrame) s.recent.shift();
         s.age = 0;
       }
