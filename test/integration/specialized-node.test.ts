@@ -76,7 +76,7 @@ describe.skipIf(!existsSync(clip))('a specialized node on car-detection.mp4 (nee
       crops: "SELECT count() AS n FROM detections WHERE app = 'vehicle-types' AND node = 'vehicles'",
       answers: "SELECT answered_by, exit, count() AS n FROM recognitions WHERE app = 'vehicle-types' AND node = 'kind' GROUP BY answered_by, exit ORDER BY answered_by, exit",
       stats: "SELECT cache_layer, argMax(hit_rate, at) AS hit_rate FROM session_stats WHERE session = 'vehicle-types/kind' AND cache_layer != '' GROUP BY cache_layer",
-    });
+    }, { threads: 1 }); // One model thread, for the order the cache records in (cached-classifier.test.ts).
     console.log(`specialized node with a cache: ${JSON.stringify(rows)}; drops ${summary.drops}`);
     expect(summary.drops).toBe(0);
     const answers = rows.answers as { answered_by: string; exit: string; n: number }[];

@@ -90,6 +90,12 @@ describe('formatTable', () => {
       expect(text).toBe('"a,b"\n"x\r\ny"');
     });
 
+    it('HOSTILE: keeps a spreadsheet from running stored text as a formula, and numbers as they are', () => {
+      const cells = ['=HYPERLINK("http://x","y")', '@SUM(A1)', '+1+cmd', '-2+3', '\t=1', '-2', -3.5, '+4e2', '.5', 'a=b'];
+      const text = formatTable({ columns: [{ name: 'text' }], rows: cells.map((c) => ({ text: c })) }, 'csv');
+      expect(parseCsv(text).slice(1).map(([c]) => c)).toEqual(["'=HYPERLINK(\"http://x\",\"y\")", "'@SUM(A1)", "'+1+cmd", "'-2+3", "'\t=1", '-2', '-3.5', '+4e2', '.5', 'a=b']);
+    });
+
     it('writes empty cells for null and missing values and JSON for objects', () => {
       const text = formatTable({ columns: [{ name: 'a' }, { name: 'b' }, { name: 'c' }], rows: [{ a: null, c: { k: 'v' } }] }, 'csv');
       expect(parseCsv(text)).toEqual([
@@ -131,6 +137,11 @@ describe('formatTable', () => {
       }
       expect(lines.at(-1)).toBe('(4 rows)');
       for (const line of lines) expect(line).toBe(line.trimEnd());
+    });
+
+    it('HOSTILE: shows control characters as escapes, so stored text cannot drive the terminal', () => {
+      const shown = '\\u001b[2Jgone\\u000aline';
+      expect(formatTable({ columns: [{ name: 'text' }], rows: [{ text: '\u001b[2Jgone\nline' }] }, 'table').split('\n')).toEqual(['text', '-'.repeat(shown.length), shown, '(1 row)']);
     });
 
     it('says "1 row" and "0 rows"', () => {
