@@ -187,7 +187,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     const fastifyStatus = 'statusCode' in err && typeof err.statusCode === 'number' && err.statusCode < 500 ? err.statusCode : undefined;
     if (fastifyStatus !== undefined && !(err instanceof PanoptesError)) {
       // Fastify's own: a malformed URL or JSON body, a schema violation, a body too large or not JSON.
-      return reply.code(fastifyStatus).send({ error: { code: ErrorCode.HttpBadRequest, message: redact(err.message) } });
+      return reply.code(fastifyStatus).send({ error: { code: ErrorCode.HttpBadRequest, message: redact(withAllowedValues(err as FastifyError)) } });
     }
     const error = serializeError(err);
     const status = STATUS[error.code] ?? 500;
@@ -317,4 +317,10 @@ export function createQuerySlots({ running, waiting } = QUERY_SLOTS): QuerySlots
       }
     },
   };
+}
+
+/** A schema's "must be equal to one of the allowed values", with the values. */
+function withAllowedValues(err: FastifyError): string {
+  const allowed = (err.validation ?? []).flatMap((v) => (v.keyword === 'enum' ? [(v.params as { allowedValues?: unknown[] }).allowedValues ?? []] : []));
+  return allowed.length === 0 ? err.message : `${err.message}: ${allowed.map((values) => values.join(', ')).join('; ')}`;
 }

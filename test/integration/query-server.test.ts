@@ -70,7 +70,9 @@ describe('GET /query', () => {
     expect((await get('')).status).toBe(400);
     expect(JSON.parse((await get(sql('SELECT * FROM nowhere'))).body).error.code).toBe(ErrorCode.QueryFailed);
     expect((await get(sql('SELECT arrayJoin(range(1000)) AS n'))).status).toBe(400); // over the row limit
-    expect((await get(`${sql('SELECT 1')}&format=xml`)).status).toBe(400);
+    const xml = await get(`${sql('SELECT 1')}&format=xml`);
+    expect(xml.status).toBe(400);
+    expect(JSON.parse(xml.body).error.message).toBe('querystring/format must be equal to one of the allowed values: json, columns, csv, table');
     expect((await fetch(`${server.url}/other`)).status).toBe(404);
   });
 });
