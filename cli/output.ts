@@ -17,11 +17,13 @@ const tableCell = (value: unknown): string => visible(cell(value));
 /**
  * Stored text can come from the footage (a plate or a HUD read by OCR, a stream's title), so
  * what is printed for a person shows control characters as escapes: a terminal would act on
- * them (an escape sequence can clear or rewrite the screen).
+ * them (an escape sequence can clear or rewrite the screen). So are the invisible characters
+ * that reorder or hide text (bidirectional overrides, zero-width characters, line separators).
  */
-const visible = (text: string): string => text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const visible = (text: string): string => text.replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
-const PLAIN_NUMBER = /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/;
+/** As ClickHouse writes numbers: infinities and NaN too. */
+const PLAIN_NUMBER = /^[-+]?((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity|nan)$/i;
 
 /**
  * A spreadsheet runs a cell that starts with = + - or @ (or a tab or carriage return) as a

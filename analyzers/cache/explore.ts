@@ -119,7 +119,8 @@ export async function exploreCaches(options: ExploreOptions): Promise<Exploratio
     const out = await base.runSegment(k, copy());
     input = out[base.layers[k] ?? ''] ?? input;
   }
-  // Each segment's time holds one run's setup and hand-offs, the whole model's one too.
+  // Timed on the model's thread: each segment's time holds one run's setup, the whole model's one
+  // too (not the hand-off to that thread and back, about as long as a small lookup's run).
   const { whole } = options;
   const wholeMs = whole && base.segments > 1 ? await meanRunMs(whole, options.timingFeeds, 10) : undefined;
   const stopMs = wholeMs === undefined ? 0 : Math.max(0, (measuredMs.reduce((a, b) => a + b, 0) - wholeMs) / (base.segments - 1));

@@ -252,17 +252,22 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     variant,
 
     async run(feeds, keys, tags) {
+      // Numbered as they come: on two model threads a later batch's first segment can end first.
+      const frames = keys.map(() => nextFrame++);
       const prefix = await base.runSegment(0, feeds);
       const hidden = prefix[layer]!;
-      // Once, by the first batch; a batch beside it (the model on two threads) waits for it.
-      await (setup ??= setUp(hidden.dims));
+      // Once, by the first batch; a batch beside it (the model on two threads) waits for it. A
+      // set-up that failed is tried again by the next batch.
+      await (setup ??= setUp(hidden.dims).catch((err: unknown) => {
+        setup = undefined;
+        throw err;
+      }));
       const size = rowSize();
       const all = hidden.data as Float32Array;
       const now = Date.now();
       forgetIdle(now);
       for (const key of keys) if (key !== undefined) streamOf(key).lastSeenMs = now;
       const rows = keys.length;
-      const frames = keys.map(() => nextFrame++);
 
       // Each stream's rows are pooled, and looked up where the stream has a vouched selector and a fresh reference.
       const hit = new Array<boolean>(rows).fill(false);

@@ -46,8 +46,9 @@ export async function meanRunMs(model: LoadedModel, feeds: () => NamedTensors, r
   if (model.time) return model.time(feeds(), runs);
   await model.run(feeds());
   const ends: number[] = [];
-  await Promise.all(Array.from({ length: runs }, async () => model.run(feeds()).then(() => ends.push(performance.now()))));
-  return (Math.max(...ends) - Math.min(...ends)) / (runs - 1);
+  const calls = Math.max(2, runs);
+  await Promise.all(Array.from({ length: calls }, async () => model.run(feeds()).then(() => ends.push(performance.now()))));
+  return (Math.max(...ends) - Math.min(...ends)) / (calls - 1);
 }
 
 /** Cuts `file` (its graph, where the caller has read it already) at `layers`, writes the segments to `dir` and loads them in `runtime`. */

@@ -52,8 +52,9 @@ async function serve(request: WorkerRequest): Promise<WorkerResponse> {
       // One run untimed (the first of a session allocates), then the runs timed back to back.
       await run(request.modelId, request.feeds);
       const started = performance.now();
-      for (let i = 0; i < request.runs; i++) await run(request.modelId, request.feeds);
-      return { type: 'timed', id: request.id, ms: (performance.now() - started) / request.runs };
+      const runs = Math.max(1, request.runs);
+      for (let i = 0; i < runs; i++) await run(request.modelId, request.feeds);
+      return { type: 'timed', id: request.id, ms: (performance.now() - started) / runs };
     }
     case 'unload': {
       await sessions.get(request.modelId)?.release();

@@ -91,9 +91,9 @@ describe('formatTable', () => {
     });
 
     it('HOSTILE: keeps a spreadsheet from running stored text as a formula, and numbers as they are', () => {
-      const cells = ['=HYPERLINK("http://x","y")', '@SUM(A1)', '+1+cmd', '-2+3', '\t=1', '-2', -3.5, '+4e2', '.5', 'a=b'];
+      const cells = ['=HYPERLINK("http://x","y")', '@SUM(A1)', '+1+cmd', '-2+3', '\t=1', '-2', -3.5, '+4e2', '.5', 'a=b', '-inf', 'nan'];
       const text = formatTable({ columns: [{ name: 'text' }], rows: cells.map((c) => ({ text: c })) }, 'csv');
-      expect(parseCsv(text).slice(1).map(([c]) => c)).toEqual(["'=HYPERLINK(\"http://x\",\"y\")", "'@SUM(A1)", "'+1+cmd", "'-2+3", "'\t=1", '-2', '-3.5', '+4e2', '.5', 'a=b']);
+      expect(parseCsv(text).slice(1).map(([c]) => c)).toEqual(["'=HYPERLINK(\"http://x\",\"y\")", "'@SUM(A1)", "'+1+cmd", "'-2+3", "'\t=1", '-2', '-3.5', '+4e2', '.5', 'a=b', '-inf', 'nan']);
     });
 
     it('writes empty cells for null and missing values and JSON for objects', () => {
@@ -140,8 +140,8 @@ describe('formatTable', () => {
     });
 
     it('HOSTILE: shows control characters as escapes, so stored text cannot drive the terminal', () => {
-      const shown = '\\u001b[2Jgone\\u000aline';
-      expect(formatTable({ columns: [{ name: 'text' }], rows: [{ text: '\u001b[2Jgone\nline' }] }, 'table').split('\n')).toEqual(['text', '-'.repeat(shown.length), shown, '(1 row)']);
+      const shown = '\\u001b[2Jgone\\u000aline\\u202eABC';
+      expect(formatTable({ columns: [{ name: 'text' }], rows: [{ text: '\u001b[2Jgone\nline\u202eABC' }] }, 'table').split('\n')).toEqual(['text', '-'.repeat(shown.length), shown, '(1 row)']);
     });
 
     it('says "1 row" and "0 rows"', () => {

@@ -167,7 +167,7 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     expect(await exitOf(smaller)).toBe('full');
   }, 60_000);
 
-  it('serves two batches that start at once as a new cache’s first (the model on two threads)', async () => {
+  it('serves two batches that start at once as a new cache’s first, as on two model threads', async () => {
     // Another config: a cache of its own, never run before.
     const params = runner.parseParams({ ...node.params, cache: { ...cache, period: 21 } });
     const run = async (image: RgbImage, stream: string) => runner.finish(await runner.execute(await runner.prepare([image], [params], [stream])));

@@ -50,10 +50,10 @@ describe('onnxruntime-node adapter (worker threads)', () => {
     const busy = Promise.all([detector.run(images()), detector.run(images()), detector.run(images()), detector.run(images())]);
     const smallMs = await small.time!({ [FRAME_HIDDEN]: { type: 'float32', data: new Float32Array(192), dims: [1, 3, 8, 8] }, [FRAME_REFERENCE]: { type: 'float32', data: new Float32Array(12), dims: [1, 3, 2, 2] } }, 10);
     await busy;
+    await Promise.all([small.dispose(), detector.dispose()]);
+    rmSync(dir, { recursive: true, force: true });
     expect(smallMs).toBeGreaterThan(0);
     expect(smallMs).toBeLessThan(detectorMs / 10);
-    await small.dispose();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('BAD CALL: a missing model file is a ModelLoad error naming the file', async () => {
