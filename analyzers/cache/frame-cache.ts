@@ -354,20 +354,23 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         const own = s?.recent.find((r) => r.frame === exit.frame);
         if (!s || !own) return;
         own.answer = answers[i]!;
+        // Stable: the answer of the frame the model ran on before it. On two model threads the
+        // later of two frames can be answered first: each frame answered settles both sides.
+        const answered = (frame: number | undefined) => s.recent.find((r) => r.frame === frame && r.answer !== undefined);
         const before = s.recent.filter((r) => r.frame < exit.frame).at(-1);
-        own.stable = before?.answer !== undefined && options.same(own.answer, before.answer);
-        // A checked hit was right when the frame's objects are its reference's: the latest frame before it.
-        const checked = s.checking.delete(exit.frame);
-        const reference = before?.frame;
-        const ready = s.pending.filter((p) => p.frame === exit.frame);
-        s.pending = s.pending.filter((p) => p.frame !== exit.frame && s.recent.some((r) => r.frame === p.earlier));
+        const after = s.recent.find((r) => r.frame > exit.frame);
+        if (before?.answer !== undefined) own.stable = options.same(own.answer, before.answer);
+        if (after?.answer !== undefined) after.stable = options.same(after.answer, own.answer);
+        // The pairs whose two frames are answered now; those with a frame no longer kept are let go.
+        const ready = s.pending.filter((p) => (p.frame === exit.frame || p.earlier === exit.frame) && answered(p.frame) && answered(p.earlier));
+        s.pending = s.pending.filter((p) => !ready.includes(p) && s.recent.some((r) => r.frame === p.earlier) && s.recent.some((r) => r.frame === p.frame));
         for (const pair of ready) {
-          const earlier = s.recent.find((r) => r.frame === pair.earlier);
-          if (earlier?.answer === undefined) continue;
-          const same = options.same(own.answer, earlier.answer);
+          const same = options.same(answered(pair.frame)!.answer!, answered(pair.earlier)!.answer!);
           learning.samples.push({ features: pair.features, same });
           learning.newSamples += 1;
-          if (checked && pair.earlier === reference) {
+          // A checked hit was right when the frame's objects are its reference's: the latest frame before it.
+          const reference = s.recent.filter((r) => r.frame < pair.frame).at(-1)?.frame;
+          if (pair.earlier === reference && s.checking.delete(pair.frame)) {
             s.stats.checked += 1;
             if (same) s.stats.checkedRight += 1;
             learning.checks = [...learning.checks, same].slice(-CHECK_WINDOW);

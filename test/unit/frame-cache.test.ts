@@ -175,6 +175,41 @@ describe.skipIf(!existsSync(clip))('a frame cache on CenterNet over car-detectio
     expect(outputs.map(([o]) => (o as Extract<NodeOutput, { kind: 'detections' }>).exit?.at)).toEqual(['full', 'full']);
   }, 60_000);
 
+  it("on two model threads, answers a stream's frames with their own objects or those of an earlier frame the model ran on", async () => {
+    const twoThreads = createOnnxRuntime({ logger: silentLogger(), workers: 2, intraOpThreads: 1 });
+    const parallel = await loadModelRunner(config.models.centernet!, twoThreads);
+    try {
+      const detectionsOf = (output: NodeOutput | undefined) => output as Extract<NodeOutput, { kind: 'detections' }>;
+      // Each frame three times over: a frame like its reference, so that some hit (at 5 fps the prior's hits are rare).
+      const some = frames.slice(0, 14).flatMap((frame) => [frame, frame, frame]);
+      const plain = parallel.parseParams(node.params);
+      const base: Detection[][] = [];
+      for (const image of some) base.push(detectionsOf((await parallel.run([image], [plain]))[0]).detections);
+      const params = parallel.parseParams({ ...node.params, cache });
+      const execute = async (k: number) => parallel.execute(await parallel.prepare([some[k]!], [params], ['detect/detect/two-threads']));
+      const ranWhole: number[] = [];
+      for (let k = 0; k < some.length; k += 2) {
+        // Two batches of the stream at once, one on each thread, the later one finished first.
+        const [earlier, later] = await Promise.all([execute(k), execute(k + 1)]);
+        const laterOutput = detectionsOf((await parallel.finish(later))[0]);
+        const outputs = [detectionsOf((await parallel.finish(earlier))[0]), laterOutput];
+        for (const [i, output] of outputs.entries()) {
+          const frame = k + i;
+          if (output.exit?.at === 'full') {
+            expect(output.detections).toEqual(base[frame]);
+            ranWhole.push(frame);
+          } else expect(ranWhole.filter((earlier) => earlier < frame).map((earlier) => base[earlier])).toContainEqual(output.detections);
+        }
+      }
+      // 17 of 42 hit; 8 where a frame answered before the one before it never became a reference that serves.
+      expect(some.length - ranWhole.length).toBeGreaterThan(some.length / 4);
+      expect(parallel.cacheStats!()).toEqual([expect.objectContaining({ key: 'detect/detect/two-threads', frames: some.length })]);
+    } finally {
+      await parallel.dispose();
+      await twoThreads.close();
+    }
+  }, 120_000);
+
   it('refuses a cache on a layer the model does not have, when the node is checked', () => {
     expect(() => runner.parseParams({ ...node.params, cache: { ...cache, layer: 99 } })).toThrow('cache.layer 99: centernet has candidate layers 0..7');
   });
