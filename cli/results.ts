@@ -63,12 +63,14 @@ export const savedQueryOf = (appNamed: (name: string) => AppSpec | undefined) =>
   const [app = '', query = '', ...rest] = name.split('.');
   // A name, not a path: it picks a file in configs/apps.
   const spec = /^[a-z0-9][a-z0-9._-]*$/.test(app) && rest.length === 0 ? appNamed(app) : undefined;
-  if (!spec) throw new PanoptesError(ErrorCode.AppNotFound, `--saved ${name}: no app named "${app}"; give <app>.<query>, e.g. traffic.crossings, and --app-file <app.yaml> for an app outside configs/apps`);
+  if (!spec) throw new PanoptesError(ErrorCode.AppNotFound, `saved query ${name}: no app named "${app}"; give <app>.<query>, e.g. traffic.crossings (on the command line, --app-file <app.yaml> for an app outside configs/apps)`);
   const queries = spec.queries;
   // Own names only: `constructor` is no saved query.
   const sql = Object.hasOwn(queries, query) ? queries[query] : undefined;
   if (typeof sql !== 'string') {
-    throw new PanoptesError(ErrorCode.QueryFailed, `--saved ${name}: app ${app} has no query "${query}"; saved queries: ${Object.keys(queries).map((q) => `${app}.${q}`).join(', ') || 'none'}`);
+    const known = Object.keys(queries).map((q) => `${app}.${q}`).join(', ') || 'none';
+    const why = query === '' ? `name one of app ${app}'s queries as <app>.<query>` : `app ${app} has no query "${query}"`;
+    throw new PanoptesError(ErrorCode.QueryFailed, `saved query ${name}: ${why}; saved queries: ${known}`);
   }
   return sql;
 };

@@ -42,6 +42,14 @@ export function limitSettings(limits: QueryLimits = {}): Record<string, string> 
   };
 }
 
+/** What to do about a query the engine stopped at one of its limits, before the engine's own words; undefined for any other failure. */
+export function limitAdvice(message: string): string | undefined {
+  if (/TOO_MANY_ROWS_OR_BYTES|Code: 396\b/.test(message)) return 'the answer is over a result limit; add a LIMIT, aggregate or select fewer columns';
+  if (/TIMEOUT_EXCEEDED|Code: 159\b/.test(message)) return 'the query ran past its time limit; narrow it, e.g. with a WHERE on the time column';
+  if (/MEMORY_LIMIT_EXCEEDED|Code: 241\b/.test(message)) return 'the query needed more memory than its limit; aggregate over fewer rows or columns';
+  return undefined;
+}
+
 /**
  * The engine's result limits do not hold everywhere (chDB's local mode lets a SELECT without
  * FROM past max_result_rows): the answer itself is checked too, before it is handed on.

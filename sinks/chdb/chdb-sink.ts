@@ -2,7 +2,7 @@ import { Session, type ChdbResult } from 'chdb';
 import { describeError, ensureDir, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { CURRENT_DIALECT, rawName, toJsonEachRow } from '../schema.js';
-import { checkAnswer, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
+import { checkAnswer, limitAdvice, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 import { parseAstDump, refusal } from './statement-check.js';
 
 export interface ChdbSinkOptions {
@@ -19,6 +19,8 @@ export interface ChdbSinkOptions {
 
 /** The database the embedded results live in. */
 const RESULTS_DATABASE = 'default';
+/** Rows the engine answers at least, whatever the row limit: the statement's checks need them. */
+const CHECK_ROWS = 10_000;
 
 /**
  * Embedded ClickHouse. chDB holds one data path per process, on which each `Session` is a
@@ -29,8 +31,11 @@ const RESULTS_DATABASE = 'default';
 export function createChdbSink(options: ChdbSinkOptions): ResultSink {
   ensureDir(options.path, 'the results folder');
   const jsonArgs = ['--output_format_json_quote_64bit_integers=0'];
-  // The limits go first: once readonly=1 is set, no setting can change.
-  const readerArgs = [...jsonArgs, ...Object.entries(limitSettings(options.limits)).map(([name, value]) => `--${name}=${value}`), '--readonly=1'];
+  // The limits go first: once readonly=1 is set, no setting can change. The statement's checks run
+  // under them too, and their answers (a parse tree, a line a node) must fit whatever the row
+  // limit: the engine's is at least CHECK_ROWS, and the answer is held to the limit itself after.
+  const engineLimits = { ...options.limits, maxResultRows: Math.max(options.limits?.maxResultRows ?? 0, CHECK_ROWS) };
+  const readerArgs = [...jsonArgs, ...Object.entries(limitSettings(engineLimits)).map(([name, value]) => `--${name}=${value}`), '--readonly=1'];
   const session = open(options.path, options.readOnly ? readerArgs : jsonArgs);
   const logger = options.logger.child({ module: 'sinks.chdb' });
 
@@ -110,9 +115,10 @@ async function run(session: Session, sql: string, format: 'JSON' | 'TSVRaw'): Pr
     // A syntax error comes back from the formatQuery() around the user's text: say it without it.
     const message = describeError(err).replace(/: In scope SELECT formatQuery\([\s\S]*$/, '');
     const readOnly = /READONLY|readonly mode/i.test(message);
+    const advice = limitAdvice(message);
     throw new PanoptesError(
       readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
-      readOnly ? `queries are read-only: ${message}` : `query failed: ${message}`,
+      readOnly ? `queries are read-only: ${message}` : `query failed: ${advice ? `${advice} (${message})` : message}`,
       { cause: err },
     );
   }

@@ -2,7 +2,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickh
 import { describeError, ErrorCode, PanoptesError, redactUrl, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { dialectOf, quoteIdentifier, rawName, toInsertRows, type SqlDialect } from '../schema.js';
-import { checkAnswer, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
+import { checkAnswer, limitAdvice, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ClickHouseSinkOptions {
   /** The server's HTTP interface, e.g. http://127.0.0.1:8123. */
@@ -94,10 +94,12 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
         const result = await client.query({ query: sql, format: 'JSON', clickhouse_settings: { output_format_json_quote_64bit_integers: 0 } });
         parsed = await result.json<Record<string, unknown>>();
       } catch (err) {
-        const readOnly = READONLY.test(describeError(err));
+        const message = describeError(err);
+        const readOnly = READONLY.test(message);
+        const advice = limitAdvice(message);
         throw new PanoptesError(
           readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
-          readOnly ? `queries are read-only: ${describeError(err)}` : `query failed: ${describeError(err)}`,
+          readOnly ? `queries are read-only: ${message}` : `query failed: ${advice ? `${advice} (${message})` : message}`,
           { cause: err },
         );
       }

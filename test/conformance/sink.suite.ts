@@ -179,12 +179,23 @@ export function describeSinkConformance(name: string, factory: SinkFactory): voi
         expect((await reader.query('SELECT n FROM (SELECT arrayJoin(range(1000)) AS n)')).rows).toHaveLength(1000);
         const tooMany = await rejected(() => reader.query('SELECT n FROM (SELECT arrayJoin(range(2000)) AS n)'));
         expect(tooMany.code).toBe(ErrorCode.QueryFailed);
-        expect(tooMany.message).toMatch(/limit for result exceeded/i);
+        expect(tooMany.message).toMatch(/the answer is over a result limit; add a LIMIT|the answer has 2000 rows, over the limit of 1000; add a LIMIT/);
         const tooLong = await rejected(() => reader.query('SELECT sleepEachRow(1) FROM (SELECT arrayJoin(range(3)) AS a)'));
         expect(tooLong.code).toBe(ErrorCode.QueryFailed);
-        expect(tooLong.message).toMatch(/timeout exceeded/i);
+        expect(tooLong.message).toMatch(/the query ran past its time limit.*timeout exceeded/i);
         // The limits are the sink's, not the query's to lift.
         expect((await rejected(() => reader.query('SELECT arrayJoin(range(2000)) AS n SETTINGS max_result_rows = 0'))).code).toBe(ErrorCode.QueryReadOnly);
+      } finally {
+        await reader.close();
+      }
+    });
+
+    it('answers within a row limit smaller than the statement, however the statement is checked', async () => {
+      const reader = await factory.open({ readOnly: true, limits: { maxResultRows: 2 } });
+      try {
+        const sql = 'SELECT n FROM (SELECT arrayJoin(range(3)) AS n) WHERE n < 2 ORDER BY n';
+        expect((await reader.query(sql)).rows).toEqual([{ n: 0 }, { n: 1 }]);
+        expect((await rejected(() => reader.query(sql.replace('n < 2', 'n < 3')))).message).toMatch(/the answer (is over a result limit|has 3 rows, over the limit of 2); add a LIMIT/);
       } finally {
         await reader.close();
       }

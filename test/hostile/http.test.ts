@@ -312,6 +312,8 @@ describe('hostile HTTP', () => {
   it("names a saved query by the app's own queries only, never by a property every object has", () => {
     expect(savedQuery('traffic.crossings')).toContain('SELECT');
     for (const name of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) expect(() => savedQuery(`traffic.${name}`)).toThrow(`app traffic has no query "${name}"`);
+    // An app without a query says which it has.
+    expect(() => savedQuery('traffic')).toThrow("saved query traffic: name one of app traffic's queries as <app>.<query>; saved queries: traffic.");
   });
 
   it('/query refuses writes and file access however sent, GET or POST', async () => {
