@@ -1,14 +1,12 @@
-// A learned cache for a detector node: for a frame of a stream, the answer it predicts is the
-// objects of the stream's last frame the whole model ran on (the reference), and its selector,
-// reading how an early feature map changed since that frame, says whether they are still this
-// frame's. A fixed camera mostly films an empty or unchanged scene, and those frames exit after
-// the first segment. GATI's parts, fitted to a detector: the candidate layer is a block output;
-// the lookup runs synchronously (it is one small run, and the rest of the model needs its
-// answer); the node's one selector is trained online on its streams' frames (every frame the
-// model runs on labels its pairs with the stream's frames before it, and a share of the hits is
-// run anyway to check them); a retrained selector, with its threshold calibrated to the accuracy
-// target, swaps in whole. A node starts from a selector learned on other footage where the model
-// ships one for its layer and grid (`frame-prior.ts`).
+// A learned cache for a detector node, GATI's parts fitted to a detector: for a stream's frame it
+// predicts the objects of the stream's last frame the whole model ran on (the reference), and its
+// selector, reading how an early feature map (a block output) changed since that frame, says
+// whether they still hold; a fixed camera mostly films an unchanged scene, and those frames exit
+// after the first segment. The lookup is synchronous (one small run whose answer the rest needs).
+// The node's one selector is trained online on its streams' frame pairs (every frame the model
+// runs on labels its pairs with the frames before it, and a share of the hits is run anyway to
+// check them); a retrained selector, calibrated to the accuracy target, swaps in whole. A node
+// starts from a selector learned on other footage where the model ships one (`frame-prior.ts`).
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -254,10 +252,8 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
     async run(feeds, keys, tags) {
       // Numbered as they come: on two model threads a later batch's first segment can end first.
       const frames = keys.map(() => nextFrame++);
-      const prefix = await base.runSegment(0, feeds);
-      const hidden = prefix[layer]!;
-      // Once, by the first batch; a batch beside it (the model on two threads) waits for it. A
-      // set-up that failed is tried again by the next batch.
+      const hidden = (await base.runSegment(0, feeds))[layer]!;
+      // Once, by the first batch (one beside it waits); one that failed is tried again by the next.
       await (setup ??= setUp(hidden.dims).catch((err: unknown) => {
         setup = undefined;
         throw err;
@@ -354,8 +350,7 @@ export async function createFrameCache<Answer>(options: FrameCacheOptions<Answer
         const own = s?.recent.find((r) => r.frame === exit.frame);
         if (!s || !own) return;
         own.answer = answers[i]!;
-        // Stable: the answer of the frame the model ran on before it. On two model threads the
-        // later of two frames can be answered first: each frame answered settles both sides.
+        // Stable: the answer of the frame run before it; either may be answered first (two threads).
         const answered = (frame: number | undefined) => s.recent.find((r) => r.frame === frame && r.answer !== undefined);
         const before = s.recent.filter((r) => r.frame < exit.frame).at(-1);
         const after = s.recent.find((r) => r.frame > exit.frame);
