@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, type RgbImage } from '../analyzers/index.js';
-import { modelBatches, modelThreads, runDeployment } from '../cli/index.js';
+import { modelBatches, modelRuntimeOptions, modelThreads, runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot, type CompiledConfig } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 import { CACHED_DETECT_APP, DETECT_APP } from './peer.js';
@@ -75,8 +75,9 @@ async function clipFrames(): Promise<RgbImage[]> {
  */
 export async function rawFps(images: readonly RgbImage[], probe: CompiledConfig): Promise<number> {
   const { batch } = modelBatches(probe)('centernet');
-  const threads = modelThreads(probe);
-  const runtime = createOnnxRuntime({ logger, workers: threads });
+  const options = modelRuntimeOptions(probe);
+  const threads = options.workers;
+  const runtime = createOnnxRuntime({ ...options, logger });
   const runner = await loadModelRunner(probe.models.centernet!, runtime);
   try {
     // The params of the probe's first CenterNet node, whichever app it is in.

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createOnnxRuntime, decodeJpeg, loadModelRunner, sameObjects, type RgbImage } from '../analyzers/index.js';
-import { modelThreads, runDeployment } from '../cli/index.js';
+import { modelRuntimeOptions, modelThreads, runDeployment } from '../cli/index.js';
 import { compileDeployment, createLogger, deploymentSchema, projectRoot, type CompiledConfig, type Detection } from '../core/index.js';
 import { createFileSource } from '../ingest/index.js';
 
@@ -65,13 +65,14 @@ function cpuSeconds(): number {
  * with the deployment's model threads each running batches one after another.
  */
 async function modelOnlyFps(config: CompiledConfig): Promise<{ fps: number; batch: number }> {
-  const threads = modelThreads(config);
+  const options = modelRuntimeOptions(config);
+  const threads = options.workers;
   const images: RgbImage[] = [];
   for await (const frame of createFileSource({ id: 'road', path: clip, speed: 'max', loop: false, logger }).frames()) {
     images.push(await decodeJpeg(frame.jpeg));
     if (images.length === 4) break;
   }
-  const runtime = createOnnxRuntime({ logger, workers: threads });
+  const runtime = createOnnxRuntime({ ...options, logger });
   try {
     const runner = await loadModelRunner(config.models.centernet!, runtime);
     const params = runner.parseParams(config.apps.detect!.nodes[0]!.params);

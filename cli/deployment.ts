@@ -22,7 +22,7 @@ import { createEpochService } from '../scheduler/index.js';
 import { createSinkWorker, type ResultSink } from '../sinks/index.js';
 import { openBus, openSink, waitUntilConsumed } from './adapters.js';
 import { STATUS_EVERY_MS, statusLines, type Progress } from './progress.js';
-import { modelThreads, ownBatches, prefixFamilies, schedulerOptions } from './run-setup.js';
+import { modelRuntimeOptions, ownBatches, prefixFamilies, schedulerOptions } from './run-setup.js';
 import { createSnapshotStore } from './snapshots.js';
 
 export const ROLES = ['ingest', 'backend', 'sink', 'scheduler'] as const;
@@ -156,7 +156,7 @@ export async function runDeployment(config: CompiledConfig, options: RunOptions)
   const sink = roles.has('sink') ? openSink(config, { logger }) : undefined;
   const sinkWorker = sink && createSinkWorker({ bus, sink, tables, batchRows: sinkConfig.batchRows, flushMs: sinkConfig.flushMs, groupId: Groups.sink, logger });
   const runtime = roles.has('backend')
-    ? createOnnxRuntime({ workers: modelThreads(config), spinning: backendConfig.spinning, ...(backendConfig.intraOpThreads ? { intraOpThreads: backendConfig.intraOpThreads } : {}), logger })
+    ? createOnnxRuntime({ ...modelRuntimeOptions(config), logger })
     : undefined;
   const batchOf = runtime && ownBatches(config, logger);
   const snapshots = runtime && backendConfig.snapshots ? createSnapshotStore({ dataDir: config.dataDir, retentionDays: sinkConfig.retentionDays, logger }) : undefined;

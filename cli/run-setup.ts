@@ -29,6 +29,12 @@ export function modelThreads(config: CompiledConfig): number {
   return config.deployment.backend.threads ?? (asyncLookups ? 1 : defaultModelThreads());
 }
 
+/** The model runtime's threads as a backend of this deployment runs them: the benchmarks' baselines run the same. */
+export function modelRuntimeOptions(config: CompiledConfig): { workers: number; spinning: boolean; intraOpThreads?: number } {
+  const { spinning, intraOpThreads } = config.deployment.backend;
+  return { workers: modelThreads(config), spinning, ...(intraOpThreads ? { intraOpThreads } : {}) };
+}
+
 /** Each model's batch before a plan (see batch-sizes.ts), chosen and logged once per model. */
 export function ownBatches(config: CompiledConfig, logger: Logger): (model: string) => number {
   const choose = modelBatches(config);

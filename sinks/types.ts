@@ -42,12 +42,17 @@ export function limitSettings(limits: QueryLimits = {}): Record<string, string> 
   };
 }
 
-/** What to do about a query the engine stopped at one of its limits, before the engine's own words; undefined for any other failure. */
-export function limitAdvice(message: string): string | undefined {
-  if (/TOO_MANY_ROWS_OR_BYTES|Code: 396\b/.test(message)) return 'the answer is over a result limit; add a LIMIT, aggregate or select fewer columns';
-  if (/TIMEOUT_EXCEEDED|Code: 159\b/.test(message)) return 'the query ran past its time limit; narrow it, e.g. with a WHERE on the time column';
-  if (/MEMORY_LIMIT_EXCEEDED|Code: 241\b/.test(message)) return 'the query needed more memory than its limit; aggregate over fewer rows or columns';
-  return undefined;
+/** The engine's errors for its limits, and what to do about each. */
+const LIMIT_ADVICE: readonly (readonly [RegExp, string])[] = [
+  [/TOO_MANY_ROWS_OR_BYTES|Code: 396\b/, 'the answer is over a result limit; add a LIMIT, aggregate or select fewer columns'],
+  [/TIMEOUT_EXCEEDED|Code: 159\b/, 'the query ran past its time limit; narrow it, e.g. with a WHERE on the time column'],
+  [/MEMORY_LIMIT_EXCEEDED|Code: 241\b/, 'the query needed more memory than its limit; aggregate over fewer rows or columns'],
+];
+
+/** A failed query's message: where the engine stopped it at one of its limits, what to do, before the engine's own words. */
+export function queryFailure(message: string): string {
+  const advice = LIMIT_ADVICE.find(([pattern]) => pattern.test(message))?.[1];
+  return `query failed: ${advice ? `${advice} (${message})` : message}`;
 }
 
 /**

@@ -2,7 +2,7 @@ import { Session, type ChdbResult } from 'chdb';
 import { describeError, ensureDir, ErrorCode, PanoptesError, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { CURRENT_DIALECT, rawName, toJsonEachRow } from '../schema.js';
-import { checkAnswer, limitAdvice, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
+import { checkAnswer, limitSettings, queryFailure, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 import { parseAstDump, refusal } from './statement-check.js';
 
 export interface ChdbSinkOptions {
@@ -115,10 +115,9 @@ async function run(session: Session, sql: string, format: 'JSON' | 'TSVRaw'): Pr
     // A syntax error comes back from the formatQuery() around the user's text: say it without it.
     const message = describeError(err).replace(/: In scope SELECT formatQuery\([\s\S]*$/, '');
     const readOnly = /READONLY|readonly mode/i.test(message);
-    const advice = limitAdvice(message);
     throw new PanoptesError(
       readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
-      readOnly ? `queries are read-only: ${message}` : `query failed: ${advice ? `${advice} (${message})` : message}`,
+      readOnly ? `queries are read-only: ${message}` : queryFailure(message),
       { cause: err },
     );
   }

@@ -2,7 +2,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickh
 import { describeError, ErrorCode, PanoptesError, redactUrl, type Logger, type ResultRow, type TableSpec } from '../../core/index.js';
 import { ensureSchema } from '../migrate.js';
 import { dialectOf, quoteIdentifier, rawName, toInsertRows, type SqlDialect } from '../schema.js';
-import { checkAnswer, limitAdvice, limitSettings, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
+import { checkAnswer, limitSettings, queryFailure, type QueryLimits, type QueryResult, type ResultSink } from '../types.js';
 
 export interface ClickHouseSinkOptions {
   /** The server's HTTP interface, e.g. http://127.0.0.1:8123. */
@@ -96,10 +96,9 @@ export function createClickHouseSink(options: ClickHouseSinkOptions): ResultSink
       } catch (err) {
         const message = describeError(err);
         const readOnly = READONLY.test(message);
-        const advice = limitAdvice(message);
-        throw new PanoptesError(
+            throw new PanoptesError(
           readOnly ? ErrorCode.QueryReadOnly : ErrorCode.QueryFailed,
-          readOnly ? `queries are read-only: ${message}` : `query failed: ${advice ? `${advice} (${message})` : message}`,
+          readOnly ? `queries are read-only: ${message}` : queryFailure(message),
           { cause: err },
         );
       }
